@@ -1,0 +1,156 @@
+package functions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// Name is the SQL name of a function, as written in pgimageai.rules.function.
+type Name string
+
+// The functions.
+const (
+	Complete Name = "AI_IMAGE_COMPLETE" // (model, image, prompt) → text
+	Embed    Name = "AI_IMAGE_EMBED"    // (model, image) → real[]
+)
+
+// headBytes is how many leading bytes of a bad image the errors table keeps.
+const headBytes = 16
+
+// Function is one AI function bound to a model and, for AI_IMAGE_COMPLETE, a
+// prompt: what one rule applies to each image. It is safe for concurrent use.
+type Function struct {
+	name   Name
+	model  string // models.name, for messages
+	prompt string
+	opts   provider.Options
+	gen    provider.TextGenerator
+	emb    provider.Embedder
+}
+
+// Bind checks a rule's arguments against the function's signature and the
+// provider's capabilities and returns the bound function. Every failure is an
+// *Error with reason invalid_rule and a message that says what to fix.
+//
+// prompt is nil for SQL NULL. opts are the model's shared options with
+// defaults applied (provider.ParseOptions).
+func Bind(name Name, model string, p provider.Provider, opts provider.Options, prompt *string) (*Function, error) {
+	f := &Function{name: name, model: model, opts: opts}
+	switch name {
+	case Complete:
+		if prompt == nil {
+			return nil, invalidRule("%s(model, image, prompt) needs a prompt; the rule's prompt is NULL", name)
+		}
+		gen, ok := p.(provider.TextGenerator)
+		if !ok {
+			return nil, invalidRule("model %s: its provider cannot generate text from images, so it cannot serve %s", model, name)
+		}
+		f.prompt, f.gen = *prompt, gen
+	case Embed:
+		if prompt != nil {
+			return nil, invalidRule("%s(model, image) takes no prompt; set the rule's prompt to NULL", name)
+		}
+		emb, ok := p.(provider.Embedder)
+		if !ok {
+			return nil, invalidRule("model %s: its provider does not implement image embedding, so it cannot serve %s (use an embedding provider such as local)", model, name)
+		}
+		f.emb = emb
+	default:
+		return nil, invalidRule("unknown function %q (want %s or %s)", name, Complete, Embed)
+	}
+	return f, nil
+}
+
+// Name returns the function's SQL name.
+func (f *Function) Name() Name { return f.name }
+
+// Result is the value a call writes to the target column. Null is true for a
+// SQL NULL; otherwise Text (AI_IMAGE_COMPLETE) or Vector (AI_IMAGE_EMBED) holds
+// the value.
+type Result struct {
+	Null   bool
+	Text   string
+	Vector []float32
+	Usage  provider.Usage
+}
+
+// Check validates an image without calling the provider: the NULL, empty,
+// format, size and allowed-format rows of SPEC §3. It returns the detected
+// format, or an *Error.
+func (f *Function) Check(img []byte) (magic.Format, error) {
+	format, err := magic.Detect(img)
+	switch {
+	case errors.Is(err, magic.ErrEmpty):
+		return 0, &Error{Reason: EmptyImage, Detail: "image is empty (0 bytes)", ImageBytes: 0}
+	case err != nil:
+		return 0, &Error{Reason: UnknownFormat, ImageBytes: len(img), ImageHead: head(img),
+			Detail: fmt.Sprintf("image of %d bytes has no known magic bytes (PNG, JPEG, GIF, WebP); it starts % x", len(img), head(img))}
+	case int64(len(img)) > f.opts.MaxImageBytes:
+		return 0, &Error{Reason: TooLarge, ImageBytes: len(img), ImageHead: head(img),
+			Detail: fmt.Sprintf("%s image of %d bytes exceeds max_image_bytes %d of model %s", format, len(img), f.opts.MaxImageBytes, f.model)}
+	case !f.opts.Allows(format):
+		return 0, &Error{Reason: UnsupportedFormat, ImageBytes: len(img), ImageHead: head(img),
+			Detail: fmt.Sprintf("model %s accepts %s, not %s", f.model, strings.Join(f.opts.Formats, ", "), format.MIME())}
+	}
+	return format, nil
+}
+
+// Call applies the function to one image. valid is false for a SQL NULL image,
+// which yields a NULL result without a provider call. A failure yields a NULL
+// result and an *Error with its reason; the caller records it.
+func (f *Function) Call(ctx context.Context, img []byte, valid bool) (Result, error) {
+	if !valid {
+		return Result{Null: true}, nil
+	}
+	format, err := f.Check(img)
+	if err != nil {
+		return Result{Null: true}, err
+	}
+	in := provider.Image{Data: img, MIME: format.MIME()}
+	switch f.name {
+	case Complete:
+		c, err := f.gen.GenerateText(ctx, in, f.prompt)
+		if err != nil {
+			return Result{Null: true}, f.providerErr(ctx, img, err)
+		}
+		return Result{Text: c.Text, Usage: c.Usage}, nil
+	default:
+		e, err := f.emb.EmbedImage(ctx, in)
+		if err != nil {
+			return Result{Null: true}, f.providerErr(ctx, img, err)
+		}
+		if err := checkVector(e.Vector); err != nil {
+			return Result{Null: true, Usage: e.Usage}, fromProvider(f.model, img, err)
+		}
+		return Result{Vector: e.Vector, Usage: e.Usage}, nil
+	}
+}
+
+// providerErr classifies a provider failure; a cancelled ctx is returned as is,
+// because shutting down is not a property of the row.
+func (f *Function) providerErr(ctx context.Context, img []byte, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fromProvider(f.model, img, err)
+}
+
+func checkVector(v []float32) error {
+	if len(v) == 0 {
+		return provider.Errorf(provider.BadResponse, "provider returned an empty vector")
+	}
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return provider.Errorf(provider.BadResponse, "vector element %d is %v", i, x)
+		}
+	}
+	return nil
+}
+
+func head(img []byte) []byte { return magic.Head(img, headBytes) }

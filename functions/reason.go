@@ -1,0 +1,68 @@
+package functions
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// Reason is a reason code of SPEC §3, stored in pgimageai.errors.reason.
+type Reason string
+
+// The reason codes.
+const (
+	EmptyImage        Reason = "empty_image"
+	UnknownFormat     Reason = "unknown_format"
+	TooLarge          Reason = "too_large"
+	UnsupportedFormat Reason = "unsupported_format"
+	ProviderError     Reason = "provider_error"
+	BadResponse       Reason = "bad_response"
+	InvalidRule       Reason = "invalid_rule"
+)
+
+// Error is a function failure with its reason code. Detail is human readable
+// and holds no secret; ImageBytes and ImageHead describe the image, where there
+// was one, for the errors table.
+type Error struct {
+	Reason     Reason
+	Detail     string
+	Status     int    // HTTP status of a provider failure; 0 otherwise
+	ImageBytes int    // length of the image; -1 when there was none
+	ImageHead  []byte // first 16 bytes of the image
+	Err        error  // the underlying error, e.g. a *provider.Error
+}
+
+func (e *Error) Error() string { return string(e.Reason) + ": " + e.Detail }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf returns the reason code carried by err, or "" when err carries none.
+func ReasonOf(err error) Reason {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Reason
+	}
+	return ""
+}
+
+// invalidRule returns an invalid_rule error with a formatted detail.
+func invalidRule(format string, args ...any) *Error {
+	return &Error{Reason: InvalidRule, Detail: fmt.Sprintf(format, args...), ImageBytes: -1}
+}
+
+// fromProvider classifies a provider failure: an unusable answer is
+// bad_response, anything else (HTTP error, retries spent, I/O) is
+// provider_error.
+func fromProvider(model string, img []byte, err error) *Error {
+	fe := &Error{Reason: ProviderError, ImageBytes: len(img), ImageHead: head(img), Err: err}
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		fe.Status = pe.Status
+		if pe.Kind == provider.BadResponse {
+			fe.Reason = BadResponse
+		}
+	}
+	fe.Detail = fmt.Sprintf("model %s: %v", model, err)
+	return fe
+}

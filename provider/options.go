@@ -1,0 +1,146 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pgimageai/pgimageai/magic"
+)
+
+// Defaults of the options every provider shares (SPEC §4).
+const (
+	DefaultTimeout        = 60 * time.Second
+	DefaultMaxRetries     = 4
+	DefaultMaxConcurrency = 8
+	DefaultMaxImageBytes  = 20 << 20
+)
+
+// Options are the keys of models.options that every provider understands.
+// Provider configs embed it so that one JSON object carries both the shared
+// and the provider's own keys.
+type Options struct {
+	Timeout           Duration `json:"timeout,omitempty"`             // per request; default 60s
+	MaxRetries        *int     `json:"max_retries,omitempty"`         // default 4; 0 = no retry
+	MaxConcurrency    int      `json:"max_concurrency,omitempty"`     // requests in flight per model; default 8
+	RequestsPerMinute int      `json:"requests_per_minute,omitempty"` // 0 = unlimited
+	MaxImageBytes     int64    `json:"max_image_bytes,omitempty"`     // default 20 MiB
+	Formats           []string `json:"formats,omitempty"`             // allowed MIME types; default all four
+}
+
+// WithDefaults returns o with every unset key at its default.
+func (o Options) WithDefaults() Options {
+	if o.Timeout == 0 {
+		o.Timeout = Duration(DefaultTimeout)
+	}
+	if o.MaxRetries == nil {
+		n := DefaultMaxRetries
+		o.MaxRetries = &n
+	}
+	if o.MaxConcurrency == 0 {
+		o.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if o.MaxImageBytes == 0 {
+		o.MaxImageBytes = DefaultMaxImageBytes
+	}
+	if len(o.Formats) == 0 {
+		for _, f := range magic.Formats {
+			o.Formats = append(o.Formats, f.MIME())
+		}
+	}
+	return o
+}
+
+// Validate reports the first invalid shared option.
+func (o Options) Validate() error {
+	switch {
+	case o.Timeout < 0:
+		return fmt.Errorf("option timeout: must be positive, got %s", time.Duration(o.Timeout))
+	case o.MaxRetries != nil && *o.MaxRetries < 0:
+		return fmt.Errorf("option max_retries: must be >= 0, got %d", *o.MaxRetries)
+	case o.MaxConcurrency < 0:
+		return fmt.Errorf("option max_concurrency: must be >= 1, got %d", o.MaxConcurrency)
+	case o.RequestsPerMinute < 0:
+		return fmt.Errorf("option requests_per_minute: must be >= 0, got %d", o.RequestsPerMinute)
+	case o.MaxImageBytes < 0:
+		return fmt.Errorf("option max_image_bytes: must be >= 1, got %d", o.MaxImageBytes)
+	}
+	for _, m := range o.Formats {
+		if _, ok := magic.ParseMIME(m); !ok {
+			return fmt.Errorf("option formats: %q is not one of image/png, image/jpeg, image/gif, image/webp", m)
+		}
+	}
+	return nil
+}
+
+// Allows reports whether format f is among the allowed formats. Call it on
+// options WithDefaults.
+func (o Options) Allows(f magic.Format) bool {
+	for _, m := range o.Formats {
+		if m == f.MIME() {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseOptions decodes the shared keys of raw, ignoring provider-specific
+// ones, validates them and applies defaults.
+func ParseOptions(raw json.RawMessage) (Options, error) {
+	var o Options
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return Options{}, fmt.Errorf("options: %w", err)
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return Options{}, err
+	}
+	return o.WithDefaults(), nil
+}
+
+// DecodeStrict decodes raw into v, rejecting keys v does not know, so that a
+// misspelt option is an error rather than silently ignored. Empty raw leaves v
+// untouched.
+func DecodeStrict(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("options: %w", err)
+	}
+	return nil
+}
+
+// Duration is a time.Duration that decodes from JSON as a Go duration string
+// ("30s", "1m30s") or as a number of seconds (30, 0.5).
+type Duration time.Duration
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case float64:
+		*d = Duration(x * float64(time.Second))
+	case string:
+		p, err := time.ParseDuration(x)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", x, err)
+		}
+		*d = Duration(p)
+	default:
+		return fmt.Errorf("duration must be a string like \"30s\" or a number of seconds, got %s", b)
+	}
+	return nil
+}
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}

@@ -1,0 +1,63 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Image is a validated image handed to a provider: its bytes and media type
+// ("image/png", "image/jpeg", "image/gif" or "image/webp").
+type Image struct {
+	Data []byte
+	MIME string
+}
+
+// Usage is the token accounting a provider reported for one call.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Completion is the answer of a TextGenerator.
+type Completion struct {
+	Text  string
+	Usage Usage
+}
+
+// Embedding is the answer of an Embedder.
+type Embedding struct {
+	Vector []float32
+	Usage  Usage
+}
+
+// TextGenerator turns an image and a prompt into text: the capability behind
+// AI_IMAGE_COMPLETE (SupportsImageTextGeneration in the design pgimageai
+// follows). Implementations are safe for concurrent use and bound their own
+// concurrency.
+type TextGenerator interface {
+	GenerateText(ctx context.Context, img Image, prompt string) (Completion, error)
+}
+
+// Embedder turns an image into a vector: the capability behind AI_IMAGE_EMBED
+// (SupportsImageEmbedding). Implementations are safe for concurrent use.
+type Embedder interface {
+	EmbedImage(ctx context.Context, img Image) (Embedding, error)
+}
+
+// Provider is a configured provider: a value that implements TextGenerator,
+// Embedder or both. Callers discover capabilities with type assertions, once,
+// when a rule is loaded.
+type Provider any
+
+// Model is one row of pgimageai.models.
+type Model struct {
+	Name      string          // models.name, what rules reference
+	Provider  string          // registry name, e.g. "openai", "local"
+	BaseURL   string          // "" = the provider's default
+	Model     string          // the provider's model id, e.g. "gpt-4o-mini"
+	APIKeyEnv string          // NAME of the environment variable holding the key; "" = no key
+	Options   json.RawMessage // models.options; nil or {} = defaults
+}
+
+// Env looks up an environment variable; os.LookupEnv in production, a map in tests.
+type Env func(name string) (string, bool)

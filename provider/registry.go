@@ -1,0 +1,61 @@
+package provider
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Factory builds a provider for one model row. It validates the row (base URL,
+// options, key variable) and returns a clear error when the row is unusable.
+type Factory func(m Model, env Env) (Provider, error)
+
+// Registry maps provider names ("openai", "local", ...) to factories. It is
+// filled explicitly by main, never from init, and is safe for concurrent use.
+type Registry struct {
+	mu        sync.RWMutex
+	factories map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{factories: make(map[string]Factory)}
+}
+
+// Register adds a factory under name; registering a name twice panics, as it
+// is a programming error in main.
+func (r *Registry) Register(name string, f Factory) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.factories[name]; dup {
+		panic("provider: Register called twice for " + name)
+	}
+	r.factories[name] = f
+}
+
+// Names returns the registered provider names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.factories))
+	for n := range r.factories {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New builds the provider of model m.
+func (r *Registry) New(m Model, env Env) (Provider, error) {
+	r.mu.RLock()
+	f, ok := r.factories[m.Provider]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("model %q: unknown provider %q (known: %v)", m.Name, m.Provider, r.Names())
+	}
+	p, err := f(m, env)
+	if err != nil {
+		return nil, fmt.Errorf("model %q: %w", m.Name, err)
+	}
+	return p, nil
+}
