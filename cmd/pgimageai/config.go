@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// config holds the settings of SPEC §6, each from a flag or, failing that, its
+// environment variable.
+type config struct {
+	DSN         string
+	TargetDSN   string
+	Slot        string
+	Publication string
+	MetricsAddr string
+	LogFormat   string
+}
+
+// errUsage marks errors that exit with code 2.
+var errUsage = errors.New("usage")
+
+// setting is one flag and the environment variable behind it.
+type setting struct {
+	flag, env, def, help string
+	dst                  *string
+}
+
+func (c *config) settings() []setting {
+	return []setting{
+		{"dsn", "PGIMAGEAI_DSN", "", "source database connection string (default: libpq PG* variables)", &c.DSN},
+		{"target-dsn", "PGIMAGEAI_TARGET_DSN", "", "target database connection string (default: the source)", &c.TargetDSN},
+		{"slot", "PGIMAGEAI_SLOT", "pgimageai", "logical replication slot name", &c.Slot},
+		{"publication", "PGIMAGEAI_PUBLICATION", "pgimageai", "publication name", &c.Publication},
+		{"metrics-addr", "PGIMAGEAI_METRICS_ADDR", "", "address for Prometheus /metrics and /healthz, e.g. :9187 (default: off)", &c.MetricsAddr},
+		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
+	}
+}
+
+// parseConfig parses args (after the subcommand) with getenv as the fallback
+// for unset flags.
+func parseConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("pgimageai "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	for _, s := range c.settings() {
+		fs.StringVar(s.dst, s.flag, "", fmt.Sprintf("%s (env %s)", s.help, s.env))
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: pgimageai %s [flags]\n\nFlags:\n", cmd)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	for _, s := range c.settings() {
+		if *s.dst == "" {
+			*s.dst = getenv(s.env)
+		}
+		if *s.dst == "" {
+			*s.dst = s.def
+		}
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return c, fmt.Errorf("%w: --log-format must be text or json, got %q", errUsage, c.LogFormat)
+	}
+	return c, nil
+}
+
+// logger returns the structured logger the config asks for.
+func (c config) logger(w io.Writer) *slog.Logger {
+	if strings.EqualFold(c.LogFormat, "json") {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}

@@ -1,0 +1,89 @@
+// Command pgimageai streams bytea images from PostgreSQL's WAL through AI
+// functions into target tables. See README.md and SPEC §6.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes of SPEC §6.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+const usage = `pgimageai — AI functions over PostgreSQL image columns, live from the WAL
+
+Usage:
+  pgimageai <command> [flags]
+
+Commands:
+  migrate    apply migrations (source and target database)
+
+Settings (flag or environment):
+  --dsn           PGIMAGEAI_DSN           source database (default: libpq PG* variables)
+  --target-dsn    PGIMAGEAI_TARGET_DSN    target database (default: the source)
+  --slot          PGIMAGEAI_SLOT          replication slot (default pgimageai)
+  --publication   PGIMAGEAI_PUBLICATION   publication (default pgimageai)
+  --metrics-addr  PGIMAGEAI_METRICS_ADDR  Prometheus /metrics and /healthz address
+  --log-format    PGIMAGEAI_LOG_FORMAT    text (default) or json
+
+Exit codes: 0 done, 1 runtime failure, 2 usage or configuration error.
+Run 'pgimageai <command> --help' for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command is one subcommand.
+type command func(ctx context.Context, c config, stdout, stderr io.Writer) error
+
+var commands = map[string]command{
+	"migrate": migrate,
+}
+
+// run executes the command line and returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "pgimageai: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	c, err := parseConfig(args[0], args[1:], getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "pgimageai %s: %v\n", args[0], err)
+		return exitUsage
+	}
+	if err := cmd(ctx, c, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "pgimageai %s: %v\n", args[0], err)
+		if errors.Is(err, errUsage) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	return exitOK
+}

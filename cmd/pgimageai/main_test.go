@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    config
+		wantErr string
+	}{
+		{"defaults", nil, nil, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text"}, ""},
+		{"env", nil, map[string]string{"PGIMAGEAI_DSN": "postgres://a/b", "PGIMAGEAI_SLOT": "s1", "PGIMAGEAI_LOG_FORMAT": "json"},
+			config{DSN: "postgres://a/b", Slot: "s1", Publication: "pgimageai", LogFormat: "json"}, ""},
+		{"flag beats env", []string{"--slot", "s2", "--target-dsn=postgres://t/db"}, map[string]string{"PGIMAGEAI_SLOT": "s1"},
+			config{TargetDSN: "postgres://t/db", Slot: "s2", Publication: "pgimageai", LogFormat: "text"}, ""},
+		{"bad log format", []string{"--log-format", "xml"}, nil, config{}, "--log-format must be text or json"},
+		{"unknown flag", []string{"--nope"}, nil, config{}, "flag provided but not defined"},
+		{"stray argument", []string{"extra"}, nil, config{}, `unexpected argument "extra"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseConfig("migrate", tc.args, env(tc.env), &bytes.Buffer{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        []string
+		env         map[string]string
+		code        int
+		out, errOut string
+	}{
+		{"no args", nil, nil, exitUsage, "", "Usage:"},
+		{"help", []string{"--help"}, nil, exitOK, "migrate", ""},
+		{"unknown command", []string{"frobnicate"}, nil, exitUsage, "", `unknown command "frobnicate"`},
+		{"command help", []string{"migrate", "-h"}, nil, exitOK, "", "PGIMAGEAI_DSN"},
+		{"bad flag", []string{"migrate", "--bogus"}, nil, exitUsage, "", "flag provided but not defined"},
+		{"bad dsn is usage", []string{"migrate", "--dsn", "postgres://u:hunter2@[::1"}, nil, exitUsage, "", "source dsn"},
+		{"unreachable database", []string{"migrate", "--dsn", "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2"}, nil, exitFailure, "", "connect to source database u@127.0.0.1:1/db"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), tc.args, env(tc.env), &out, &errOut)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.code, errOut.String())
+			}
+			if !strings.Contains(out.String(), tc.out) || !strings.Contains(errOut.String(), tc.errOut) {
+				t.Fatalf("stdout %q stderr %q; want %q / %q", out.String(), errOut.String(), tc.out, tc.errOut)
+			}
+			if strings.Contains(out.String()+errOut.String(), "hunter2") {
+				t.Fatalf("password leaked: %s", errOut.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/migrations"
+)
+
+// migrate applies the migrations to the source database and, when it is a
+// different one, to the target database.
+func migrate(ctx context.Context, c config, stdout, _ io.Writer) error {
+	dsns := []struct{ role, dsn string }{{"source", c.DSN}}
+	if c.TargetDSN != "" && c.TargetDSN != c.DSN {
+		dsns = append(dsns, struct{ role, dsn string }{"target", c.TargetDSN})
+	}
+	for _, d := range dsns {
+		cfg, err := pgx.ParseConfig(d.dsn)
+		if err != nil {
+			return fmt.Errorf("%w: %s dsn: %v", errUsage, d.role, err)
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("connect to %s database %s: %w", d.role, where(cfg), err)
+		}
+		applied, err := migrations.Apply(ctx, conn)
+		conn.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return fmt.Errorf("%s database %s: %w", d.role, where(cfg), err)
+		}
+		fmt.Fprintf(stdout, "%s database %s: %d migration(s) applied %v\n", d.role, where(cfg), len(applied), applied)
+	}
+	return nil
+}
+
+// where names a database without its password: user@host:port/db.
+func where(cfg *pgx.ConnConfig) string {
+	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
