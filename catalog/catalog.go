@@ -1,0 +1,115 @@
+// Package catalog reads table definitions from PostgreSQL's system catalogs:
+// what a rule names (source tables, their primary keys, the image column) and
+// what a target table already has. Names are resolved the way PostgreSQL
+// resolves a regclass, so 'photos', 'public.photos' and '"Odd Schema"."My
+// Table"' all work, and identifiers are never pasted into SQL.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier is what catalog needs of a connection: *pgx.Conn, pgxpool.Pool and
+// pgx.Tx all qualify.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ErrNoTable is returned when a name does not resolve to a table.
+var ErrNoTable = errors.New("no such table")
+
+// Column is one column of a table.
+type Column struct {
+	Name    string
+	TypeOID uint32
+	Type    string // format_type(): "bytea", "integer", "character varying(20)", "vector(3)"
+	TypeMod int32
+}
+
+// Table is a table's definition.
+type Table struct {
+	OID        uint32
+	Schema     string
+	Name       string
+	Columns    []Column
+	PrimaryKey []string // primary key column names in key order; empty when none
+}
+
+// Identifier returns the table's quoted, schema-qualified name.
+func (t *Table) Identifier() pgx.Identifier { return pgx.Identifier{t.Schema, t.Name} }
+
+// String returns the table's name as PostgreSQL prints a regclass with an
+// explicit schema, e.g. public.photos or "Odd Schema"."My Table".
+func (t *Table) String() string { return t.Identifier().Sanitize() }
+
+// Column returns the named column (exact case), or false.
+func (t *Table) Column(name string) (Column, bool) {
+	for _, c := range t.Columns {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
+// Lookup resolves name as a regclass and reads the table's columns and
+// primary key. A name that does not resolve, or resolves to something that is
+// not an ordinary or partitioned table, gives an error wrapping ErrNoTable.
+func Lookup(ctx context.Context, q Querier, name string) (*Table, error) {
+	var t Table
+	var kind string
+	err := q.QueryRow(ctx, `
+SELECT c.oid, n.nspname, c.relname, c.relkind::text
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass($1)`, name).Scan(&t.OID, &t.Schema, &t.Name, &kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("table %s: %w", name, ErrNoTable)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42602" { // invalid_name
+		return nil, fmt.Errorf("table %s: %w (%s)", name, ErrNoTable, pgErr.Message)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up table %s: %w", name, err)
+	}
+	if kind != "r" && kind != "p" {
+		return nil, fmt.Errorf("%s is not a table (relkind %s): %w", name, kind, ErrNoTable)
+	}
+	rows, err := q.Query(ctx, `
+SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.atttypmod
+FROM pg_attribute a
+WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, t.OID)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", name, err)
+	}
+	t.Columns, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Column, error) {
+		var c Column
+		err := r.Scan(&c.Name, &c.TypeOID, &c.Type, &c.TypeMod)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", name, err)
+	}
+	rows, err = q.Query(ctx, `
+SELECT a.attname
+FROM pg_index i
+CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+WHERE i.indrelid = $1 AND i.indisprimary
+ORDER BY k.ord`, t.OID)
+	if err != nil {
+		return nil, fmt.Errorf("primary key of %s: %w", name, err)
+	}
+	t.PrimaryKey, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("primary key of %s: %w", name, err)
+	}
+	return &t, nil
+}

@@ -1,0 +1,204 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// Provider is the openai provider of one pgimageai.models row. It implements
+// provider.TextGenerator and is safe for concurrent use; its requests are
+// bounded by the model's max_concurrency and requests_per_minute.
+type Provider struct {
+	model   string
+	cfg     Config
+	key     string // only for scrubbing error messages
+	timeout time.Duration
+	client  *goopenai.Client
+	retrier provider.Retrier
+	limiter *provider.Limiter
+}
+
+var _ provider.TextGenerator = (*Provider)(nil)
+
+// New builds the provider of model row m: base URL (default DefaultBaseURL;
+// http or https only), options (decoded strictly, validated, defaulted) and
+// the API key from the environment variable m.APIKeyEnv names (none named =
+// no Authorization header). A nil env means os.LookupEnv.
+func New(m provider.Model, env provider.Env) (*Provider, error) {
+	if strings.TrimSpace(m.Model) == "" {
+		return nil, errors.New("model: the provider's model id is empty")
+	}
+	cfg, err := ParseConfig(m.Options)
+	if err != nil {
+		return nil, err
+	}
+	base, err := parseBaseURL(m.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	key, err := apiKey(m.APIKeyEnv, env)
+	if err != nil {
+		return nil, err
+	}
+
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = cfg.MaxConcurrency // keep connections of concurrent requests alive
+	cc := goopenai.DefaultConfig(key)
+	cc.BaseURL = base
+	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}}
+
+	return &Provider{
+		model:   m.Model,
+		cfg:     cfg,
+		key:     key,
+		timeout: time.Duration(cfg.Timeout),
+		client:  goopenai.NewClientWithConfig(cc),
+		retrier: provider.Retrier{MaxRetries: *cfg.MaxRetries},
+		limiter: provider.NewLimiter(cfg.MaxConcurrency, cfg.RequestsPerMinute),
+	}, nil
+}
+
+// Factory is New as a provider.Factory, for Registry.Register("openai", openai.Factory).
+func Factory(m provider.Model, env provider.Env) (provider.Provider, error) {
+	p, err := New(m, env)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return p, nil
+}
+
+// Options returns the model's shared options, defaults applied
+// (max_image_bytes, formats, ...), for the checks made before a call.
+func (p *Provider) Options() provider.Options { return p.cfg.Options }
+
+// GenerateText sends img and prompt to {base_url}/chat/completions and returns
+// the first choice's text and the reported token usage. Each attempt waits for
+// the limiter, has the model's timeout, and is retried per provider.Retrier
+// (max_retries). Every error is a *provider.Error.
+func (p *Provider) GenerateText(ctx context.Context, img provider.Image, prompt string) (provider.Completion, error) {
+	f, ok := magic.ParseMIME(img.MIME)
+	if !ok {
+		return provider.Completion{}, provider.Errorf(provider.Permanent,
+			"image type %q is not one of image/png, image/jpeg, image/gif, image/webp", img.MIME)
+	}
+	if len(img.Data) == 0 {
+		return provider.Completion{}, provider.Errorf(provider.Permanent, "image is empty")
+	}
+	req := p.request(magic.DataURL(f, img.Data), prompt)
+	fix := wireFix{emptyText: prompt == "", temperature: p.cfg.Temperature, topP: p.cfg.TopP}
+
+	var out provider.Completion
+	err := p.retrier.Do(ctx, func(ctx context.Context) error {
+		c, err := p.attempt(ctx, req, fix)
+		if err == nil {
+			out = c
+		}
+		return err
+	})
+	if err != nil {
+		return provider.Completion{}, err
+	}
+	return out, nil
+}
+
+// request builds the chat request: the system message when system_prompt is
+// set, then one user message of a text part followed by an image_url part.
+func (p *Provider) request(dataURL, prompt string) goopenai.ChatCompletionRequest {
+	var msgs []goopenai.ChatCompletionMessage
+	if p.cfg.SystemPrompt != "" {
+		msgs = append(msgs, goopenai.ChatCompletionMessage{
+			Role:    goopenai.ChatMessageRoleSystem,
+			Content: p.cfg.SystemPrompt,
+		})
+	}
+	msgs = append(msgs, goopenai.ChatCompletionMessage{
+		Role: goopenai.ChatMessageRoleUser,
+		MultiContent: []goopenai.ChatMessagePart{
+			{Type: goopenai.ChatMessagePartTypeText, Text: prompt}, // "" restored by wireFix
+			{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{
+				URL:    dataURL,
+				Detail: goopenai.ImageURLDetail(p.cfg.Detail),
+			}},
+		},
+	})
+	req := goopenai.ChatCompletionRequest{Model: p.model, Messages: msgs}
+	if p.cfg.MaxTokens != nil {
+		req.MaxTokens = *p.cfg.MaxTokens
+	}
+	if p.cfg.Temperature != nil {
+		req.Temperature = *p.cfg.Temperature // 0 is restored by wireFix
+	}
+	if p.cfg.TopP != nil {
+		req.TopP = *p.cfg.TopP // 0 is restored by wireFix
+	}
+	if p.cfg.ResponseFormat != nil {
+		req.ResponseFormat = &goopenai.ChatCompletionResponseFormat{
+			Type: goopenai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &goopenai.ChatCompletionResponseFormatJSONSchema{
+				Name:   "result",
+				Schema: p.cfg.ResponseFormat,
+			},
+		}
+	}
+	return req
+}
+
+// attempt makes one HTTP request: a limiter slot, the per-request timeout,
+// and the classification of its outcome.
+func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionRequest, fix wireFix) (provider.Completion, error) {
+	release, err := p.limiter.Acquire(ctx)
+	if err != nil {
+		return provider.Completion{}, &provider.Error{Kind: provider.Transient, Message: err.Error(), Err: err}
+	}
+	defer release()
+
+	actx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	ex := &exchange{}
+	if fix.needed() {
+		ex.fix = &fix
+	}
+	resp, err := p.client.CreateChatCompletion(withExchange(actx, ex), req)
+	if err != nil {
+		return provider.Completion{}, p.classify(ctx, actx, ex, err)
+	}
+	return p.completion(resp)
+}
+
+// completion extracts the answer of a 2xx response: the first choice's text,
+// which must not be empty.
+func (p *Provider) completion(resp goopenai.ChatCompletionResponse) (provider.Completion, error) {
+	if len(resp.Choices) == 0 {
+		return provider.Completion{}, p.badResponse("no choices in the answer")
+	}
+	choice := resp.Choices[0]
+	text := choice.Message.Content
+	if text == "" {
+		for _, part := range choice.Message.MultiContent { // content given as parts
+			if part.Type == goopenai.ChatMessagePartTypeText {
+				text += part.Text
+			}
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		if choice.Message.Refusal != "" {
+			return provider.Completion{}, p.badResponse("no choices: the model refused: %s", choice.Message.Refusal)
+		}
+		return provider.Completion{}, p.badResponse("no choices with content (finish_reason %q)", choice.FinishReason)
+	}
+	return provider.Completion{
+		Text: text,
+		Usage: provider.Usage{
+			PromptTokens:     resp.Usage.PromptTokens,
+			CompletionTokens: resp.Usage.CompletionTokens,
+		},
+	}, nil
+}

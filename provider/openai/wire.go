@@ -1,0 +1,199 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file is the one place where pgimageai touches the HTTP exchanges that
+// go-openai makes: doer is go-openai's HTTPDoer. For each attempt it
+//
+//   - repairs the request body where go-openai's `omitempty` tags lose
+//     information the wire must carry (wireFix), and
+//   - records the response's status and Retry-After, and any I/O error, in
+//     the attempt's exchange, since go-openai's errors carry no headers.
+
+// exchange is the state of one HTTP attempt, carried to doer by the request's
+// context. go-openai calls Do and reads the body on the caller's goroutine, so
+// the fields need no lock.
+type exchange struct {
+	fix *wireFix // nil = send go-openai's body unchanged
+
+	sent       bool          // a request went out
+	status     int           // the response's status; 0 = none
+	retryAfter time.Duration // the response's Retry-After; 0 = none
+	ioErr      error         // the round trip's error, or reading the response body's
+}
+
+type exchangeKey struct{}
+
+func withExchange(ctx context.Context, ex *exchange) context.Context {
+	return context.WithValue(ctx, exchangeKey{}, ex)
+}
+
+// wireFix restores what go-openai v1.43's request structs drop:
+//
+//   - ChatMessagePart.Text is `json:"text,omitempty"`, so an empty prompt
+//     yields {"type":"text"}, which Ollama rejects. Every text part gets its
+//     "text", "" included.
+//   - ChatCompletionRequest.Temperature and TopP are `float32,omitempty`, so a
+//     configured 0 is not sent and the server's default (1) applies. Configured
+//     values are set on the top-level object.
+//
+// The body is edited structurally (json.RawMessage, key presence only), never
+// by text search, so no prompt or schema content can be mistaken for structure.
+type wireFix struct {
+	emptyText   bool     // a text part may lack "text"
+	temperature *float32 // configured temperature, or nil
+	topP        *float32 // configured top_p, or nil
+}
+
+// needed reports whether go-openai's body lacks something; the rewrite costs
+// a parse of the whole body (data URL included), so it is done only then.
+func (f wireFix) needed() bool {
+	zero := func(p *float32) bool { return p != nil && *p == 0 }
+	return f.emptyText || zero(f.temperature) || zero(f.topP)
+}
+
+// apply returns body with the fixes applied.
+func (f wireFix) apply(body []byte) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, err
+	}
+	for key, v := range map[string]*float32{"temperature": f.temperature, "top_p": f.topP} {
+		if v != nil {
+			b, err := json.Marshal(*v) // encoded as float32, like go-openai does
+			if err != nil {
+				return nil, err
+			}
+			top[key] = b
+		}
+	}
+	if f.emptyText {
+		msgs, err := fillTextParts(top["messages"])
+		if err != nil {
+			return nil, err
+		}
+		top["messages"] = msgs
+	}
+	return json.Marshal(top)
+}
+
+// fillTextParts adds "text":"" to every {"type":"text"} part of the messages
+// whose content is an array of parts.
+func fillTextParts(raw json.RawMessage) (json.RawMessage, error) {
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return nil, fmt.Errorf("messages: %w", err)
+	}
+	for _, m := range msgs {
+		content := bytes.TrimSpace(m["content"])
+		if len(content) == 0 || content[0] != '[' {
+			continue
+		}
+		var parts []map[string]json.RawMessage
+		if err := json.Unmarshal(content, &parts); err != nil {
+			return nil, fmt.Errorf("content: %w", err)
+		}
+		for _, p := range parts {
+			if string(p["type"]) == `"text"` && p["text"] == nil {
+				p["text"] = json.RawMessage(`""`)
+			}
+		}
+		b, err := json.Marshal(parts)
+		if err != nil {
+			return nil, err
+		}
+		m["content"] = b
+	}
+	return json.Marshal(msgs)
+}
+
+// doer is the HTTPDoer handed to go-openai. It is safe for concurrent use.
+type doer struct {
+	client *http.Client
+}
+
+// Do implements go-openai's HTTPDoer.
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
+	if ex == nil {
+		return d.client.Do(req)
+	}
+	if ex.fix != nil && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err == nil {
+			body, err = ex.fix.apply(body)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rewrite request body: %w", err)
+		}
+		req = req.WithContext(req.Context()) // a shallow copy, not the caller's request
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	ex.sent = true
+	resp, err := d.client.Do(req)
+	if err != nil {
+		ex.ioErr = err
+		return nil, err
+	}
+	ex.status = resp.StatusCode
+	ex.retryAfter = parseRetryAfter(resp.Header, time.Now())
+	resp.Body = &watchedBody{ReadCloser: resp.Body, ex: ex}
+	return resp, nil
+}
+
+// watchedBody records a read error of the response body (a connection cut
+// mid-answer), which go-openai would otherwise report like invalid JSON.
+type watchedBody struct {
+	io.ReadCloser
+	ex *exchange
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.ex.ioErr = err
+	}
+	return n, err
+}
+
+// maxRetryAfterHeader bounds what parseRetryAfter believes, before the
+// Retrier's own cap, so that absurd values cannot overflow a Duration.
+const maxRetryAfterHeader = 24 * time.Hour
+
+// parseRetryAfter reads Retry-After (delay-seconds or an HTTP-date, RFC 9110
+// §10.2.3) and the retry-after-ms header some OpenAI-compatible servers send.
+// It returns 0 when there is none or it is unusable.
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 { // NaN fails ms > 0
+			return time.Duration(min(ms, float64(maxRetryAfterHeader.Milliseconds())) * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if !(s > 0) { // NaN included
+			return 0
+		}
+		return time.Duration(min(s, maxRetryAfterHeader.Seconds()) * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), maxRetryAfterHeader)
+	}
+	return 0
+}

@@ -1,0 +1,245 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// userMsg is the expected user message: the text part first, then the image.
+func userMsg(text, url, detail string) string {
+	img := `{"url":"` + url + `"}`
+	if detail != "" {
+		img = `{"url":"` + url + `","detail":"` + detail + `"}`
+	}
+	t, _ := json.Marshal(text)
+	return `{"role":"user","content":[{"type":"text","text":` + string(t) + `},{"type":"image_url","image_url":` + img + `}]}`
+}
+
+// TestRequestJSON checks the exact body of a vision call, key presence
+// included. go-openai always sends "stream":false, which every
+// OpenAI-compatible server accepts.
+func TestRequestJSON(t *testing.T) {
+	tests := []struct {
+		name     string
+		options  string
+		basePath string // appended to the server URL
+		keyEnv   string
+		img      provider.Image
+		prompt   string
+		wantPath string
+		wantAuth string // "" = no Authorization header
+		wantBody string
+	}{
+		{
+			name: "minimal, no key", options: `{}`, basePath: "/v1", img: pngImage, prompt: "Describe the image.",
+			wantPath: "/v1/chat/completions",
+			wantBody: `{"model":"gpt-4o-mini","stream":false,"messages":[` + userMsg("Describe the image.", pngURL, "") + `]}`,
+		},
+		{
+			name: "empty prompt keeps the text part and its text", options: ``, basePath: "/v1", img: pngImage, prompt: "",
+			wantPath: "/v1/chat/completions",
+			wantBody: `{"model":"gpt-4o-mini","stream":false,"messages":[` + userMsg("", pngURL, "") + `]}`,
+		},
+		{
+			name:     "system prompt, detail, temperature 0, max_tokens, top_p, key",
+			options:  `{"system_prompt":"You are terse.","detail":"low","temperature":0,"max_tokens":300,"top_p":0.9}`,
+			basePath: "/api/v1/", keyEnv: "OPENAI_API_KEY", img: jpegImage, prompt: "What is it?",
+			wantPath: "/api/v1/chat/completions", wantAuth: "Bearer sk-test-123",
+			wantBody: `{"model":"gpt-4o-mini","stream":false,"max_tokens":300,"temperature":0,"top_p":0.9,"messages":[` +
+				`{"role":"system","content":"You are terse."},` + userMsg("What is it?", jpegURL, "low") + `]}`,
+		},
+		{
+			name: "temperature 0 with an empty prompt", options: `{"temperature":0,"detail":"high"}`, basePath: "/v1",
+			img: pngImage, prompt: "", wantPath: "/v1/chat/completions",
+			wantBody: `{"model":"gpt-4o-mini","stream":false,"temperature":0,"messages":[` + userMsg("", pngURL, "high") + `]}`,
+		},
+		{
+			name: "non-zero temperature, top_p 0, detail auto", options: `{"temperature":0.7,"top_p":0,"detail":"auto"}`,
+			basePath: "", img: pngImage, prompt: "Caption", wantPath: "/chat/completions",
+			wantBody: `{"model":"gpt-4o-mini","stream":false,"temperature":0.7,"top_p":0,"messages":[` + userMsg("Caption", pngURL, "auto") + `]}`,
+		},
+		{
+			name: "prompt with JSON-looking text is sent verbatim", options: `{}`, basePath: "/v1", img: pngImage,
+			prompt: `{"type":"text"} "quoted" <tag> & ünïcode`, wantPath: "/v1/chat/completions",
+			wantBody: `{"model":"gpt-4o-mini","stream":false,"messages":[` + userMsg(`{"type":"text"} "quoted" <tag> & ünïcode`, pngURL, "") + `]}`,
+		},
+		{
+			name: "response_format as json_schema", options: `{"response_format":{"type":"object","properties":{"label":{"type":"string"}}}}`,
+			basePath: "/v1", img: pngImage, prompt: "Label it", wantPath: "/v1/chat/completions",
+			wantBody: `{"model":"gpt-4o-mini","stream":false,"messages":[` + userMsg("Label it", pngURL, "") + `],` +
+				`"response_format":{"type":"json_schema","json_schema":{"name":"result","strict":false,` +
+				`"schema":{"type":"object","properties":{"label":{"type":"string"}}}}}}`,
+		},
+	}
+	env := map[string]string{"OPENAI_API_KEY": "sk-test-123"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newFakeServer(t)
+			m := testModel(srv.URL+tt.basePath, tt.options)
+			m.APIKeyEnv = tt.keyEnv
+			p, _ := newTestProvider(t, m, env)
+
+			got, err := p.GenerateText(context.Background(), tt.img, tt.prompt)
+			if err != nil {
+				t.Fatalf("GenerateText: %v", err)
+			}
+			want := provider.Completion{Text: "a red square", Usage: provider.Usage{PromptTokens: 12, CompletionTokens: 3}}
+			if got != want {
+				t.Errorf("completion = %+v, want %+v", got, want)
+			}
+
+			reqs := srv.requests()
+			if len(reqs) != 1 {
+				t.Fatalf("requests = %d, want 1", len(reqs))
+			}
+			r := reqs[0]
+			if r.method != http.MethodPost || r.path != tt.wantPath {
+				t.Errorf("request = %s %s, want POST %s", r.method, r.path, tt.wantPath)
+			}
+			if r.contentType != "application/json" {
+				t.Errorf("Content-Type = %q", r.contentType)
+			}
+			if tt.wantAuth == "" && r.hasAuth {
+				t.Errorf("Authorization = %q, want none", r.auth)
+			}
+			if tt.wantAuth != "" && r.auth != tt.wantAuth {
+				t.Errorf("Authorization = %q, want %q", r.auth, tt.wantAuth)
+			}
+			var wantBody any
+			if err := json.Unmarshal([]byte(tt.wantBody), &wantBody); err != nil {
+				t.Fatalf("bad wantBody: %v", err)
+			}
+			if !reflect.DeepEqual(r.body, wantBody) {
+				t.Errorf("body =\n%s\nwant\n%s", r.raw, tt.wantBody)
+			}
+			if k := duplicateKey(t, r.raw); k != "" {
+				t.Errorf("body repeats key %q: %s", k, r.raw)
+			}
+		})
+	}
+}
+
+func TestWireFixApply(t *testing.T) {
+	zero, half := float32(0), float32(0.5)
+	tests := []struct {
+		name string
+		fix  wireFix
+		in   string
+		want string
+	}{
+		{name: "text filled in array content only", fix: wireFix{emptyText: true},
+			in:   `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text"},{"type":"image_url","image_url":{"url":"u"}},{"type":"text","text":"kept"}]}]}`,
+			want: `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":""},{"type":"image_url","image_url":{"url":"u"}},{"type":"text","text":"kept"}]}]}`},
+		{name: "temperature and top_p set", fix: wireFix{temperature: &zero, topP: &half},
+			in:   `{"model":"m","messages":[]}`,
+			want: `{"model":"m","messages":[],"temperature":0,"top_p":0.5}`},
+		{name: "present values replaced, not duplicated", fix: wireFix{temperature: &half},
+			in:   `{"model":"m","temperature":0.5}`,
+			want: `{"model":"m","temperature":0.5}`},
+		{name: "no fix is identity", fix: wireFix{},
+			in:   `{"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]}`,
+			want: `{"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := tt.fix.apply([]byte(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want any
+			_ = json.Unmarshal(out, &got)
+			_ = json.Unmarshal([]byte(tt.want), &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("apply =\n%s\nwant\n%s", out, tt.want)
+			}
+		})
+	}
+	if k := duplicateKey(t, []byte(`{"a":{"b":1,"c":[{"b":2}]},"b":{"a":1},"c":"a"}`)); k != "" {
+		t.Fatalf("duplicateKey false positive %q", k)
+	}
+	if k := duplicateKey(t, []byte(`{"a":{"x":1},"b":2,"a":3}`)); k != "a" {
+		t.Fatalf("duplicateKey = %q, want a", k)
+	}
+	if _, err := (wireFix{emptyText: true}).apply([]byte(`not json`)); err == nil {
+		t.Fatal("apply accepted invalid JSON")
+	}
+}
+
+func TestWireFixNeeded(t *testing.T) {
+	zero, one := float32(0), float32(1)
+	tests := []struct {
+		fix  wireFix
+		want bool
+	}{
+		{wireFix{}, false},
+		{wireFix{temperature: &one, topP: &one}, false},
+		{wireFix{emptyText: true}, true},
+		{wireFix{temperature: &zero}, true},
+		{wireFix{topP: &zero}, true},
+	}
+	for i, tt := range tests {
+		if got := tt.fix.needed(); got != tt.want {
+			t.Errorf("case %d: needed = %v, want %v", i, got, tt.want)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name   string
+		header map[string]string
+		want   time.Duration
+	}{
+		{"none", nil, 0},
+		{"seconds", map[string]string{"Retry-After": "1"}, time.Second},
+		{"seconds with spaces", map[string]string{"Retry-After": " 20 "}, 20 * time.Second},
+		{"fractional seconds", map[string]string{"Retry-After": "1.5"}, 1500 * time.Millisecond},
+		{"zero", map[string]string{"Retry-After": "0"}, 0},
+		{"negative", map[string]string{"Retry-After": "-3"}, 0},
+		{"NaN", map[string]string{"Retry-After": "NaN"}, 0},
+		{"huge capped", map[string]string{"Retry-After": "1e300"}, 24 * time.Hour},
+		{"http date", map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, 90 * time.Second},
+		{"http date in the past", map[string]string{"Retry-After": now.Add(-time.Hour).Format(http.TimeFormat)}, 0},
+		{"garbage", map[string]string{"Retry-After": "soon"}, 0},
+		{"retry-after-ms wins", map[string]string{"Retry-After-Ms": "250", "Retry-After": "1"}, 250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tt.header {
+				h.Set(k, v)
+			}
+			if got := parseRetryAfter(h, now); got != tt.want {
+				t.Fatalf("parseRetryAfter = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBodyMessage(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{`{"error":"model \"llava\" not found"}`, `model "llava" not found`},
+		{`{"error":{"message":"nested"}}`, "nested"},
+		{`{"message":"top level"}`, "top level"},
+		{`{"detail":"Not Found"}`, "Not Found"},
+		{`{"detail":[{"msg":"field required"}]}`, `[{"msg":"field required"}]`},
+		{"<html>\n  <body>Bad   Gateway</body>\n</html>", "<html> <body>Bad Gateway</body> </html>"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := bodyMessage([]byte(tt.body)); got != tt.want {
+			t.Errorf("bodyMessage(%q) = %q, want %q", tt.body, got, tt.want)
+		}
+	}
+	if got := truncate(strings.Repeat("é", 400), 501); !strings.HasSuffix(got, "…") || len(got) > 504 {
+		t.Errorf("truncate cut badly: %d bytes", len(got))
+	}
+}

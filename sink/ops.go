@@ -1,0 +1,139 @@
+package sink
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/replication"
+)
+
+// Op is one effect of a source change on the target database. Ops queue their
+// statements on the batch of the one transaction that Writer.Write runs.
+type Op interface {
+	queue(b *pgx.Batch)
+}
+
+// Upsert writes a result: the row keyed Key gets Value in the target column,
+// inserted or updated, and only when the value differs. A nil Value is SQL
+// NULL; otherwise a string (text) or a []float32 (vector).
+type Upsert struct {
+	Target *Target
+	Key    []any
+	Value  any
+}
+
+func (o Upsert) queue(b *pgx.Batch) {
+	v := o.Value
+	if vec, ok := v.([]float32); ok && o.Target.Vector {
+		v = VectorText(vec)
+	}
+	b.Queue(o.Target.upsert, append(append([]any{}, o.Key...), v)...)
+}
+
+// Delete removes the target row keyed Key.
+type Delete struct {
+	Target *Target
+	Key    []any
+}
+
+func (o Delete) queue(b *pgx.Batch) { b.Queue(o.Target.del, o.Key...) }
+
+// Move re-keys a target row after the source row's primary key changed. A
+// stale row at the new key, which cannot correspond to a source row, goes
+// first.
+type Move struct {
+	Target         *Target
+	OldKey, NewKey []any
+}
+
+func (o Move) queue(b *pgx.Batch) {
+	b.Queue(o.Target.del, o.NewKey...)
+	b.Queue(o.Target.move, append(append([]any{}, o.NewKey...), o.OldKey...)...)
+}
+
+// Truncate empties a target table.
+type Truncate struct {
+	Target *Target
+}
+
+func (o Truncate) queue(b *pgx.Batch) { b.Queue("TRUNCATE " + o.Target.Name()) }
+
+// Error records a failed function call: ONE open row per rule and source row,
+// whose attempts count up when the row fails again.
+type Error struct {
+	Rule        string
+	SourceTable string
+	Key         []byte // source_key JSON, e.g. {"id": 42}
+	Reason      string
+	Detail      string
+	ImageBytes  *int   // nil when there was no image
+	ImageHead   []byte // first 16 bytes
+	LSN         replication.LSN
+}
+
+func (o Error) queue(b *pgx.Batch) {
+	b.Queue(`INSERT INTO pgimageai.errors AS e (rule, source_table, source_key, reason, detail, image_bytes, image_head, lsn)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (rule, source_key) WHERE resolved_at IS NULL DO UPDATE SET
+  reason = EXCLUDED.reason, detail = EXCLUDED.detail, image_bytes = EXCLUDED.image_bytes,
+  image_head = EXCLUDED.image_head, lsn = EXCLUDED.lsn, attempts = e.attempts + 1`,
+		o.Rule, o.SourceTable, string(o.Key), o.Reason, o.Detail, o.ImageBytes, o.ImageHead, o.LSN)
+}
+
+// Resolve marks the open errors rows of a rule and source row resolved, after
+// a later call for that row succeeded.
+type Resolve struct {
+	Rule string
+	Key  []byte
+}
+
+func (o Resolve) queue(b *pgx.Batch) {
+	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
+WHERE rule = $1 AND source_key = $2 AND resolved_at IS NULL`, o.Rule, string(o.Key))
+}
+
+// ForgetRow resolves the open row errors of a deleted source row (Key set) or
+// of every row of a truncated source table (Key nil); invalid_rule rows stay.
+type ForgetRow struct {
+	SourceTable string
+	Key         []byte
+}
+
+func (o ForgetRow) queue(b *pgx.Batch) {
+	if o.Key == nil {
+		b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
+WHERE source_table = $1 AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable)
+		return
+	}
+	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
+WHERE source_table = $1 AND source_key = $2 AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable, string(o.Key))
+}
+
+// RekeyErrors points the open errors rows of a source row at its new key
+// after a primary-key change.
+type RekeyErrors struct {
+	SourceTable    string
+	OldKey, NewKey []byte
+}
+
+func (o RekeyErrors) queue(b *pgx.Batch) {
+	b.Queue(`UPDATE pgimageai.errors SET source_key = $3
+WHERE source_table = $1 AND source_key = $2 AND resolved_at IS NULL`, o.SourceTable, string(o.OldKey), string(o.NewKey))
+}
+
+// VectorText renders v in pgvector's text form, "[0.1,0.2]".
+func VectorText(v []float32) string {
+	var sb strings.Builder
+	sb.Grow(len(v)*10 + 2)
+	sb.WriteByte('[')
+	for i, x := range v {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.FormatFloat(float64(x), 'g', -1, 32))
+	}
+	sb.WriteByte(']')
+	return sb.String()
+}

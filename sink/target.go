@@ -1,0 +1,216 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/catalog"
+)
+
+// ResultType is the SQL type of a result column.
+type ResultType uint8
+
+// The result types.
+const (
+	TextResult   ResultType = iota + 1 // AI_IMAGE_COMPLETE → text
+	VectorResult                       // AI_IMAGE_EMBED → real[] or pgvector vector(n)
+)
+
+// Target is one result column of a target table, keyed by the source table's
+// primary key. It is immutable and safe for concurrent use.
+type Target struct {
+	Table  *catalog.Table // the target table as it is after Ensure
+	Key    []string       // primary key column names, in the source's key order
+	Column string         // the result column
+	Type   ResultType
+	// SQLType is the result column's type as format_type() prints it, e.g.
+	// "text", "real[]" or "vector(3)".
+	SQLType string
+	// Dim is the dimension a pgvector vector(n) column demands; 0 = any.
+	Dim int
+	// Vector is true for a pgvector column: values are sent as text and cast.
+	Vector bool
+
+	upsert, del, move string
+}
+
+// Name returns the target table's quoted name.
+func (t *Target) Name() string { return t.Table.String() }
+
+// Ensure makes sure target table name exists with the source's primary key
+// columns (same names and types) and the result column, creating what is
+// missing, and validates what exists. source is the rule's source table.
+func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Table, column string, typ ResultType) (*Target, error) {
+	if len(source.PrimaryKey) == 0 {
+		return nil, fmt.Errorf("source table %s has no primary key", source)
+	}
+	keyCols := make([]catalog.Column, len(source.PrimaryKey))
+	for i, k := range source.PrimaryKey {
+		keyCols[i], _ = source.Column(k)
+	}
+	table, err := catalog.Lookup(ctx, conn, name)
+	if errors.Is(err, catalog.ErrNoTable) {
+		if err := create(ctx, conn, name, keyCols); err != nil {
+			return nil, err
+		}
+		table, err = catalog.Lookup(ctx, conn, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("target table %s: %w", name, err)
+	}
+	if err := checkKey(table, keyCols); err != nil {
+		return nil, err
+	}
+	col, ok := table.Column(column)
+	if !ok {
+		sqlType := "text"
+		if typ == VectorResult {
+			sqlType = "real[]"
+		}
+		add := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s", table, pgx.Identifier{column}.Sanitize(), sqlType)
+		if _, err := conn.Exec(ctx, add); err != nil {
+			return nil, fmt.Errorf("add result column %s to %s: %w", column, table, err)
+		}
+		if table, err = catalog.Lookup(ctx, conn, name); err != nil {
+			return nil, fmt.Errorf("target table %s: %w", name, err)
+		}
+		col, _ = table.Column(column)
+	}
+	t := &Target{Table: table, Key: source.PrimaryKey, Column: column, Type: typ, SQLType: col.Type}
+	if err := t.checkColumn(col); err != nil {
+		return nil, err
+	}
+	t.prepareSQL()
+	return t, nil
+}
+
+// create creates the target table with the key columns as its primary key.
+func create(ctx context.Context, conn *pgx.Conn, name string, key []catalog.Column) error {
+	var parts []string
+	if err := conn.QueryRow(ctx, "SELECT parse_ident($1)", name).Scan(&parts); err != nil {
+		return fmt.Errorf("target table name %q: %w", name, err)
+	}
+	var id pgx.Identifier
+	switch len(parts) {
+	case 1:
+		var schema string
+		if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+			return fmt.Errorf("target table %s: %w", name, err)
+		}
+		id = pgx.Identifier{schema, parts[0]}
+	case 2:
+		id = pgx.Identifier{parts[0], parts[1]}
+	default:
+		return fmt.Errorf("target table name %q: want table or schema.table", name)
+	}
+	var cols, pk []string
+	for _, c := range key {
+		cols = append(cols, pgx.Identifier{c.Name}.Sanitize()+" "+c.Type+" NOT NULL")
+		pk = append(pk, pgx.Identifier{c.Name}.Sanitize())
+	}
+	ddl := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s, PRIMARY KEY (%s))", id.Sanitize(), strings.Join(cols, ", "), strings.Join(pk, ", "))
+	if _, err := conn.Exec(ctx, ddl); err != nil {
+		return fmt.Errorf("create target table %s: %w", id.Sanitize(), err)
+	}
+	return nil
+}
+
+// checkKey verifies that the target has the source's key columns, with the
+// same types, as its primary key (ON CONFLICT needs that constraint).
+func checkKey(table *catalog.Table, key []catalog.Column) error {
+	for _, k := range key {
+		c, ok := table.Column(k.Name)
+		if !ok {
+			return fmt.Errorf("target table %s lacks key column %q of the source's primary key", table, k.Name)
+		}
+		if c.Type != k.Type {
+			return fmt.Errorf("target table %s: key column %q is %s, the source's is %s", table, k.Name, c.Type, k.Type)
+		}
+	}
+	if !sameSet(table.PrimaryKey, key) {
+		return fmt.Errorf("target table %s: its primary key (%s) must be the source's key columns", table, strings.Join(table.PrimaryKey, ", "))
+	}
+	return nil
+}
+
+func sameSet(names []string, cols []catalog.Column) bool {
+	if len(names) != len(cols) {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		seen[n] = true
+	}
+	for _, c := range cols {
+		if !seen[c.Name] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkColumn validates the result column's type against the function.
+func (t *Target) checkColumn(c catalog.Column) error {
+	switch t.Type {
+	case TextResult:
+		if c.Type == "text" || strings.HasPrefix(c.Type, "character varying") {
+			return nil
+		}
+		return fmt.Errorf("target column %s.%s is %s; AI_IMAGE_COMPLETE writes text", t.Table, pgx.Identifier{c.Name}.Sanitize(), c.Type)
+	case VectorResult:
+		if c.Type == "real[]" {
+			return nil
+		}
+		if dim, ok := vectorType(c); ok {
+			t.Vector, t.Dim = true, dim
+			return nil
+		}
+		return fmt.Errorf("target column %s.%s is %s; AI_IMAGE_EMBED writes real[] or pgvector vector(n)", t.Table, pgx.Identifier{c.Name}.Sanitize(), c.Type)
+	}
+	return fmt.Errorf("unknown result type %d", t.Type)
+}
+
+// vectorType recognises pgvector's vector type, possibly schema-qualified,
+// with or without a dimension. pgvector stores the dimension as the typmod.
+func vectorType(c catalog.Column) (int, bool) {
+	base, _, _ := strings.Cut(c.Type, "(")
+	if base != "vector" && !strings.HasSuffix(base, ".vector") {
+		return 0, false
+	}
+	return max(int(c.TypeMod), 0), true
+}
+
+// prepareSQL builds the statements of this target once.
+func (t *Target) prepareSQL() {
+	table := t.Table.String()
+	col := pgx.Identifier{t.Column}.Sanitize()
+	var keys, params, where, whereOld []string
+	for i, k := range t.Key {
+		q := pgx.Identifier{k}.Sanitize()
+		keys = append(keys, q)
+		params = append(params, fmt.Sprintf("$%d", i+1))
+		where = append(where, fmt.Sprintf("%s = $%d", q, i+1))
+		whereOld = append(whereOld, fmt.Sprintf("%s = $%d", q, len(t.Key)+i+1))
+	}
+	n := len(t.Key) + 1
+	value := fmt.Sprintf("$%d", n)
+	if t.Vector {
+		value = fmt.Sprintf("$%d::text::%s", n, t.SQLType)
+	}
+	// Only write when the value differs, so an unchanged result makes no
+	// new row version (and, for write-back, no new WAL to read).
+	t.upsert = fmt.Sprintf(`INSERT INTO %s AS t (%s, %s) VALUES (%s, %s)
+ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCLUDED.%s`,
+		table, strings.Join(keys, ", "), col, strings.Join(params, ", "), value,
+		strings.Join(keys, ", "), col, col, col, col)
+	t.del = fmt.Sprintf("DELETE FROM %s WHERE %s", table, strings.Join(where, " AND "))
+	var set []string
+	for i, k := range keys {
+		set = append(set, fmt.Sprintf("%s = $%d", k, i+1))
+	}
+	t.move = fmt.Sprintf("UPDATE %s SET %s WHERE %s", table, strings.Join(set, ", "), strings.Join(whereOld, " AND "))
+}
