@@ -1,0 +1,563 @@
+// Package integration holds pgimageai's end-to-end tests and the harness they share:
+// PostgreSQL 17 (with pgvector and wal_level=logical) in Docker, started through dockertest,
+// with a fresh database per test.
+//
+// One container serves a whole test binary. Wire it up once per package:
+//
+//	func TestMain(m *testing.M) { os.Exit(integration.Main(m)) }
+//
+// and give every test its own database:
+//
+//	db := integration.NewDatabase(t)
+//	conn := db.Connect(t)
+//
+// Tests that stop, pause or restart the server take a container of their own with
+// StartPostgres, so that they never disturb the shared one.
+//
+// The image comes from PGIMAGEAI_TEST_IMAGE (default postgres:17); scripts/test sets it to
+// a locally built image when no registry is reachable. Without a Docker engine the harness
+// fails the test; only with -short outside CI (CI unset or false) does it skip.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/ory/dockertest/v3"
+	"github.com/ory/dockertest/v3/docker"
+)
+
+const (
+	// ImageEnv names the environment variable that selects the PostgreSQL image.
+	ImageEnv = "PGIMAGEAI_TEST_IMAGE"
+	// DefaultImage is the image used when ImageEnv is unset.
+	DefaultImage = "postgres:17"
+	// Superuser is the superuser every DSN of the harness connects as.
+	Superuser = "postgres"
+
+	password     = "pgimageai-test"
+	readyTimeout = 2 * time.Minute
+	pullTimeout  = 5 * time.Minute
+	// expireSeconds bounds the life of a container that the test binary failed to purge
+	// (a panic, a kill): Docker kills it this long after each start.
+	expireSeconds = 600
+	// label marks the harness's containers; leftovers can be removed with
+	// docker container prune --filter label=org.pgimageai.test
+	label = "org.pgimageai.test"
+)
+
+// serverArgs are the server settings of every container: logical decoding with room for
+// many slots, and no fsync because the data is thrown away.
+var serverArgs = []string{
+	"-c", "wal_level=logical",
+	"-c", "max_replication_slots=20",
+	"-c", "max_wal_senders=20",
+	"-c", "fsync=off",
+}
+
+// ErrDockerUnavailable reports that no Docker engine answered.
+var ErrDockerUnavailable = errors.New("docker engine unavailable")
+
+// Postgres is one PostgreSQL server in a Docker container. Its methods are safe for
+// concurrent use; Stop, Start, Pause and Unpause affect every user of the container.
+//
+// The host port is fixed when the container is created (for a local engine), so a DSN
+// stays valid across Stop and Start: a client under test can reconnect to the same address.
+type Postgres struct {
+	pool *dockertest.Pool
+	res  *dockertest.Resource
+	host string // the address that reaches the engine's published ports
+
+	mu   sync.Mutex
+	port string // host port published for 5432/tcp
+}
+
+// StartPostgres starts a container for tb alone and purges it in tb.Cleanup. Use it when a
+// test stops, pauses or reconfigures the server; otherwise prefer NewDatabase.
+func StartPostgres(tb testing.TB) *Postgres {
+	tb.Helper()
+	p, err := start(context.Background())
+	if err != nil {
+		fail(tb, err)
+	}
+	tb.Cleanup(func() {
+		if err := p.Purge(); err != nil {
+			tb.Errorf("purge postgres container: %v", err)
+		}
+	})
+	return p
+}
+
+var shared struct {
+	once sync.Once
+	pg   *Postgres
+	err  error
+}
+
+// Shared returns the container shared by the tests of this test binary, starting it on
+// first use. Main purges it when the tests are done; without Main in TestMain the container
+// is only stopped by its expiry and stays behind for "docker container prune".
+func Shared(tb testing.TB) *Postgres {
+	tb.Helper()
+	shared.once.Do(func() { shared.pg, shared.err = start(context.Background()) })
+	if shared.err != nil {
+		fail(tb, shared.err)
+	}
+	return shared.pg
+}
+
+// Main runs the tests of m and then purges the shared container, if one was started. It
+// returns the exit code for os.Exit; a failed purge turns success into failure.
+func Main(m *testing.M) int {
+	code := m.Run()
+	shared.once.Do(func() {}) // no start after this point
+	if shared.pg != nil {
+		if err := shared.pg.Purge(); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: purge shared postgres container: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// fail ends tb because the harness could not provide a server. Only a missing Docker
+// engine under -short outside CI skips; everything else fails.
+func fail(tb testing.TB, err error) {
+	tb.Helper()
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	if errors.Is(err, ErrDockerUnavailable) && !ci && testing.Short() {
+		tb.Skipf("integration: %v (skipped because of -short outside CI)", err) // ok-to-skip: -short outside CI
+	}
+	tb.Fatalf("integration: %v", err)
+}
+
+func start(ctx context.Context) (*Postgres, error) {
+	pool, err := dockertest.NewPool("")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDockerUnavailable, err)
+	}
+	if err := pool.Client.PingWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDockerUnavailable, err)
+	}
+	pool.MaxWait = readyTimeout
+
+	image := os.Getenv(ImageEnv)
+	if image == "" {
+		image = DefaultImage
+	}
+	if err := ensureImage(ctx, pool, image); err != nil {
+		return nil, err
+	}
+	host, local, err := engineHost(pool.Client.Endpoint())
+	if err != nil {
+		return nil, err
+	}
+
+	// A local engine gets a fixed port so that DSNs survive Stop/Start; another process may
+	// take the free port before Docker binds it, hence the retries.
+	var res *dockertest.Resource
+	for attempt := 1; ; attempt++ {
+		binding := docker.PortBinding{}
+		if local {
+			if binding.HostPort, err = freePort(); err != nil {
+				return nil, err
+			}
+			binding.HostIP = "127.0.0.1"
+		}
+		res, err = run(pool, image, binding)
+		if err == nil || !local || attempt == 3 {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", image, err)
+	}
+
+	p := &Postgres{pool: pool, res: res, host: host}
+	_ = res.Expire(expireSeconds) // never fails; it stops the container in the background
+	err = p.refresh(ctx)
+	if err == nil {
+		err = p.waitReady(ctx)
+	}
+	if err != nil {
+		logs := p.logs(ctx)
+		_ = p.Purge()
+		return nil, fmt.Errorf("start %s: %w\ncontainer log (tail):\n%s", image, err, logs)
+	}
+	return p, nil
+}
+
+// run creates and starts the container; a container that was created but failed to start
+// is removed again.
+func run(pool *dockertest.Pool, image string, binding docker.PortBinding) (*dockertest.Resource, error) {
+	repo, tag := splitImage(image)
+	name := fmt.Sprintf("pgimageai-test-%d-%d", os.Getpid(), containerSeq.Add(1))
+	res, err := pool.RunWithOptions(&dockertest.RunOptions{
+		Name:         name,
+		Repository:   repo,
+		Tag:          tag,
+		Env:          []string{"POSTGRES_PASSWORD=" + password, "POSTGRES_USER=" + Superuser},
+		Cmd:          serverArgs,
+		Labels:       map[string]string{label: "integration"},
+		PortBindings: map[docker.Port][]docker.PortBinding{"5432/tcp": {binding}},
+	}, func(hc *docker.HostConfig) {
+		hc.AutoRemove = false // Stop and Start need the container to outlive its process
+		hc.RestartPolicy = docker.RestartPolicy{Name: "no"}
+	})
+	if err != nil {
+		_ = pool.RemoveContainerByName(name)
+		return nil, err
+	}
+	return res, nil
+}
+
+var containerSeq atomic.Int64
+
+// ensureImage pulls image when it is not present locally, with a bounded wait.
+func ensureImage(ctx context.Context, pool *dockertest.Pool, image string) error {
+	if _, err := pool.Client.InspectImage(image); err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
+	defer cancel()
+	repo, tag := splitImage(image)
+	err := pool.Client.PullImage(docker.PullImageOptions{Repository: repo, Tag: tag, Context: ctx}, docker.AuthConfiguration{})
+	if err != nil {
+		return fmt.Errorf("image %s is not present and cannot be pulled (%v); "+
+			"build one with scripts/build-test-image.sh and set %s=pgimageai-postgres:17, or run scripts/test",
+			image, err, ImageEnv)
+	}
+	return nil
+}
+
+// splitImage splits "repo[:tag]" (the repo may hold a registry host:port).
+func splitImage(image string) (repo, tag string) {
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		return image[:i], image[i+1:]
+	}
+	return image, "latest"
+}
+
+// engineHost returns the host that reaches ports published by the engine at endpoint and
+// whether the engine is local (so that a free port can be picked here).
+func engineHost(endpoint string) (host string, local bool, err error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", false, fmt.Errorf("docker endpoint %q: %w", endpoint, err)
+	}
+	switch u.Scheme {
+	case "unix", "npipe":
+		return "127.0.0.1", true, nil
+	default:
+		return u.Hostname(), false, nil
+	}
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	return port, err
+}
+
+// refresh reads the published port from the engine; it can change across Start only when
+// the engine is remote.
+func (p *Postgres) refresh(ctx context.Context) error {
+	c, err := p.pool.Client.InspectContainerWithContext(p.res.Container.ID, ctx)
+	if err != nil {
+		return fmt.Errorf("inspect container: %w", err)
+	}
+	bindings := c.NetworkSettings.Ports["5432/tcp"]
+	if len(bindings) == 0 || bindings[0].HostPort == "" {
+		return errors.New("inspect container: port 5432/tcp is not published")
+	}
+	p.mu.Lock()
+	p.port = bindings[0].HostPort
+	p.mu.Unlock()
+	return nil
+}
+
+// waitReady waits until the server accepts a real TCP connection. The images' init-time
+// temporary server listens on the Unix socket only, so success means the final server.
+func (p *Postgres) waitReady(ctx context.Context) error {
+	var last, stop error
+	err := p.pool.Retry(func() error {
+		if stop = ctx.Err(); stop != nil {
+			return nil
+		}
+		attemptCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(attemptCtx, p.DSN("postgres"))
+		if err == nil {
+			err = conn.Ping(attemptCtx)
+			conn.Close(attemptCtx)
+		}
+		if err == nil {
+			return nil
+		}
+		last = err
+		if c, ierr := p.pool.Client.InspectContainerWithContext(p.res.Container.ID, ctx); ierr == nil && !c.State.Running {
+			stop = fmt.Errorf("container exited with status %d", c.State.ExitCode)
+			return nil
+		}
+		return err
+	})
+	switch {
+	case stop != nil:
+		return fmt.Errorf("wait for postgres: %w (last connection error: %v)", stop, last)
+	case err != nil:
+		return fmt.Errorf("wait for postgres: %w", err)
+	}
+	return nil
+}
+
+func (p *Postgres) logs(ctx context.Context) string {
+	var buf bytes.Buffer
+	_ = p.pool.Client.Logs(docker.LogsOptions{
+		Context:      ctx,
+		Container:    p.res.Container.ID,
+		OutputStream: &buf,
+		ErrorStream:  &buf,
+		Stdout:       true,
+		Stderr:       true,
+		Tail:         "40",
+	})
+	return buf.String()
+}
+
+// ContainerID returns the Docker ID of the container.
+func (p *Postgres) ContainerID() string { return p.res.Container.ID }
+
+// DSN returns a URL connecting to database db as the superuser over TCP.
+func (p *Postgres) DSN(db string) string {
+	p.mu.Lock()
+	port := p.port
+	p.mu.Unlock()
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(Superuser, password),
+		Host:     net.JoinHostPort(p.host, port),
+		Path:     "/" + db,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+// ReplicationDSN returns DSN(db) for a logical replication connection
+// (replication=database), as pglogrepl expects.
+func (p *Postgres) ReplicationDSN(db string) string {
+	return p.DSN(db) + "&replication=database"
+}
+
+// Exec runs sql with args in database db on a connection of its own.
+func (p *Postgres) Exec(ctx context.Context, db, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, p.DSN(db))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", db, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("exec in %s: %w", db, err)
+	}
+	return nil
+}
+
+// Stop shuts the server down with a fast shutdown (SIGINT) and waits until the container
+// has exited. (A plain "docker stop" would not do: dockertest gives its containers the
+// stop signal SIGWINCH, which PostgreSQL ignores, so it would wait and then SIGKILL.)
+func (p *Postgres) Stop(ctx context.Context) error {
+	id := p.res.Container.ID
+	err := p.pool.Client.KillContainer(docker.KillContainerOptions{ID: id, Signal: docker.SIGINT, Context: ctx})
+	if err != nil {
+		return fmt.Errorf("stop postgres: %w", err)
+	}
+	if _, err := p.pool.Client.WaitContainerWithContext(id, ctx); err != nil {
+		return fmt.Errorf("stop postgres: wait for exit: %w", err)
+	}
+	return nil
+}
+
+// Start starts the stopped container again and waits until the server accepts
+// connections. The data directory survives; DSNs stay valid for a local engine.
+func (p *Postgres) Start(ctx context.Context) error {
+	if err := p.pool.Client.StartContainerWithContext(p.res.Container.ID, nil, ctx); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	_ = p.res.Expire(expireSeconds) // the previous expiry ended with the stop
+	if err := p.refresh(ctx); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	if err := p.waitReady(ctx); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	return nil
+}
+
+// Pause freezes every process of the container (docker pause): connections stay open
+// but nothing answers, like a network cut without resets.
+func (p *Postgres) Pause(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := p.pool.Client.PauseContainer(p.res.Container.ID); err != nil {
+		return fmt.Errorf("pause postgres: %w", err)
+	}
+	return nil
+}
+
+// Unpause resumes a paused container.
+func (p *Postgres) Unpause(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := p.pool.Client.UnpauseContainer(p.res.Container.ID); err != nil {
+		return fmt.Errorf("unpause postgres: %w", err)
+	}
+	return nil
+}
+
+// Purge removes the container and its volumes, whatever its state.
+func (p *Postgres) Purge() error {
+	return p.pool.Purge(p.res)
+}
+
+// Database is a database of one test, dropped when the test ends.
+type Database struct {
+	// Name is unique within the container; tests may use it as a prefix for slot and
+	// publication names, which PostgreSQL scopes to the whole server.
+	Name string
+	pg   *Postgres
+}
+
+// NewDatabase creates a database for tb in the shared container and drops it (with its
+// replication slots) in tb.Cleanup.
+func NewDatabase(tb testing.TB) *Database {
+	tb.Helper()
+	return Shared(tb).NewDatabase(tb)
+}
+
+var databaseSeq atomic.Int64
+
+// NewDatabase creates a database for tb in p and drops it (with its replication slots) in
+// tb.Cleanup.
+func (p *Postgres) NewDatabase(tb testing.TB) *Database {
+	tb.Helper()
+	name := databaseName(databaseSeq.Add(1), tb.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Exec(ctx, "postgres", "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		tb.Fatalf("integration: create database: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := p.dropDatabase(ctx, name); err != nil {
+			tb.Errorf("integration: drop database %s: %v", name, err)
+		}
+	})
+	return &Database{Name: name, pg: p}
+}
+
+// databaseName makes a valid, unique, recognisable identifier from a test name.
+func databaseName(seq int64, testName string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "t%d_", seq)
+	for _, r := range strings.ToLower(testName) {
+		if b.Len() >= 63 {
+			break
+		}
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else if !strings.HasSuffix(b.String(), "_") {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// dropDatabase drops the replication slots of database name (ending the walsenders that
+// hold them: a slot blocks DROP DATABASE even WITH (FORCE)), then the database.
+func (p *Postgres) dropDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, p.DSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for {
+		_, err := conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid)
+			FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL`, name)
+		if err != nil {
+			return err
+		}
+		_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name)
+			FROM pg_replication_slots WHERE database = $1 AND active_pid IS NULL`, name)
+		var pgErr *pgconn.PgError
+		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "55006") {
+			return err // 55006 object_in_use: a walsender took the slot again; retry
+		}
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, name).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d replication slot(s) remain: %w", left, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return err
+}
+
+// Postgres returns the container that holds d.
+func (d *Database) Postgres() *Postgres { return d.pg }
+
+// DSN returns a URL connecting to d as the superuser.
+func (d *Database) DSN() string { return d.pg.DSN(d.Name) }
+
+// ReplicationDSN returns a URL for a logical replication connection to d.
+func (d *Database) ReplicationDSN() string { return d.pg.ReplicationDSN(d.Name) }
+
+// Connect opens a connection to d that is closed in tb.Cleanup.
+func (d *Database) Connect(tb testing.TB) *pgx.Conn {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, d.DSN())
+	if err != nil {
+		tb.Fatalf("integration: connect to %s: %v", d.Name, err)
+	}
+	tb.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// Exec runs sql with args in d and fails tb on error. It may be called from a cleanup.
+func (d *Database) Exec(tb testing.TB, sql string, args ...any) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.pg.Exec(ctx, d.Name, sql, args...); err != nil {
+		tb.Fatalf("integration: %v", err)
+	}
+}

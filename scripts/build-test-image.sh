@@ -1,0 +1,175 @@
+#!/bin/bash
+# build-test-image.sh builds pgimageai-postgres:17, a local stand-in for the official
+# postgres:17 image plus pgvector, for machines that cannot reach a container registry.
+#
+# The root filesystem is a Debian trixie "essential" bootstrap (mmdebstrap) with
+# postgresql-17 and postgresql-17-pgvector from the Debian mirror this host already uses;
+# scripts/pg-entrypoint.sh provides the official image's POSTGRES_* behaviour. The archive
+# signatures are verified with the debian-archive-keyring package's keyring: it has carried
+# the trixie keys since 2023.3+deb12u2, and trixie's Release file is also co-signed by the
+# bookworm key, so verification works even with an older bookworm keyring.
+#
+# Differences from postgres:17: locale C.UTF-8 (not en_US.utf8), the postgres user's uid is
+# Debian's (not 999), and "docker stop" sends SIGTERM (smart shutdown) because docker import
+# cannot set STOPSIGNAL; use "docker kill -s INT" for the official image's fast shutdown.
+#
+# Usage: scripts/build-test-image.sh [--force]
+#   --force   rebuild even when the image exists and was built from this recipe
+# Environment:
+#   PGIMAGEAI_BUILD_IMAGE     image name (default pgimageai-postgres:17)
+#   PGIMAGEAI_DEBIAN_MIRROR   Debian mirror URI (default: the host's apt sources)
+set -Eeuo pipefail
+
+image="${PGIMAGEAI_BUILD_IMAGE:-pgimageai-postgres:17}"
+suite=trixie
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export PGIMAGEAI_ENTRYPOINT="$here/pg-entrypoint.sh"
+
+say() { printf 'build-test-image: %s\n' "$*" >&2; }
+die() {
+	say "ERROR: $*"
+	exit 1
+}
+trap 'die "command failed (line $LINENO): $BASH_COMMAND"' ERR
+
+force=false
+for arg in "$@"; do
+	case "$arg" in
+	--force) force=true ;;
+	-h | --help)
+		sed -n '2,/^set -E/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+		exit 0
+		;;
+	*) die "unknown argument: $arg (try --help)" ;;
+	esac
+done
+
+start=$(date +%s)
+
+# host_mirror prints the URI of the host's main Debian archive: the first enabled "deb"
+# source whose suite is a plain codename (not -security or -updates).
+host_mirror() {
+	if [ -n "${PGIMAGEAI_DEBIAN_MIRROR:-}" ]; then
+		printf '%s\n' "$PGIMAGEAI_DEBIAN_MIRROR"
+		return
+	fi
+	local f uri
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -r "$f" ] || continue
+		uri=$(awk 'BEGIN { RS = ""; FS = "\n" }
+			{
+				types = ""; uris = ""; suites = ""; enabled = "yes"
+				for (i = 1; i <= NF; i++) {
+					if ($i ~ /^[[:space:]]*#/ || index($i, ":") == 0) continue
+					key = tolower(substr($i, 1, index($i, ":") - 1))
+					val = substr($i, index($i, ":") + 1)
+					if (key == "types") types = val
+					else if (key == "uris") uris = val
+					else if (key == "suites") suites = val
+					else if (key == "enabled") enabled = val
+				}
+				if (enabled ~ /no/ || types !~ /(^|[[:space:]])deb([[:space:]]|$)/) next
+				n = split(suites, s, /[[:space:]]+/)
+				for (j = 1; j <= n; j++) if (s[j] ~ /^[a-z]+$/) {
+					split(uris, u, /[[:space:]]+/)
+					for (k = 1; u[k] == ""; k++) ;
+					print u[k]; exit
+				}
+			}' "$f")
+		if [ -n "$uri" ]; then
+			printf '%s\n' "${uri%/}"
+			return
+		fi
+	done
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -r "$f" ] || continue
+		uri=$(awk '/^[[:space:]]*deb[[:space:]]/ {
+				line = $0
+				sub(/^[[:space:]]*deb[[:space:]]+/, "", line)
+				sub(/^\[[^]]*\][[:space:]]*/, "", line)
+				split(line, w, /[[:space:]]+/)
+				if (w[2] ~ /^[a-z]+$/) { print w[1]; exit }
+			}' "$f")
+		if [ -n "$uri" ]; then
+			printf '%s\n' "${uri%/}"
+			return
+		fi
+	done
+	return 1
+}
+
+recipe=$(cat "${BASH_SOURCE[0]}" "$PGIMAGEAI_ENTRYPOINT" | sha256sum | cut -c1-16)
+
+docker info >/dev/null 2>&1 || die "the Docker daemon does not answer: $(docker info 2>&1 | tail -n 3)"
+
+old=""
+if docker image inspect "$image" >/dev/null 2>&1; then
+	old=$(docker image inspect -f '{{.Id}}' "$image")
+	have=$(docker image inspect -f '{{index .Config.Labels "org.pgimageai.recipe"}}' "$image")
+	if ! $force && [ "$have" = "$recipe" ]; then
+		say "$image exists (recipe $recipe); nothing to do (use --force to rebuild)"
+		exit 0
+	fi
+	if ! $force; then
+		say "$image exists but was built from another recipe (${have:-none}, now $recipe); rebuilding"
+	fi
+fi
+
+if ! command -v mmdebstrap >/dev/null || [ ! -s "$keyring" ]; then
+	[ "$(id -u)" = 0 ] || die "mmdebstrap or $keyring is missing; run as root or: sudo apt-get install mmdebstrap debian-archive-keyring"
+	say "installing mmdebstrap and debian-archive-keyring"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap debian-archive-keyring
+fi
+if ! ls /usr/share/keyrings/debian-archive-trixie-*.gpg >/dev/null 2>&1; then
+	say "note: this keyring has no trixie keys (debian-archive-keyring < 2023.3+deb12u2);"
+	say "      verification relies on the bookworm key's co-signature of trixie's Release file"
+fi
+
+mirror=$(host_mirror) || die "no Debian mirror found in /etc/apt/sources*; set PGIMAGEAI_DEBIAN_MIRROR"
+say "building $image from Debian $suite at $mirror (recipe $recipe)"
+
+# --variant=essential installs only Essential:yes packages plus --include (no apt in the
+# image). The setup hook stops postgresql-common from creating a cluster at install time,
+# as the official image does; the data directory is made by the entrypoint at first start.
+# The tarball goes straight into "docker import"; the image is tagged only if both succeed.
+# shellcheck disable=SC2016 # mmdebstrap expands $1 (the chroot) in the hooks itself.
+id=$(
+	mmdebstrap \
+		--variant=essential \
+		--include=postgresql-17,postgresql-17-pgvector \
+		--keyring="$keyring" \
+		--aptopt='Acquire::Retries "3"' \
+		--dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-exclude=/usr/share/man/*' \
+		--dpkgopt='path-exclude=/usr/share/info/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		--dpkgopt='path-exclude=/usr/share/lintian/*' \
+		--setup-hook='mkdir -p "$1/etc/postgresql-common/createcluster.d"' \
+		--setup-hook='echo "create_main_cluster = false" >"$1/etc/postgresql-common/createcluster.d/pgimageai.conf"' \
+		--customize-hook='install -m 0755 "$PGIMAGEAI_ENTRYPOINT" "$1/usr/local/bin/pg-entrypoint.sh"' \
+		--customize-hook='chroot "$1" /usr/lib/postgresql/17/bin/postgres --version' \
+		--customize-hook='test -f "$1/usr/share/postgresql/17/extension/vector.control"' \
+		--customize-hook='rm -rf "$1"/var/cache/* "$1"/var/log/*.log' \
+		--skip=output/dev \
+		"$suite" - "deb $mirror $suite main" |
+		docker import \
+			--change 'ENTRYPOINT ["/usr/local/bin/pg-entrypoint.sh"]' \
+			--change 'CMD ["postgres"]' \
+			--change 'ENV PATH=/usr/lib/postgresql/17/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+			--change 'ENV PGDATA=/var/lib/postgresql/data' \
+			--change 'ENV LANG=C.UTF-8' \
+			--change 'EXPOSE 5432' \
+			--change 'VOLUME /var/lib/postgresql/data' \
+			--change "LABEL org.pgimageai.recipe=$recipe" \
+			--message "pgimageai test image: Debian $suite, postgresql-17, pgvector" \
+			-
+)
+docker tag "$id" "$image"
+if [ -n "$old" ] && [ "$old" != "$id" ]; then
+	docker rmi "$old" >/dev/null 2>&1 || say "note: the previous image $old is still in use; not removed"
+fi
+
+size=$(docker image inspect -f '{{.Size}}' "$image")
+say "built $image ($id, $((size / 1024 / 1024)) MiB) in $(($(date +%s) - start))s"
