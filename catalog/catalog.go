@@ -37,6 +37,7 @@ type Table struct {
 	OID        uint32
 	Schema     string
 	Name       string
+	Regclass   string // schema.name quoted only where needed: public.photos, "Odd Schema"."My Table"
 	Columns    []Column
 	PrimaryKey []string // primary key column names in key order; empty when none
 }
@@ -45,8 +46,9 @@ type Table struct {
 func (t *Table) Identifier() pgx.Identifier { return pgx.Identifier{t.Schema, t.Name} }
 
 // String returns the table's name as PostgreSQL prints a regclass with an
-// explicit schema, e.g. public.photos or "Odd Schema"."My Table".
-func (t *Table) String() string { return t.Identifier().Sanitize() }
+// explicit schema, e.g. public.photos or "Odd Schema"."My Table". Use
+// Identifier, not String, to build SQL.
+func (t *Table) String() string { return t.Regclass }
 
 // Column returns the named column (exact case), or false.
 func (t *Table) Column(name string) (Column, bool) {
@@ -65,9 +67,9 @@ func Lookup(ctx context.Context, q Querier, name string) (*Table, error) {
 	var t Table
 	var kind string
 	err := q.QueryRow(ctx, `
-SELECT c.oid, n.nspname, c.relname, c.relkind::text
+SELECT c.oid, n.nspname, c.relname, format('%I.%I', n.nspname, c.relname), c.relkind::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = to_regclass($1)`, name).Scan(&t.OID, &t.Schema, &t.Name, &kind)
+WHERE c.oid = to_regclass($1)`, name).Scan(&t.OID, &t.Schema, &t.Name, &t.Regclass, &kind)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("table %s: %w", name, ErrNoTable)
 	}

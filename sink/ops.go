@@ -58,7 +58,7 @@ type Truncate struct {
 	Target *Target
 }
 
-func (o Truncate) queue(b *pgx.Batch) { b.Queue("TRUNCATE " + o.Target.Name()) }
+func (o Truncate) queue(b *pgx.Batch) { b.Queue("TRUNCATE " + o.Target.Table.Identifier().Sanitize()) }
 
 // Error records a failed function call: ONE open row per rule and source row,
 // whose attempts count up when the row fails again.

@@ -71,7 +71,7 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 		if typ == VectorResult {
 			sqlType = "real[]"
 		}
-		add := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s", table, pgx.Identifier{column}.Sanitize(), sqlType)
+		add := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s", table.Identifier().Sanitize(), pgx.Identifier{column}.Sanitize(), sqlType)
 		if _, err := conn.Exec(ctx, add); err != nil {
 			return nil, fmt.Errorf("add result column %s to %s: %w", column, table, err)
 		}
@@ -186,7 +186,7 @@ func vectorType(c catalog.Column) (int, bool) {
 
 // prepareSQL builds the statements of this target once.
 func (t *Target) prepareSQL() {
-	table := t.Table.String()
+	table := t.Table.Identifier().Sanitize()
 	col := pgx.Identifier{t.Column}.Sanitize()
 	var keys, params, where, whereOld []string
 	for i, k := range t.Key {

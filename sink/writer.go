@@ -13,13 +13,37 @@ import (
 // Writer writes batches to the target database. It is not safe for concurrent
 // use: one goroutine applies batches in source commit order.
 type Writer struct {
+	dsn  string
 	conn *pgx.Conn
 	slot string
 }
 
 // NewWriter returns a Writer on conn that records checkpoints under slot.
-func NewWriter(conn *pgx.Conn, slot string) *Writer {
-	return &Writer{conn: conn, slot: slot}
+// When conn breaks (a server restart, a network cut), the next Write
+// reconnects with dsn.
+func NewWriter(conn *pgx.Conn, dsn, slot string) *Writer {
+	return &Writer{dsn: dsn, conn: conn, slot: slot}
+}
+
+// Close closes the writer's connection.
+func (w *Writer) Close(ctx context.Context) error {
+	if w.conn == nil {
+		return nil
+	}
+	return w.conn.Close(ctx)
+}
+
+// connect returns a live connection, reconnecting after a broken one.
+func (w *Writer) connect(ctx context.Context) (*pgx.Conn, error) {
+	if w.conn != nil && !w.conn.IsClosed() {
+		return w.conn, nil
+	}
+	conn, err := pgx.Connect(ctx, w.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("reconnect to target: %w", err)
+	}
+	w.conn = conn
+	return conn, nil
 }
 
 // Write applies ops and stores checkpoint as the slot's checkpoint, all in
@@ -27,7 +51,11 @@ func NewWriter(conn *pgx.Conn, slot string) *Writer {
 // may confirm checkpoint to the replication slot; on error nothing of the
 // batch is applied.
 func (w *Writer) Write(ctx context.Context, ops []Op, checkpoint replication.LSN) (err error) {
-	tx, err := w.conn.Begin(ctx)
+	conn, err := w.connect(ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin target transaction: %w", err)
 	}

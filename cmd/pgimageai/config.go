@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 )
 
@@ -18,6 +19,9 @@ type config struct {
 	Publication string
 	MetricsAddr string
 	LogFormat   string
+	ByteBudget  int64
+
+	byteBudget string // as given
 }
 
 // errUsage marks errors that exit with code 2.
@@ -37,6 +41,7 @@ func (c *config) settings() []setting {
 		{"publication", "PGIMAGEAI_PUBLICATION", "pgimageai", "publication name", &c.Publication},
 		{"metrics-addr", "PGIMAGEAI_METRICS_ADDR", "", "address for Prometheus /metrics and /healthz, e.g. :9187 (default: off)", &c.MetricsAddr},
 		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
+		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "268435456", "bytes of images in flight before reading pauses", &c.byteBudget},
 	}
 }
 
@@ -70,6 +75,11 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 			*s.dst = s.def
 		}
 	}
+	n, err := strconv.ParseInt(c.byteBudget, 10, 64)
+	if err != nil || n < 1<<20 {
+		return c, fmt.Errorf("%w: --byte-budget must be a number of bytes >= 1048576, got %q", errUsage, c.byteBudget)
+	}
+	c.ByteBudget = n
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return c, fmt.Errorf("%w: --log-format must be text or json, got %q", errUsage, c.LogFormat)
 	}

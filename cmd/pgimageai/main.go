@@ -27,6 +27,7 @@ Usage:
 
 Commands:
   migrate    apply migrations (source and target database)
+  run        stream until SIGINT/SIGTERM; graceful: finish, checkpoint, exit 0
 
 Settings (flag or environment):
   --dsn           PGIMAGEAI_DSN           source database (default: libpq PG* variables)
@@ -35,6 +36,7 @@ Settings (flag or environment):
   --publication   PGIMAGEAI_PUBLICATION   publication (default pgimageai)
   --metrics-addr  PGIMAGEAI_METRICS_ADDR  Prometheus /metrics and /healthz address
   --log-format    PGIMAGEAI_LOG_FORMAT    text (default) or json
+  --byte-budget   PGIMAGEAI_BYTE_BUDGET   bytes of images in flight (default 268435456 = 256 MiB)
 
 Exit codes: 0 done, 1 runtime failure, 2 usage or configuration error.
 Run 'pgimageai <command> --help' for a command's flags.
@@ -52,6 +54,7 @@ type command func(ctx context.Context, c config, stdout, stderr io.Writer) error
 
 var commands = map[string]command{
 	"migrate": migrate,
+	"run":     runBridge,
 }
 
 // run executes the command line and returns the exit code.

@@ -19,11 +19,13 @@ func TestParseConfig(t *testing.T) {
 		want    config
 		wantErr string
 	}{
-		{"defaults", nil, nil, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text"}, ""},
+		{"defaults", nil, nil, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "268435456"}, ""},
 		{"env", nil, map[string]string{"PGIMAGEAI_DSN": "postgres://a/b", "PGIMAGEAI_SLOT": "s1", "PGIMAGEAI_LOG_FORMAT": "json"},
-			config{DSN: "postgres://a/b", Slot: "s1", Publication: "pgimageai", LogFormat: "json"}, ""},
+			config{DSN: "postgres://a/b", Slot: "s1", Publication: "pgimageai", LogFormat: "json", ByteBudget: 256 << 20, byteBudget: "268435456"}, ""},
 		{"flag beats env", []string{"--slot", "s2", "--target-dsn=postgres://t/db"}, map[string]string{"PGIMAGEAI_SLOT": "s1"},
-			config{TargetDSN: "postgres://t/db", Slot: "s2", Publication: "pgimageai", LogFormat: "text"}, ""},
+			config{TargetDSN: "postgres://t/db", Slot: "s2", Publication: "pgimageai", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "268435456"}, ""},
+		{"byte budget", []string{"--byte-budget", "67108864"}, nil, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text", ByteBudget: 64 << 20, byteBudget: "67108864"}, ""},
+		{"byte budget too small", []string{"--byte-budget", "10"}, nil, config{}, "--byte-budget must be"},
 		{"bad log format", []string{"--log-format", "xml"}, nil, config{}, "--log-format must be text or json"},
 		{"unknown flag", []string{"--nope"}, nil, config{}, "flag provided but not defined"},
 		{"stray argument", []string{"extra"}, nil, config{}, `unexpected argument "extra"`},

@@ -1,0 +1,194 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/sink"
+)
+
+// writer is what the applier needs of the sink.
+type writer interface {
+	Write(ctx context.Context, ops []sink.Op, checkpoint replication.LSN) error
+}
+
+// applier turns committed transactions into sink ops in source commit order,
+// waits for their calls, writes batches of transactions in one target
+// transaction each, and acks each batch's end LSN. It runs on one goroutine.
+type applier struct {
+	log      *slog.Logger
+	w        writer
+	ack      func(replication.LSN)
+	maxOps   int           // flush once a batch holds this many ops
+	backoff  time.Duration // first wait after a failed write
+	written  int64         // ops written, for tests and logs
+	batches  int64
+	errorsN  int64
+	lastDone replication.LSN
+}
+
+// run applies transactions from in until it is closed (then it flushes what
+// it holds and returns nil) or ctx ends.
+func (a *applier) run(ctx context.Context, in <-chan *txn) error {
+	var ops []sink.Op
+	var end replication.LSN
+	var next *txn
+	open := true
+	for {
+		if next == nil {
+			if !open {
+				return a.flush(ctx, ops, end)
+			}
+			select {
+			case t, ok := <-in:
+				if !ok {
+					return a.flush(ctx, ops, end)
+				}
+				next = t
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		for _, it := range next.items {
+			if it.call == nil {
+				continue
+			}
+			select {
+			case <-it.call.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		ops = a.build(ops, next)
+		end = next.commit.EndLSN
+		next = nil
+		// Keep batching while the following transaction is already complete.
+		select {
+		case t, ok := <-in:
+			if ok {
+				next = t
+			} else {
+				open = false
+			}
+		default:
+		}
+		if next == nil || !next.ready() || len(ops) >= a.maxOps {
+			if err := a.flush(ctx, ops, end); err != nil {
+				return err
+			}
+			ops = ops[:0]
+		}
+	}
+}
+
+// flush writes ops with checkpoint end, retrying with backoff until it
+// succeeds or ctx ends, and then acks end. A batch without ops is acked
+// without a write: there is nothing to make durable.
+func (a *applier) flush(ctx context.Context, ops []sink.Op, end replication.LSN) error {
+	if end == 0 {
+		return nil
+	}
+	if len(ops) > 0 {
+		wait := a.backoff
+		for attempt := 1; ; attempt++ {
+			err := a.w.Write(ctx, ops, end)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			a.log.Error("target write failed; retrying", "attempt", attempt, "ops", len(ops), "checkpoint", end.String(), "err", err)
+			d := wait/2 + rand.N(wait/2+1)
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			wait = min(wait*2, 30*time.Second)
+		}
+		a.written += int64(len(ops))
+		a.batches++
+	}
+	a.lastDone = end
+	a.ack(end)
+	return nil
+}
+
+// build appends the ops of one transaction.
+func (a *applier) build(ops []sink.Op, t *txn) []sink.Op {
+	forgot := map[string]bool{}
+	for _, it := range t.items {
+		switch it.kind {
+		case itemMove:
+			ops = append(ops, sink.Move{Target: it.target, OldKey: it.oldKey, NewKey: it.key})
+			if !forgot["move"+string(it.oldKeyJSON)] {
+				forgot["move"+string(it.oldKeyJSON)] = true
+				ops = append(ops, sink.RekeyErrors{SourceTable: it.sourceTable, OldKey: it.oldKeyJSON, NewKey: it.keyJSON})
+			}
+		case itemDelete:
+			ops = append(ops, sink.Delete{Target: it.target, Key: it.key})
+			if !forgot["del"+string(it.keyJSON)] {
+				forgot["del"+string(it.keyJSON)] = true
+				ops = append(ops, sink.ForgetRow{SourceTable: it.sourceTable, Key: it.keyJSON})
+			}
+		case itemTruncate:
+			ops = append(ops, sink.Truncate{Target: it.target})
+			if !forgot["trunc"+it.sourceTable] {
+				forgot["trunc"+it.sourceTable] = true
+				ops = append(ops, sink.ForgetRow{SourceTable: it.sourceTable})
+			}
+		case itemResult:
+			ops = a.result(ops, it)
+		}
+	}
+	return ops
+}
+
+// result appends the ops of one function result: the value (NULL on
+// failure), and the errors row or the resolution of earlier ones.
+func (a *applier) result(ops []sink.Op, it item) []sink.Op {
+	var res functions.Result
+	var err error
+	if it.call == nil {
+		res = functions.Result{Null: true}
+	} else {
+		res, err = it.call.result, it.call.err
+	}
+	if err == nil && !res.Null && it.target.Dim > 0 && len(res.Vector) != it.target.Dim {
+		err = &functions.Error{Reason: functions.BadResponse, ImageBytes: it.call.size, ImageHead: it.call.head,
+			Detail: fmt.Sprintf("model %s returned a vector of %d dimensions; target column %s.%s is vector(%d)",
+				it.rule.Model, len(res.Vector), it.target.Name(), it.target.Column, it.target.Dim)}
+		res = functions.Result{Null: true}
+	}
+	var value any
+	switch {
+	case err != nil || res.Null:
+	case it.rule.Fn.Name() == functions.Embed:
+		value = res.Vector
+	default:
+		value = res.Text
+	}
+	ops = append(ops, sink.Upsert{Target: it.target, Key: it.key, Value: value})
+	if err == nil {
+		return append(ops, sink.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+	}
+	a.errorsN++
+	row := sink.Error{Rule: it.rule.Name, SourceTable: it.sourceTable, Key: it.keyJSON, LSN: it.lsn,
+		Reason: string(functions.ProviderError), Detail: err.Error()}
+	var fe *functions.Error
+	if errors.As(err, &fe) {
+		row.Reason, row.Detail = string(fe.Reason), fe.Detail
+		if fe.ImageBytes >= 0 {
+			n := fe.ImageBytes
+			row.ImageBytes, row.ImageHead = &n, fe.ImageHead
+		}
+	}
+	return append(ops, row)
+}

@@ -1,0 +1,104 @@
+package bridge
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"sync"
+
+	"github.com/pgimageai/pgimageai/functions"
+)
+
+// cacheKey identifies identical work: the same function, model, prompt and
+// image bytes.
+type cacheKey [sha256.Size]byte
+
+func keyOf(fn functions.Name, model, prompt string, img []byte) cacheKey {
+	h := sha256.New()
+	for _, s := range []string{string(fn), model, prompt} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	h.Write(img)
+	var k cacheKey
+	h.Sum(k[:0])
+	return k
+}
+
+// cache remembers successful results (a bounded LRU) and collapses identical
+// calls in flight into one (single flight), so the same (function, model,
+// prompt, image) costs one provider call. Failures are not remembered: a
+// later identical call tries again. It is safe for concurrent use.
+type cache struct {
+	mu       sync.Mutex
+	max      int
+	lru      *list.List // of *entry, most recent first
+	entries  map[cacheKey]*list.Element
+	inflight map[cacheKey]*flight
+	hits     int64
+}
+
+type entry struct {
+	key    cacheKey
+	result functions.Result
+}
+
+type flight struct {
+	done   chan struct{}
+	result functions.Result
+	err    error
+}
+
+func newCache(maxEntries int) *cache {
+	return &cache{max: maxEntries, lru: list.New(), entries: map[cacheKey]*list.Element{}, inflight: map[cacheKey]*flight{}}
+}
+
+// do returns the cached result for k, waits for an identical call in flight,
+// or runs call and caches its success. hit reports whether no call was made.
+func (c *cache) do(ctx context.Context, k cacheKey, call func() (functions.Result, error)) (r functions.Result, hit bool, err error) {
+	c.mu.Lock()
+	if el, ok := c.entries[k]; ok {
+		c.lru.MoveToFront(el)
+		c.hits++
+		c.mu.Unlock()
+		return el.Value.(*entry).result, true, nil
+	}
+	if f, ok := c.inflight[k]; ok {
+		c.hits++
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.result, true, f.err
+		case <-ctx.Done():
+			return functions.Result{}, false, ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	c.inflight[k] = f
+	c.mu.Unlock()
+
+	f.result, f.err = call()
+
+	c.mu.Lock()
+	delete(c.inflight, k)
+	if f.err == nil && c.max > 0 {
+		c.entries[k] = c.lru.PushFront(&entry{key: k, result: f.result})
+		for c.lru.Len() > c.max {
+			old := c.lru.Remove(c.lru.Back()).(*entry)
+			delete(c.entries, old.key)
+		}
+	}
+	c.mu.Unlock()
+	close(f.done)
+	return f.result, false, f.err
+}
+
+// stats returns the number of hits so far and the entries held.
+func (c *cache) stats() (hits int64, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.lru.Len()
+}

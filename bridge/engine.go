@@ -1,0 +1,317 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/sink"
+)
+
+// callOverhead is what the byte budget charges for a call on top of its image
+// bytes (goroutine, request buffers), so that tiny images cannot make the
+// number of calls in flight unbounded.
+const callOverhead = 16 << 10
+
+// itemKind is what an item does to the target.
+type itemKind uint8
+
+const (
+	itemResult   itemKind = iota + 1 // write a function result (or NULL) for a row
+	itemMove                         // re-key a target row
+	itemDelete                       // delete a target row
+	itemTruncate                     // empty a target table
+)
+
+// item is one effect of a source change on the target, in source order.
+type item struct {
+	kind        itemKind
+	rule        *Rule        // itemResult
+	target      *sink.Target // every kind
+	sourceTable string
+	key         []any // the row's (new) key
+	keyJSON     []byte
+	oldKey      []any // itemMove
+	oldKeyJSON  []byte
+	lsn         replication.LSN
+	call        *call // itemResult with a provider call; nil = a NULL image
+}
+
+// call is one function call in flight; done is closed once result and err are
+// set.
+type call struct {
+	done   chan struct{}
+	result functions.Result
+	err    error
+	hit    bool   // served by the cache or an identical call in flight
+	size   int    // image length, for errors rows found after the call
+	head   []byte // first bytes of the image
+}
+
+func (c *call) ready() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// txn is a committed source transaction on its way to the sink.
+type txn struct {
+	commit replication.Commit
+	items  []item
+}
+
+// ready reports whether every call of the transaction has finished.
+func (t *txn) ready() bool {
+	for _, it := range t.items {
+		if it.call != nil && !it.call.ready() {
+			return false
+		}
+	}
+	return true
+}
+
+// relation caches, per *replication.Relation, where the key and image columns
+// are, since a Relation is immutable.
+type relation struct {
+	key   []int          // indexes of the primary key columns
+	image map[string]int // image column name → index
+}
+
+// engine turns events into transactions of items and starts the calls. It is
+// driven by one goroutine (Bridge.Run); calls run on their own goroutines.
+type engine struct {
+	log     *slog.Logger
+	rules   map[uint32][]*Rule // by source table OID
+	config  map[uint32]bool    // OIDs of pgimageai.rules and pgimageai.models
+	typeMap *pgtype.Map
+	budget  *budget
+	cache   *cache
+	callCtx context.Context // calls outlive a graceful stop's cancellation
+	open    *txn
+	rels    map[*replication.Relation]*relation
+	warned  bool
+	calls   atomic.Int64
+	hits    atomic.Int64
+	changes atomic.Int64
+}
+
+// handle applies one event; a committed transaction is sent on out.
+func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *txn) error {
+	switch ev := ev.(type) {
+	case replication.Begin:
+		e.open = &txn{}
+	case *replication.Change:
+		if e.open == nil {
+			return fmt.Errorf("change at %s outside a transaction", ev.LSN)
+		}
+		e.changes.Add(1)
+		return e.change(ctx, ev)
+	case replication.Commit:
+		if e.open == nil {
+			return fmt.Errorf("commit at %s without begin", ev.CommitLSN)
+		}
+		t := e.open
+		t.commit, e.open = ev, nil
+		select {
+		case out <- t:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case replication.Reset:
+		// The server sends the open transaction again after the reconnect;
+		// its calls finish on their own and their results are dropped.
+		e.open = nil
+	}
+	return nil
+}
+
+func (e *engine) change(ctx context.Context, ch *replication.Change) error {
+	if ch.Op == replication.Truncate {
+		return e.truncate(ch)
+	}
+	if e.config[ch.Relation.OID] {
+		if !e.warned {
+			e.log.Warn("pgimageai.rules or pgimageai.models changed; restart pgimageai run to apply the change")
+			e.warned = true
+		}
+		return nil
+	}
+	rules := e.rules[ch.Relation.OID]
+	if len(rules) == 0 {
+		return nil
+	}
+	rel, err := e.relation(ch.Relation, rules)
+	if err != nil {
+		return err
+	}
+	src := rules[0].Source.String()
+	switch ch.Op {
+	case replication.Delete:
+		key, keyJSON, err := e.key(ch.Relation, ch.Old, rel, rules[0])
+		if err != nil {
+			return err
+		}
+		for _, t := range targets(rules) {
+			e.open.items = append(e.open.items, item{kind: itemDelete, target: t, sourceTable: src, key: key, keyJSON: keyJSON, lsn: ch.LSN})
+		}
+		return nil
+	case replication.Insert, replication.Update:
+		key, keyJSON, err := e.key(ch.Relation, ch.New, rel, rules[0])
+		if err != nil {
+			return err
+		}
+		if ch.Op == replication.Update && ch.Old != nil && !sameKey(ch.Old, ch.New, rel.key) {
+			oldKey, oldJSON, err := e.key(ch.Relation, ch.Old, rel, rules[0])
+			if err != nil {
+				return err
+			}
+			for _, t := range targets(rules) {
+				e.open.items = append(e.open.items, item{kind: itemMove, target: t, sourceTable: src,
+					key: key, keyJSON: keyJSON, oldKey: oldKey, oldKeyJSON: oldJSON, lsn: ch.LSN})
+			}
+		}
+		for _, r := range rules {
+			idx := rel.image[r.ImageColumn]
+			v := ch.New[idx]
+			it := item{kind: itemResult, rule: r, target: r.Target, sourceTable: src, key: key, keyJSON: keyJSON, lsn: ch.LSN}
+			switch {
+			case v.Kind == replication.Unchanged:
+				continue // unchanged TOASTed image: no call, result untouched
+			case v.Kind == replication.Null:
+				// NULL image: NULL result, no call.
+			case ch.Op == replication.Update && ch.Old != nil && sameBytes(ch.Old[idx], v):
+				continue // identical image bytes (REPLICA IDENTITY FULL)
+			default:
+				img, err := v.Bytea()
+				if err != nil {
+					return fmt.Errorf("%s.%s at %s: %w", src, r.ImageColumn, ch.LSN, err)
+				}
+				if it.call, err = e.start(ctx, r, img); err != nil {
+					return err
+				}
+			}
+			e.open.items = append(e.open.items, it)
+		}
+	}
+	return nil
+}
+
+func (e *engine) truncate(ch *replication.Change) error {
+	for _, r := range ch.Truncated {
+		rules := e.rules[r.OID]
+		for _, t := range targets(rules) {
+			e.open.items = append(e.open.items, item{kind: itemTruncate, target: t, sourceTable: rules[0].Source.String(), lsn: ch.LSN})
+		}
+	}
+	return nil
+}
+
+// start begins one function call. Images that need no provider (empty,
+// unknown, too large, unsupported) finish at once without budget; the others
+// wait for budget — which stops the engine reading, the backpressure of
+// SPEC §5 — and then run on their own goroutine.
+func (e *engine) start(ctx context.Context, r *Rule, img []byte) (*call, error) {
+	c := &call{done: make(chan struct{}), size: len(img), head: magic.Head(img, 16)}
+	if _, err := r.Fn.Check(img); err != nil {
+		c.result, c.err = functions.Result{Null: true}, err
+		close(c.done)
+		return c, nil
+	}
+	cost := int64(len(img)) + callOverhead
+	if err := e.budget.acquire(ctx, cost); err != nil {
+		return nil, err
+	}
+	go func() {
+		defer e.budget.release(cost)
+		k := keyOf(r.Fn.Name(), r.Model, r.Prompt, img)
+		c.result, c.hit, c.err = e.cache.do(e.callCtx, k, func() (functions.Result, error) {
+			e.calls.Add(1)
+			return r.Fn.Call(e.callCtx, img, true)
+		})
+		if c.hit {
+			e.hits.Add(1)
+		}
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// relation returns the column positions of rel, computed once per Relation.
+func (e *engine) relation(r *replication.Relation, rules []*Rule) (*relation, error) {
+	if rel, ok := e.rels[r]; ok {
+		return rel, nil
+	}
+	rel := &relation{image: map[string]int{}}
+	for _, k := range rules[0].Source.PrimaryKey {
+		i := r.ColumnIndex(k)
+		if i < 0 {
+			return nil, fmt.Errorf("table %s.%s: primary key column %q is not in the replicated row", r.Namespace, r.Name, k)
+		}
+		rel.key = append(rel.key, i)
+	}
+	for _, rule := range rules {
+		i := r.ColumnIndex(rule.ImageColumn)
+		if i < 0 {
+			return nil, fmt.Errorf("rule %s: table %s.%s no longer has image column %q", rule.Name, r.Namespace, r.Name, rule.ImageColumn)
+		}
+		rel.image[rule.ImageColumn] = i
+	}
+	e.rels[r] = rel
+	return rel, nil
+}
+
+// key decodes the primary key of a tuple into Go values and source_key JSON.
+func (e *engine) key(r *replication.Relation, t replication.Tuple, rel *relation, rule *Rule) ([]any, []byte, error) {
+	if t == nil {
+		return nil, nil, fmt.Errorf("table %s.%s: change without the key tuple (check REPLICA IDENTITY)", r.Namespace, r.Name)
+	}
+	vals := make([]any, len(rel.key))
+	for i, idx := range rel.key {
+		v, err := replication.DecodeValue(e.typeMap, r.Columns[idx], t[idx])
+		if err != nil {
+			return nil, nil, fmt.Errorf("table %s.%s key column %s: %w", r.Namespace, r.Name, r.Columns[idx].Name, err)
+		}
+		vals[i] = v
+	}
+	js, err := sink.KeyJSON(e.typeMap, rule.KeyColumns, vals)
+	if err != nil {
+		return nil, nil, err
+	}
+	return vals, js, nil
+}
+
+// targets returns the distinct target tables of rules, in rule order.
+func targets(rules []*Rule) []*sink.Target {
+	var out []*sink.Target
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if !seen[r.Target.Name()] {
+			seen[r.Target.Name()] = true
+			out = append(out, r.Target)
+		}
+	}
+	return out
+}
+
+func sameKey(a, b replication.Tuple, idx []int) bool {
+	for _, i := range idx {
+		if a[i].Kind != b[i].Kind || !bytes.Equal(a[i].Data, b[i].Data) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameBytes(old, cur replication.Value) bool {
+	return (old.Kind == replication.Binary || old.Kind == replication.Text) && old.Kind == cur.Kind && bytes.Equal(old.Data, cur.Data)
+}

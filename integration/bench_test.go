@@ -1,0 +1,126 @@
+package integration_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// instant is a provider that answers at once, without HTTP: the pipeline's
+// own cost.
+type instant struct{}
+
+func (instant) GenerateText(_ context.Context, img provider.Image, _ string) (provider.Completion, error) {
+	return provider.Completion{Text: fmt.Sprintf("%s of %d bytes", img.MIME, len(img.Data))}, nil
+}
+
+// BenchmarkStream measures rows per second from INSERT to committed result,
+// b.N rows in transactions of 10. Run it with scripts/bench.
+func BenchmarkStream(b *testing.B) {
+	b.Run("provider=instant", func(b *testing.B) {
+		benchStream(b, 0, 8, true)
+	})
+	b.Run("provider=http-200ms/max_concurrency=32", func(b *testing.B) {
+		benchStream(b, 200*time.Millisecond, 32, false)
+	})
+}
+
+func benchStream(b *testing.B, latency time.Duration, concurrency int, inProcess bool) {
+	s := newSource(b)
+	ai := newFakeAI(b)
+	ai.Set(latency, nil)
+	cfg := s.config(b)
+	cfg.Logger = nil
+	if inProcess {
+		cfg.Registry.Register("instant", func(provider.Model, provider.Env) (provider.Provider, error) { return instant{}, nil })
+		s.exec(b, `INSERT INTO pgimageai.models (name, provider, model) VALUES ('vision', 'instant', 'x')`)
+	} else {
+		s.model(b, "vision", ai, fmt.Sprintf(`{"max_concurrency": %d}`, concurrency))
+	}
+	s.rule(b, "caption", "vision", "public.captions", "caption")
+	s.start(b, cfg)
+	s.sync(b, 60*time.Second) // the bridge is up and the target exists
+	want := map[int]string{}
+	insertRows(b, s, 1, b.N+1, 10, want) // committed before the clock starts
+	b.ResetTimer()
+	start := time.Now()
+	s.sync(b, 30*time.Minute)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if n := queryInt(b, s.conn, "SELECT count(*) FROM public.captions"); n != b.N {
+		b.Fatalf("%d results for %d rows", n, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
+	if latency > 0 {
+		ideal := float64(concurrency) / latency.Seconds()
+		b.ReportMetric(ideal, "ideal-rows/s")
+	}
+}
+
+// BenchmarkLargeTransaction streams ONE transaction of 10,000 rows of 100 KB
+// images (1 GB) through `pgimageai run` with a 64 MiB byte budget and reports
+// the process's peak RSS. Run it with scripts/bench (it takes minutes).
+func BenchmarkLargeTransaction(b *testing.B) {
+	if b.N > 1 {
+		b.Skip("one iteration is the whole measurement; run with -benchtime=1x") // ok-to-skip: benchmark shape
+	}
+	s := newSource(b)
+	ai := newFakeAI(b)
+	ai.Set(5*time.Millisecond, nil)
+	s.model(b, "vision", ai, `{"max_concurrency": 16}`)
+	s.rule(b, "caption", "vision", "public.captions", "caption")
+	const rows, size = 10000, 100 << 10
+	start := time.Now()
+	s.exec(b, fmt.Sprintf(`INSERT INTO public.photos (id, img)
+SELECT i, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5(i::text), %d), 'hex')
+FROM generate_series(1, %d) i`, size/16, rows))
+	b.Logf("inserted %d rows of %d KB in one transaction in %s", rows, size>>10, time.Since(start).Round(time.Millisecond))
+	p := s.runProcess(b, "PGIMAGEAI_BYTE_BUDGET="+strconv.Itoa(64<<20))
+	start = time.Now()
+	s.sync(b, 30*time.Minute)
+	elapsed := time.Since(start)
+	hwm := vmHWM(b, p.cmd.Process.Pid)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		b.Fatalf("graceful stop: %v", err)
+	}
+	if n := queryInt(b, s.conn, "SELECT count(*) FROM public.captions WHERE caption IS NOT NULL"); n != rows {
+		b.Fatalf("%d results, want %d", n, rows)
+	}
+	logb, _ := os.ReadFile(p.log.Name())
+	if strings.Contains(string(logb), "reconnect") {
+		b.Errorf("the stream reconnected during the large transaction:\n%s", logb)
+	}
+	b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
+	b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
+	b.Logf("1 GB transaction: %s, peak RSS %.1f MiB with a 64 MiB byte budget, %d requests", elapsed.Round(time.Second), float64(hwm)/(1<<20), ai.Count())
+}
+
+// vmHWM returns a process's peak resident set size in bytes.
+func vmHWM(tb testing.TB, pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatal("no VmHWM")
+	return 0
+}

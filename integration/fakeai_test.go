@@ -1,0 +1,126 @@
+package integration_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// aiRequest is one recorded chat completion request.
+type aiRequest struct {
+	Path    string
+	Model   string
+	Prompt  string
+	DataURL string
+	Body    map[string]any
+}
+
+// fakeAI is an OpenAI-compatible /chat/completions server that records every
+// request. Its answer is "caption:" plus the data URL's last 12 characters,
+// so tests can tell which image a result came from; respond overrides that.
+type fakeAI struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []aiRequest
+	// respond, when set, decides the answer: a status other than 200 sends
+	// an OpenAI error body with that status.
+	respond func(r aiRequest) (status int, text string)
+	delay   time.Duration
+}
+
+func newFakeAI(tb testing.TB) *fakeAI {
+	tb.Helper()
+	f := &fakeAI{}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	tb.Cleanup(f.Close)
+	return f
+}
+
+// URL returns the base URL to store in pgimageai.models.base_url.
+func (f *fakeAI) BaseURL() string { return f.Server.URL + "/v1" }
+
+func (f *fakeAI) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req aiRequest
+	req.Path = r.URL.Path
+	_ = json.Unmarshal(body, &req.Body)
+	req.Model, _ = req.Body["model"].(string)
+	if msgs, ok := req.Body["messages"].([]any); ok && len(msgs) > 0 {
+		last, _ := msgs[len(msgs)-1].(map[string]any)
+		parts, _ := last["content"].([]any)
+		for _, p := range parts {
+			part, _ := p.(map[string]any)
+			switch part["type"] {
+			case "text":
+				req.Prompt, _ = part["text"].(string)
+			case "image_url":
+				iu, _ := part["image_url"].(map[string]any)
+				req.DataURL, _ = iu["url"].(string)
+			}
+		}
+	}
+	f.mu.Lock()
+	f.requests = append(f.requests, req)
+	respond, delay := f.respond, f.delay
+	f.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	status, text := http.StatusOK, "caption:"+tail(req.DataURL, 12)
+	if respond != nil {
+		status, text = respond(req)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, text)
+		return
+	}
+	json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-1", "object": "chat.completion", "model": req.Model,
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": text}}},
+		"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
+	})
+}
+
+// Requests returns a copy of the recorded requests.
+func (f *fakeAI) Requests() []aiRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]aiRequest(nil), f.requests...)
+}
+
+// Count returns how many requests were recorded.
+func (f *fakeAI) Count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.requests)
+}
+
+// Set changes the server's behaviour.
+func (f *fakeAI) Set(delay time.Duration, respond func(aiRequest) (int, string)) {
+	f.mu.Lock()
+	f.delay, f.respond = delay, respond
+	f.mu.Unlock()
+}
+
+// captionOf returns the answer the default behaviour gives for an image's
+// data URL.
+func captionOf(dataURL string) string { return "caption:" + tail(dataURL, 12) }
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// hasPrefix reports whether a recorded data URL has the media type want.
+func hasPrefix(url, mime string) bool { return strings.HasPrefix(url, "data:"+mime+";base64,") }
