@@ -88,8 +88,7 @@ FROM generate_series(1, %d) i`, size/16, rows))
 	s.sync(b, 30*time.Minute)
 	elapsed := time.Since(start)
 	hwm := vmHWM(b, p.cmd.Process.Pid)
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.cmd.Wait(); err != nil {
+	if err := p.signal(b, syscall.SIGTERM); err != nil {
 		b.Fatalf("graceful stop: %v", err)
 	}
 	if n := queryInt(b, s.conn, "SELECT count(*) FROM public.captions WHERE caption IS NOT NULL"); n != rows {

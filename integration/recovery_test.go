@@ -46,8 +46,24 @@ func pgimageaiBinary(t testing.TB) string {
 
 // process is a `pgimageai run` child process.
 type process struct {
-	cmd *exec.Cmd
-	log *os.File
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{} // closed when the process exited; then err is set
+	err  error
+}
+
+// signal sends sig and waits for the process to exit, returning its error.
+func (p *process) signal(t testing.TB, sig syscall.Signal) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("pgimageai did not exit within 2m of %v", sig)
+	}
+	return p.err
 }
 
 func (s *source) runProcess(t testing.TB, extraEnv ...string) *process {
@@ -63,22 +79,18 @@ func (s *source) runProcess(t testing.TB, extraEnv ...string) *process {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, log: logf}
+	p := &process{cmd: cmd, log: logf, done: make(chan struct{})}
 	exited := make(chan error, 1)
 	go func() {
-		// Reports only an early exit; Wait is called by whoever stops p.
-		for p.cmd.ProcessState == nil {
-			if err := p.cmd.Process.Signal(syscall.Signal(0)); err != nil {
-				exited <- fmt.Errorf("process exited: %v", err)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		p.err = cmd.Wait()
+		exited <- fmt.Errorf("pgimageai exited: %v", p.err)
+		close(p.done)
 	}()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
+		select {
+		case <-p.done:
+		default:
+			p.signal(t, syscall.SIGKILL)
 		}
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
@@ -155,21 +167,17 @@ func assertCaptions(t testing.TB, got, want map[int]string) {
 func TestExactlyOnceAfterKill(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)
-	ai.Set(10*time.Millisecond, nil)
+	ai.Set(50*time.Millisecond, nil)
 	s.model(t, "vision", ai, `{"max_concurrency": 8}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
+	p1 := s.runProcess(t)
 	want := map[int]string{}
 	insertRows(t, s, 1, 2001, 20, want)
-
-	p1 := s.runProcess(t)
 	waitFor(t, 60*time.Second, "400 results before the kill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'captions'") == 1 &&
 			queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= 400
 	})
-	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	p1.cmd.Wait()
+	p1.signal(t, syscall.SIGKILL)
 	atKill := captions(t, s.conn)
 	before := len(ai.Requests())
 	if len(atKill) >= 2000 {
@@ -179,10 +187,7 @@ func TestExactlyOnceAfterKill(t *testing.T) {
 
 	p2 := s.runProcess(t)
 	s.sync(t, 120*time.Second)
-	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := p2.cmd.Wait(); err != nil {
+	if err := p2.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("graceful stop of the restarted bridge: %v", err)
 	}
 	assertCaptions(t, captions(t, s.conn), want)
