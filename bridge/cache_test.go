@@ -1,0 +1,129 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/functions"
+)
+
+func TestCacheOneCallPerIdenticalWork(t *testing.T) {
+	c := newCache(2)
+	var calls atomic.Int32
+	release := make(chan struct{})
+	call := func() (functions.Result, error) {
+		calls.Add(1)
+		<-release
+		return functions.Result{Text: "x"}, nil
+	}
+	k := keyOf(functions.Complete, "m", "p", []byte("img"))
+	var wg sync.WaitGroup
+	hits := atomic.Int32{}
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, hit, err := c.do(context.Background(), k, call)
+			if err != nil || r.Text != "x" {
+				t.Errorf("do = %+v, %v", r, err)
+			}
+			if hit {
+				hits.Add(1)
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if calls.Load() != 1 || hits.Load() != 9 {
+		t.Fatalf("calls %d hits %d, want 1 and 9", calls.Load(), hits.Load())
+	}
+	// Remembered afterwards.
+	if _, hit, _ := c.do(context.Background(), k, call); !hit || calls.Load() != 1 {
+		t.Fatal("second call not served from the cache")
+	}
+}
+
+func TestCacheKeyDistinguishesEveryPart(t *testing.T) {
+	base := keyOf(functions.Complete, "m", "p", []byte("img"))
+	for name, k := range map[string]cacheKey{
+		"function": keyOf(functions.Embed, "m", "p", []byte("img")),
+		"model":    keyOf(functions.Complete, "m2", "p", []byte("img")),
+		"prompt":   keyOf(functions.Complete, "m", "p2", []byte("img")),
+		"image":    keyOf(functions.Complete, "m", "p", []byte("img2")),
+		"boundary": keyOf(functions.Complete, "mp", "", []byte("img")),
+	} {
+		if k == base {
+			t.Errorf("%s does not change the key", name)
+		}
+	}
+}
+
+func TestCacheForgetsFailuresAndEvicts(t *testing.T) {
+	c := newCache(2)
+	var calls int
+	fail := func() (functions.Result, error) { calls++; return functions.Result{}, errors.New("boom") }
+	k := keyOf(functions.Complete, "m", "p", []byte("a"))
+	c.do(context.Background(), k, fail)
+	c.do(context.Background(), k, fail)
+	if calls != 2 {
+		t.Fatalf("failure was cached: %d calls", calls)
+	}
+	ok := func() (functions.Result, error) { calls++; return functions.Result{Text: "ok"}, nil }
+	for _, img := range []string{"1", "2", "3"} {
+		c.do(context.Background(), keyOf(functions.Complete, "m", "p", []byte(img)), ok)
+	}
+	if _, size := c.stats(); size != 2 {
+		t.Fatalf("cache holds %d entries, max 2", size)
+	}
+	calls = 0
+	c.do(context.Background(), keyOf(functions.Complete, "m", "p", []byte("1")), ok) // evicted: least recent
+	c.do(context.Background(), keyOf(functions.Complete, "m", "p", []byte("3")), ok) // kept
+	if calls != 1 {
+		t.Fatalf("%d calls, want 1 (only the evicted entry)", calls)
+	}
+}
+
+func TestBudget(t *testing.T) {
+	b := newBudget(100)
+	ctx := context.Background()
+	if err := b.acquire(ctx, 60); err != nil {
+		t.Fatal(err)
+	}
+	if b.tryAcquire(50) {
+		t.Fatal("over budget granted")
+	}
+	got := make(chan struct{})
+	go func() {
+		b.acquire(ctx, 50)
+		close(got)
+	}()
+	select {
+	case <-got:
+		t.Fatal("acquire did not wait")
+	case <-time.After(20 * time.Millisecond):
+	}
+	b.release(60)
+	select {
+	case <-got:
+	case <-time.After(time.Second):
+		t.Fatal("acquire not woken by release")
+	}
+	b.release(50)
+	// Larger than the whole budget: granted when nothing else is held.
+	if !b.tryAcquire(1000) {
+		t.Fatal("oversized request refused on an empty budget")
+	}
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := b.acquire(tctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire on a full budget = %v, want deadline", err)
+	}
+	if _, peak := b.inUse(); peak != 1000 {
+		t.Fatalf("peak %d", peak)
+	}
+}
