@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/provider"
@@ -17,8 +18,19 @@ func registry() *provider.Registry {
 	return r
 }
 
+// memoryHeadroom is what the process needs beside the images in flight:
+// request bodies (base64 and JSON copies of the images being sent), decoded
+// messages waiting in channels, and the runtime.
+const memoryHeadroom = 96 << 20
+
 // runBridge streams until ctx ends (SIGINT/SIGTERM), then stops gracefully.
 func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
+	// The byte budget bounds live image bytes; a soft memory limit keeps the
+	// garbage collector from letting the heap grow to twice that. An explicit
+	// GOMEMLIMIT wins.
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(c.ByteBudget + memoryHeadroom)
+	}
 	b := bridge.New(bridge.Config{
 		SourceDSN:   c.DSN,
 		TargetDSN:   c.TargetDSN,

@@ -1,0 +1,122 @@
+package integration_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// TestInvalidRulesAreSkipped: each kind of invalid rule gets ONE open
+// invalid_rule errors row with a message that says what is wrong, and the
+// valid rule beside them keeps running.
+func TestInvalidRulesAreSkipped(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model) VALUES ('ftp', 'openai', 'ftp://example.invalid/v1', 'x')`)
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, model, options) VALUES ('typo', 'openai', 'x', '{"max_tokenz": 5}')`)
+	s.exec(t, `CREATE TABLE public.nokey (id int, img bytea)`)
+	s.rule(t, "good", "vision", "public.captions", "caption")
+	bad := []struct{ name, sql, want string }{
+		{"embed-on-openai", `INSERT INTO pgimageai.rules VALUES ('embed-on-openai', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'vision', NULL, 'public.vecs', 'v')`, "does not implement image embedding"},
+		{"no-table", `INSERT INTO pgimageai.rules VALUES ('no-table', 'public.nope', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.t1', 'c')`, "no such table"},
+		{"no-column", `INSERT INTO pgimageai.rules VALUES ('no-column', 'public.photos', 'Img', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.t2', 'c')`, `no column "Img"`},
+		{"not-bytea", `INSERT INTO pgimageai.rules VALUES ('not-bytea', 'public.photos', 'note', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.t3', 'c')`, "is text, not bytea"},
+		{"no-pk", `INSERT INTO pgimageai.rules VALUES ('no-pk', 'public.nokey', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.t4', 'c')`, "has no primary key"},
+		{"ftp-url", `INSERT INTO pgimageai.rules VALUES ('ftp-url', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'ftp', 'p', 'public.t5', 'c')`, "ftp"},
+		{"bad-option", `INSERT INTO pgimageai.rules VALUES ('bad-option', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'typo', 'p', 'public.t6', 'c')`, "max_tokenz"},
+	}
+	for _, b := range bad {
+		s.exec(t, b.sql)
+	}
+	_, stop := s.start(t, s.config(t))
+	img := pngImage(t, 1)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1)", img)
+	s.sync(t, 30*time.Second)
+	assertCaption(t, s, 1, captionOf(magic.DataURL(magic.PNG, img)))
+	for _, b := range bad {
+		var n int
+		var detail, key string
+		err := s.conn.QueryRow(context.Background(), `SELECT count(*) OVER (), detail, source_key::text FROM pgimageai.errors
+WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL`, b.name).Scan(&n, &detail, &key)
+		if err != nil {
+			t.Errorf("rule %s: no open invalid_rule row: %v", b.name, err)
+			continue
+		}
+		if n != 1 || key != "{}" || !strings.Contains(detail, b.want) {
+			t.Errorf("rule %s: %d rows, key %s, detail %q; want 1, {}, containing %q", b.name, n, key, detail, b.want)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restarting reports nothing new; fixing a rule resolves its row.
+	s.exec(t, `UPDATE pgimageai.rules SET image_column = 'img' WHERE name = 'no-column'`)
+	s.start(t, s.config(t))
+	waitFor(t, 30*time.Second, "the fixed rule's errors row to be resolved", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'no-column' AND resolved_at IS NOT NULL`) == 1
+	})
+	if n := queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE reason = 'invalid_rule' AND resolved_at IS NULL`); n != len(bad)-1 {
+		t.Errorf("%d open invalid_rule rows after the fix, want %d", n, len(bad)-1)
+	}
+	if n := queryInt(t, s.conn, `SELECT max(attempts) FROM pgimageai.errors WHERE reason = 'invalid_rule'`); n != 1 {
+		t.Errorf("a restart bumped attempts to %d", n)
+	}
+}
+
+// embedder answers with a vector whose length is the image's first byte mod
+// 4 plus 2: PNG (0x89) gives 3 values, JPEG (0xFF) 5.
+type embedder struct{}
+
+func (embedder) EmbedImage(_ context.Context, img provider.Image) (provider.Embedding, error) {
+	n := int(img.Data[0])%4 + 2
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(i+1) / 10
+	}
+	return provider.Embedding{Vector: v}, nil
+}
+
+// TestEmbedTargets: AI_IMAGE_EMBED writes real[] into a column it creates, and
+// into an existing pgvector vector(3) column, where a vector of another
+// dimension is a bad_response.
+func TestEmbedTargets(t *testing.T) {
+	s := newSource(t)
+	s.exec(t, "CREATE EXTENSION IF NOT EXISTS vector")
+	s.exec(t, "CREATE TABLE public.vecs (id int PRIMARY KEY, v vector(3))")
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, model) VALUES ('emb', 'test-embed', 'x')`)
+	s.exec(t, `INSERT INTO pgimageai.rules VALUES ('arr', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', NULL, 'public.arrays', 'v')`)
+	s.exec(t, `INSERT INTO pgimageai.rules VALUES ('vec', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', NULL, 'public.vecs', 'v')`)
+	cfg := s.config(t)
+	cfg.Registry.Register("test-embed", func(provider.Model, provider.Env) (provider.Provider, error) { return embedder{}, nil })
+	s.start(t, cfg)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, $2)", pngImage(t, 1), jpegImage(t, 2))
+	s.sync(t, 30*time.Second)
+
+	var arrType string
+	if err := s.conn.QueryRow(context.Background(), `SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'public.arrays'::regclass AND attname = 'v'`).Scan(&arrType); err != nil || arrType != "real[]" {
+		t.Fatalf("created column type %q (%v), want real[]", arrType, err)
+	}
+	var arr []float32
+	if err := s.conn.QueryRow(context.Background(), "SELECT v FROM public.arrays WHERE id = 2").Scan(&arr); err != nil || len(arr) != 5 || arr[0] != 0.1 {
+		t.Fatalf("real[] result %v (%v)", arr, err)
+	}
+	var vec string
+	if err := s.conn.QueryRow(context.Background(), "SELECT v::text FROM public.vecs WHERE id = 1").Scan(&vec); err != nil || vec != "[0.1,0.2,0.3]" {
+		t.Fatalf("vector(3) result %q (%v)", vec, err)
+	}
+	var null *string
+	var reason, detail string
+	if err := s.conn.QueryRow(context.Background(), `SELECT v::text, e.reason, e.detail FROM public.vecs JOIN pgimageai.errors e
+ON e.rule = 'vec' AND e.source_key = jsonb_build_object('id', vecs.id) WHERE vecs.id = 2`).Scan(&null, &reason, &detail); err != nil {
+		t.Fatal(err)
+	}
+	if null != nil || reason != "bad_response" || !strings.Contains(detail, "5 dimensions") {
+		t.Fatalf("dimension mismatch: value %v, %s: %s", null, reason, detail)
+	}
+}

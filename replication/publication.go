@@ -1,0 +1,228 @@
+package replication
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// publishOptions are the options every pgimageai publication has: all four
+// operations, and partitioned tables published as their root, so that a rule
+// on a partitioned table sees the changes of its partitions under its own name.
+const publishOptions = "publish = 'insert, update, delete, truncate', publish_via_partition_root = true"
+
+// publishedTable is a table resolved to its OID and canonical name.
+type publishedTable struct {
+	OID   uint32
+	Ident pgx.Identifier // schema and table, as stored in the catalogs
+}
+
+// publicationState is what the catalogs say about an existing publication.
+type publicationState struct {
+	OID        uint32
+	AllTables  bool
+	OptionsOK  bool             // all four operations and publish_via_partition_root
+	Tables     []publishedTable // explicitly listed tables
+	Filtered   bool             // some table has a row filter or column list (PostgreSQL 15+)
+	HasSchemas bool             // FOR TABLES IN SCHEMA entries (PostgreSQL 15+)
+}
+
+// SyncPublication makes the publication name publish exactly tables (each
+// "schema"."table", or "table" resolved through search_path): it creates the
+// publication FOR TABLE those tables, or, when the existing table set
+// differs, runs ALTER PUBLICATION ... SET TABLE. It also resets publish
+// options, row filters and column lists that someone else set: pgimageai
+// owns its publication: a FOR ALL TABLES publication of that name is dropped
+// and created anew in the same transaction. Identifiers are always quoted
+// with pgx.Identifier.Sanitize, never pasted.
+//
+// SyncPublication runs in one transaction under a transaction-level advisory
+// lock, so concurrent calls for the same name serialize. conn must not be
+// used concurrently.
+func SyncPublication(ctx context.Context, conn *pgx.Conn, name string, tables []pgx.Identifier) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('pgimageai.publication'), hashtext($1))", name); err != nil {
+			return err
+		}
+		want, err := resolveTables(ctx, tx, tables)
+		if err != nil {
+			return err
+		}
+		state, found, err := readPublication(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		for _, stmt := range publicationDDL(name, want, state, found) {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return nil
+	}
+	if sqlState(err) == codeInsufficientPrivilege {
+		return fmt.Errorf("%w: publication %s: CREATE PUBLICATION needs the CREATE privilege on the database and adding a table needs its ownership (or a superuser): %v",
+			ErrPrivilege, pgx.Identifier{name}.Sanitize(), err)
+	}
+	return fmt.Errorf("sync publication %s: %w", pgx.Identifier{name}.Sanitize(), err)
+}
+
+// resolveTables maps identifiers to OIDs and canonical names, dropping
+// duplicates; a missing table is an error.
+func resolveTables(ctx context.Context, tx pgx.Tx, tables []pgx.Identifier) ([]publishedTable, error) {
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.Sanitize()
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT t.name, c.oid, n.nspname, c.relname
+		FROM unnest($1::text[]) WITH ORDINALITY AS t(name, i)
+		LEFT JOIN pg_class c ON c.oid = to_regclass(t.name)
+		LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
+		ORDER BY t.i`, names)
+	if err != nil {
+		return nil, err
+	}
+	var out []publishedTable
+	var missing []string
+	for rows.Next() {
+		var name string
+		var oid *uint32
+		var schema, rel *string
+		if err := rows.Scan(&name, &oid, &schema, &rel); err != nil {
+			return nil, err
+		}
+		if oid == nil {
+			missing = append(missing, name)
+			continue
+		}
+		if !slices.ContainsFunc(out, func(p publishedTable) bool { return p.OID == *oid }) {
+			out = append(out, publishedTable{OID: *oid, Ident: pgx.Identifier{*schema, *rel}})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("table %s does not exist", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// readPublication reads the publication name; found is false when it does not exist.
+func readPublication(ctx context.Context, tx pgx.Tx, name string) (st publicationState, found bool, err error) {
+	var version int
+	err = tx.QueryRow(ctx, `
+		SELECT p.oid, p.puballtables,
+		       p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate AND p.pubviaroot,
+		       current_setting('server_version_num')::int
+		FROM pg_publication p WHERE p.pubname = $1`, name).Scan(&st.OID, &st.AllTables, &st.OptionsOK, &version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, err
+	}
+	// to_jsonb spares a query per version: prqual and prattrs exist from 15 on.
+	rows, err := tx.Query(ctx, `
+		SELECT pr.prrelid, to_jsonb(pr)::text, n.nspname, c.relname
+		FROM pg_publication_rel pr
+		JOIN pg_class c ON c.oid = pr.prrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE pr.prpubid = $1`, st.OID)
+	if err != nil {
+		return st, false, err
+	}
+	for rows.Next() {
+		var relID uint32
+		var js []byte
+		var schema, rel string
+		if err := rows.Scan(&relID, &js, &schema, &rel); err != nil {
+			return st, false, err
+		}
+		var pr struct {
+			Qual  json.RawMessage `json:"prqual"`
+			Attrs json.RawMessage `json:"prattrs"`
+		}
+		if err := json.Unmarshal(js, &pr); err != nil {
+			return st, false, fmt.Errorf("parse pg_publication_rel row: %w", err)
+		}
+		if isJSONValue(pr.Qual) || isJSONValue(pr.Attrs) {
+			st.Filtered = true
+		}
+		st.Tables = append(st.Tables, publishedTable{OID: relID, Ident: pgx.Identifier{schema, rel}})
+	}
+	if err := rows.Err(); err != nil {
+		return st, false, err
+	}
+	if version >= 150000 {
+		err = tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_publication_namespace WHERE pnpubid = $1)", st.OID).Scan(&st.HasSchemas)
+		if err != nil {
+			return st, false, err
+		}
+	}
+	return st, true, nil
+}
+
+func isJSONValue(m json.RawMessage) bool { return len(m) > 0 && string(m) != "null" }
+
+// publicationDDL returns the statements that turn the publication (state,
+// when found) into one that publishes exactly want; none when it already does.
+func publicationDDL(name string, want []publishedTable, state publicationState, found bool) []string {
+	pub := pgx.Identifier{name}.Sanitize()
+	if !found {
+		if len(want) == 0 {
+			return []string{"CREATE PUBLICATION " + pub + " WITH (" + publishOptions + ")"}
+		}
+		return []string{"CREATE PUBLICATION " + pub + " FOR TABLE " + tableList(want) + " WITH (" + publishOptions + ")"}
+	}
+	if state.AllTables {
+		// ALTER PUBLICATION cannot turn FOR ALL TABLES into a table list.
+		return []string{"DROP PUBLICATION " + pub, publicationDDL(name, want, publicationState{}, false)[0]}
+	}
+	var stmts []string
+	if !state.OptionsOK {
+		stmts = append(stmts, "ALTER PUBLICATION "+pub+" SET ("+publishOptions+")")
+	}
+	if state.Filtered || state.HasSchemas || !sameTables(want, state.Tables) {
+		if len(want) > 0 {
+			stmts = append(stmts, "ALTER PUBLICATION "+pub+" SET TABLE "+tableList(want))
+		} else {
+			if state.HasSchemas {
+				// SET needs at least one object; recreate to drop schema entries.
+				return []string{"DROP PUBLICATION " + pub, publicationDDL(name, nil, publicationState{}, false)[0]}
+			}
+			if len(state.Tables) > 0 {
+				stmts = append(stmts, "ALTER PUBLICATION "+pub+" DROP TABLE "+tableList(state.Tables))
+			}
+		}
+	}
+	return stmts
+}
+
+func tableList(ts []publishedTable) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = t.Ident.Sanitize()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sameTables(a, b []publishedTable) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, t := range a {
+		if !slices.ContainsFunc(b, func(u publishedTable) bool { return u.OID == t.OID }) {
+			return false
+		}
+	}
+	return true
+}
