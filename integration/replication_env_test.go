@@ -114,7 +114,8 @@ func (e *replEnv) currentLSN(t testing.TB) replication.LSN {
 type replStream struct {
 	*replication.Stream
 	events     chan replication.Event
-	done       chan error
+	done       chan struct{} // closed when Run returned, with err set
+	err        error
 	cancel     context.CancelFunc
 	reconnects *atomic.Int64
 }
@@ -134,22 +135,23 @@ func (e *replEnv) start(t *testing.T, start replication.LSN, buffer int, edit fu
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &replStream{Stream: replication.NewStream(cfg), events: make(chan replication.Event, buffer),
-		done: make(chan error, 1), cancel: cancel, reconnects: &reconnects}
-	go func() { s.done <- s.Run(ctx, start, s.events) }()
+		done: make(chan struct{}), cancel: cancel, reconnects: &reconnects}
+	go func() {
+		s.err = s.Run(ctx, start, s.events)
+		close(s.done)
+	}()
 	t.Cleanup(func() { s.stop(t) })
 	return s
 }
 
-// stop ends Run and waits for it; Run must return context.Canceled.
+// stop ends Run and waits for it; Run must have returned context.Canceled.
 func (s *replStream) stop(t testing.TB) {
+	t.Helper()
 	s.cancel()
 	select {
-	case err, ok := <-s.done:
-		if ok && !errors.Is(err, context.Canceled) {
-			t.Errorf("Run = %v, want context.Canceled", err)
-		}
-		if ok {
-			close(s.done)
+	case <-s.done:
+		if !errors.Is(s.err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", s.err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Error("Run did not return within 30s of cancel")
@@ -162,8 +164,8 @@ func (s *replStream) next(t testing.TB, timeout time.Duration) replication.Event
 	select {
 	case ev := <-s.events:
 		return ev
-	case err := <-s.done:
-		t.Fatalf("Run returned %v", err)
+	case <-s.done:
+		t.Fatalf("Run returned %v", s.err)
 	case <-time.After(timeout):
 		t.Fatalf("no event within %s", timeout)
 	}

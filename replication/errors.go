@@ -1,0 +1,127 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The errors of this package that call for a person: each is returned wrapped
+// in a message that says what to do, so test them with errors.Is.
+var (
+	// ErrVersion: the server is older than PostgreSQL 14, the first release
+	// whose pgoutput sends binary tuples and logical decoding messages.
+	ErrVersion = errors.New("unsupported PostgreSQL version")
+	// ErrWALLevel: wal_level is not logical.
+	ErrWALLevel = errors.New("wal_level is not logical")
+	// ErrPrivilege: the role lacks REPLICATION or a privilege a step needs.
+	ErrPrivilege = errors.New("insufficient privilege")
+	// ErrNoFreeSlot: every replication slot of max_replication_slots is taken.
+	ErrNoFreeSlot = errors.New("no free replication slot")
+	// ErrSlotInvalidated: the slot can no longer stream (wal_status lost,
+	// invalidated, or the WAL it needs was removed).
+	ErrSlotInvalidated = errors.New("replication slot invalidated")
+	// ErrNoSlot: the slot does not exist (EnsureSlot was not called, or
+	// someone dropped it).
+	ErrNoSlot = errors.New("replication slot does not exist")
+	// ErrSlotMismatch: a slot of that name exists but is not a permanent
+	// pgoutput logical slot of this database.
+	ErrSlotMismatch = errors.New("replication slot is not usable")
+	// ErrNoPublication: the publication does not exist.
+	ErrNoPublication = errors.New("publication does not exist")
+	// ErrProtocol: the server sent something this package cannot decode.
+	ErrProtocol = errors.New("pgoutput protocol error")
+
+	// errConfig: the Config cannot work (e.g. an unparsable ConnString).
+	errConfig = errors.New("replication config")
+)
+
+// SQLSTATE codes this package acts on; see
+// https://www.postgresql.org/docs/current/errcodes-appendix.html.
+const (
+	codeInsufficientPrivilege = "42501"
+	codeUndefinedObject       = "42704"
+	codeDuplicateObject       = "42710"
+	codeUndefinedFile         = "58P01" // "requested WAL segment ... has already been removed"
+	codeObjectInUse           = "55006" // "replication slot ... is active for PID ..."
+	codeNotInPrereqState      = "55000" // e.g. "cannot read from logical replication slot", wal_level
+	codeConfigLimitExceeded   = "53400" // "all replication slots are in use"
+	codeInvalidAuthorization  = "28000"
+	codeInvalidPassword       = "28P01"
+	codeInvalidCatalogName    = "3D000"
+)
+
+// sqlState returns the SQLSTATE of the server error in err's chain, or "".
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// retryable reports whether Run should reconnect after err rather than
+// return it. Server errors are classified by SQLSTATE class: connection
+// exceptions (08), insufficient resources (53, e.g. too many connections),
+// operator intervention (57: admin_shutdown after pg_terminate_backend or a
+// restart, cannot_connect_now while starting up), transaction rollback (40),
+// system and internal errors (58000, 58030, XX), and 55006 object_in_use (the
+// walsender of a killed predecessor still holds the slot). Every other server
+// error is a configuration problem that a retry will not fix. Errors that are
+// not server errors (network, EOF, refused connections, TLS) are retried,
+// except the package's own fatal sentinels. The caller checks its context
+// first: after ctx ends nothing is retried.
+func retryable(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrVersion), errors.Is(err, ErrWALLevel), errors.Is(err, ErrPrivilege),
+		errors.Is(err, ErrNoFreeSlot), errors.Is(err, ErrSlotInvalidated), errors.Is(err, ErrNoSlot),
+		errors.Is(err, ErrSlotMismatch), errors.Is(err, ErrNoPublication), errors.Is(err, ErrProtocol),
+		errors.Is(err, errConfig):
+		return false
+	}
+	code := sqlState(err)
+	if code == "" {
+		return true
+	}
+	switch code {
+	case codeObjectInUse, "58000", "58030":
+		return true
+	}
+	switch code[:2] {
+	case "08", "40", "53", "57", "XX":
+		return true
+	}
+	return false
+}
+
+// explain turns a fatal server error into one of the package's sentinels
+// with advice, where it maps onto one; user is the login role.
+func explain(err error, user string) error {
+	switch sqlState(err) {
+	case codeInsufficientPrivilege:
+		return fmt.Errorf("%w: role %q may not stream changes; run ALTER ROLE %s REPLICATION (or use a superuser): %v",
+			ErrPrivilege, user, pgx.Identifier{user}.Sanitize(), err)
+	case codeInvalidAuthorization, codeInvalidPassword:
+		return fmt.Errorf("%w: role %q cannot log in; check the password and pg_hba.conf (a logical replication connection matches the entries of its database): %v",
+			ErrPrivilege, user, err)
+	case codeUndefinedFile:
+		return slotInvalidated("", "the WAL it needs was removed: "+err.Error())
+	case codeInvalidCatalogName:
+		return fmt.Errorf("database does not exist: %w", err)
+	}
+	return err
+}
+
+// slotInvalidated returns ErrSlotInvalidated with the recovery procedure.
+func slotInvalidated(slot, why string) error {
+	name := "<slot>"
+	if slot != "" {
+		name = slot
+	}
+	return fmt.Errorf("%w: slot %s %s; to recover, drop it (SELECT pg_drop_replication_slot('%s')) and restart pgimageai, which re-creates it; rows changed in the meantime need a backfill (disable and re-enable the rules)",
+		ErrSlotInvalidated, name, why, name)
+}
