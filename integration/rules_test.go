@@ -20,6 +20,8 @@ func TestInvalidRulesAreSkipped(t *testing.T) {
 	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model) VALUES ('ftp', 'openai', 'ftp://example.invalid/v1', 'x')`)
 	s.exec(t, `INSERT INTO pgimageai.models (name, provider, model, options) VALUES ('typo', 'openai', 'x', '{"max_tokenz": 5}')`)
 	s.exec(t, `CREATE TABLE public.nokey (id int, img bytea)`)
+	s.exec(t, `CREATE TABLE public.int_target (id int PRIMARY KEY, c integer)`)
+	s.exec(t, `CREATE TABLE public.bigint_key (id bigint PRIMARY KEY, c text)`)
 	s.rule(t, "good", "vision", "public.captions", "caption")
 	bad := []struct{ name, sql, want string }{
 		{"embed-on-openai", `INSERT INTO pgimageai.rules VALUES ('embed-on-openai', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'vision', NULL, 'public.vecs', 'v')`, "does not implement image embedding"},
@@ -29,6 +31,8 @@ func TestInvalidRulesAreSkipped(t *testing.T) {
 		{"no-pk", `INSERT INTO pgimageai.rules VALUES ('no-pk', 'public.nokey', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.t4', 'c')`, "has no primary key"},
 		{"ftp-url", `INSERT INTO pgimageai.rules VALUES ('ftp-url', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'ftp', 'p', 'public.t5', 'c')`, "ftp"},
 		{"bad-option", `INSERT INTO pgimageai.rules VALUES ('bad-option', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'typo', 'p', 'public.t6', 'c')`, "max_tokenz"},
+		{"int-target", `INSERT INTO pgimageai.rules VALUES ('int-target', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.int_target', 'c')`, "is integer; AI_IMAGE_COMPLETE writes text"},
+		{"key-type", `INSERT INTO pgimageai.rules VALUES ('key-type', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.bigint_key', 'c')`, `key column "id" is bigint, the source's is integer`},
 	}
 	for _, b := range bad {
 		s.exec(t, b.sql)
