@@ -66,7 +66,9 @@ func (a *applier) run(ctx context.Context, in <-chan *txn) error {
 			}
 		}
 		ops = a.build(ops, next)
-		end = next.commit.EndLSN
+		if next.commit.EndLSN != 0 { // 0: a backfill page, not a source transaction
+			end = next.commit.EndLSN
+		}
 		next = nil
 		// Keep batching while the following transaction is already complete.
 		select {
@@ -91,10 +93,8 @@ func (a *applier) run(ctx context.Context, in <-chan *txn) error {
 // succeeds or ctx ends, and then acks end. A batch without ops is acked
 // without a write: there is nothing to make durable.
 func (a *applier) flush(ctx context.Context, ops []sink.Op, end replication.LSN) error {
-	if end == 0 {
-		return nil
-	}
 	if len(ops) > 0 {
+		ops = markOwnWrites(ops)
 		wait := a.backoff
 		for attempt := 1; ; attempt++ {
 			err := a.w.Write(ctx, ops, end)
@@ -116,9 +116,23 @@ func (a *applier) flush(ctx context.Context, ops []sink.Op, end replication.LSN)
 		a.written += int64(len(ops))
 		a.batches++
 	}
-	a.lastDone = end
-	a.ack(end)
+	if end != 0 {
+		a.lastDone = end
+		a.ack(end)
+	}
 	return nil
+}
+
+// markOwnWrites puts the OwnWrites marker first when the batch writes to a
+// source table (write-back), so that the bridge ignores those changes when it
+// reads them back from the WAL.
+func markOwnWrites(ops []sink.Op) []sink.Op {
+	for _, op := range ops {
+		if up, ok := op.(sink.Upsert); ok && up.Target.WriteBack {
+			return append([]sink.Op{sink.OwnWrites{}}, ops...)
+		}
+	}
+	return ops
 }
 
 // build appends the ops of one transaction.
@@ -146,6 +160,10 @@ func (a *applier) build(ops []sink.Op, t *txn) []sink.Op {
 			}
 		case itemResult:
 			ops = a.result(ops, it)
+		case itemBackfill:
+			ops = append(ops, it.progress)
+		case itemResolve:
+			ops = append(ops, sink.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
 		}
 	}
 	return ops

@@ -94,47 +94,49 @@ func New(cfg Config) *Bridge {
 func (b *Bridge) Run(ctx context.Context) error {
 	cfg := b.cfg
 	log := cfg.Logger
-	src, err := pgx.Connect(ctx, cfg.SourceDSN)
-	if err != nil {
-		return fmt.Errorf("connect to source: %w", err)
+	connect := func(role, dsn string) (*pgx.Conn, error) {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", role, err)
+		}
+		return conn, nil
 	}
-	defer src.Close(context.WithoutCancel(ctx))
-	tgt, err := pgx.Connect(ctx, cfg.TargetDSN)
+	src, err := connect("source", cfg.SourceDSN)
 	if err != nil {
-		return fmt.Errorf("connect to target: %w", err)
+		return err
 	}
-	// The writer owns tgt from here on; it may replace it after a reconnect.
-	w := sink.NewWriter(tgt, cfg.TargetDSN, cfg.Slot)
+	tgt, err := connect("target", cfg.TargetDSN)
+	if err != nil {
+		src.Close(ctx)
+		return err
+	}
+	live := &liveConfig{log: log, pub: cfg.Publication, src: src, tgt: tgt, srcDSN: cfg.SourceDSN, tgtDSN: cfg.TargetDSN,
+		valid: map[string]*Rule{}, invalid: map[string]string{}}
+	live.comp = &compiler{reg: cfg.Registry, env: cfg.Env, providers: map[string]cachedProvider{}, live: live}
+	defer live.close(context.WithoutCancel(ctx))
+	writerConn, err := connect("target", cfg.TargetDSN)
+	if err != nil {
+		return err
+	}
+	// The writer owns its connection; it may replace it after a reconnect.
+	w := sink.NewWriter(writerConn, cfg.TargetDSN, cfg.Slot)
 	defer w.Close(context.WithoutCancel(ctx))
 
 	if err := replication.Preflight(ctx, src); err != nil {
 		return err
 	}
-	rules, invalid, err := loadRules(ctx, src, tgt, cfg.Registry, cfg.Env)
-	if err != nil {
-		return err
+	if live.cfg, err = loadConfig(ctx, src); err != nil {
+		return fmt.Errorf("%w (run pgimageai migrate first)", err)
 	}
-	for _, r := range invalid {
-		log.Error("invalid rule skipped", "rule", r.Name, "source_table", r.SourceTable, "err", r.Err)
-	}
-	if err := sink.ReportInvalidRules(ctx, tgt, toInvalidRows(invalid)); err != nil {
-		return err
-	}
+	// The stream and the calls outlive ctx so that a graceful stop can finish
+	// what it read and confirm it; hard bounds them instead.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
 	eng := &engine{
-		log: log, rules: map[uint32][]*Rule{}, config: map[uint32]bool{},
-		typeMap: tgt.TypeMap(), budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0)),
-		rels: map[*replication.Relation]*relation{},
-	}
-	tables := []pgx.Identifier{{"pgimageai", "rules"}, {"pgimageai", "models"}}
-	seen := map[uint32]bool{}
-	for _, r := range rules {
-		eng.rules[r.Source.OID] = append(eng.rules[r.Source.OID], r)
-		if !seen[r.Source.OID] {
-			seen[r.Source.OID] = true
-			tables = append(tables, r.Source.Identifier())
-		}
-		log.Info("rule loaded", "rule", r.Name, "function", string(r.Fn.Name()), "model", r.Model,
-			"source", r.Source.String(), "target", r.Target.Name()+"."+r.Target.Column)
+		log: log, config: map[uint32]bool{}, live: live, typeMap: tgt.TypeMap(),
+		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0)), callCtx: hard,
+		rels: map[*replication.Relation]*relation{}, srcDSN: cfg.SourceDSN,
+		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
 	}
 	for _, name := range []string{"pgimageai.rules", "pgimageai.models"} {
 		var oid uint32
@@ -142,19 +144,24 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return fmt.Errorf("%s: %w (run pgimageai migrate first)", name, err)
 		}
 		eng.config[oid] = true
+		if name == "pgimageai.models" {
+			eng.models = oid
+		}
 	}
-	if err := replication.SyncPublication(ctx, src, cfg.Publication, tables); err != nil {
+	// The publication goes first: pgoutput refuses to decode from before
+	// its publication existed.
+	if err := live.reload(ctx, eng); err != nil {
 		return err
 	}
 	if err := replication.EnsureSlot(ctx, src, cfg.Slot); err != nil {
 		return err
 	}
-	checkpoint, err := sink.LoadCheckpoint(ctx, tgt, cfg.Slot)
+	checkpoint, err := sink.LoadCheckpoint(ctx, writerConn, cfg.Slot)
 	if err != nil {
 		return err
 	}
-	log.Info("streaming", "slot", cfg.Slot, "publication", cfg.Publication, "rules", len(rules),
-		"invalid_rules", len(invalid), "checkpoint", checkpoint.String())
+	log.Info("streaming", "slot", cfg.Slot, "publication", cfg.Publication, "rules", len(live.valid),
+		"invalid_rules", len(live.invalid), "checkpoint", checkpoint.String())
 
 	stream := replication.NewStream(replication.Config{
 		ConnString: cfg.SourceDSN, Slot: cfg.Slot, Publication: cfg.Publication,
@@ -162,16 +169,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	})
 	app := &applier{log: log, w: w, ack: stream.Ack, maxOps: cfg.BatchOps, backoff: 200 * time.Millisecond}
 	b.engine, b.apply, b.budget = eng, app, eng.budget
-	return b.pipeline(ctx, stream, checkpoint)
+	return b.pipeline(ctx, hard, stream, checkpoint)
 }
 
 // pipeline runs stream → engine → applier until ctx ends or a stage fails.
-func (b *Bridge) pipeline(ctx context.Context, stream *replication.Stream, checkpoint replication.LSN) error {
-	// The stream and the calls outlive ctx so that a graceful stop can finish
-	// what it read and confirm it; hard bounds them instead.
-	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHard()
-	b.engine.callCtx = hard
+func (b *Bridge) pipeline(ctx, hard context.Context, stream *replication.Stream, checkpoint replication.LSN) error {
 	streamCtx, stopStream := context.WithCancel(hard)
 	defer stopStream()
 
@@ -188,6 +190,10 @@ loop:
 		select {
 		case ev := <-events:
 			if err = b.engine.handle(ctx, ev, queue); err != nil {
+				break loop
+			}
+		case p := <-b.engine.pages:
+			if err = b.engine.page(ctx, p, queue); err != nil {
 				break loop
 			}
 		case err = <-streamErr:
@@ -235,12 +241,4 @@ func (b *Bridge) Stats() Stats {
 		Changes: b.engine.changes.Load(), Calls: b.engine.calls.Load(), CacheHits: b.engine.hits.Load(),
 		OpsWritten: b.apply.written, Batches: b.apply.batches, Errors: b.apply.errorsN, PeakBytes: peak,
 	}
-}
-
-func toInvalidRows(invalid []InvalidRule) []sink.InvalidRule {
-	out := make([]sink.InvalidRule, len(invalid))
-	for i, r := range invalid {
-		out[i] = sink.InvalidRule{Rule: r.Name, SourceTable: r.SourceTable, Detail: r.Err.Error()}
-	}
-	return out
 }

@@ -28,6 +28,8 @@ const (
 	itemMove                         // re-key a target row
 	itemDelete                       // delete a target row
 	itemTruncate                     // empty a target table
+	itemBackfill                     // record a backfill page's progress
+	itemResolve                      // resolve a row's open errors (its source row is gone)
 )
 
 // item is one effect of a source change on the target, in source order.
@@ -41,7 +43,8 @@ type item struct {
 	oldKey      []any // itemMove
 	oldKeyJSON  []byte
 	lsn         replication.LSN
-	call        *call // itemResult with a provider call; nil = a NULL image
+	call        *call                 // itemResult with a provider call; nil = a NULL image
+	progress    sink.BackfillProgress // itemBackfill
 }
 
 // call is one function call in flight; done is closed once result and err are
@@ -64,10 +67,13 @@ func (c *call) ready() bool {
 	}
 }
 
-// txn is a committed source transaction on its way to the sink.
+// txn is a committed source transaction on its way to the sink, or a
+// backfill page (commit.EndLSN 0).
 type txn struct {
 	commit replication.Commit
 	items  []item
+	config []configChange // changes of rules and models, applied at commit
+	own    bool           // the bridge's own write-back transaction: ignored
 }
 
 // ready reports whether every call of the transaction has finished.
@@ -90,19 +96,23 @@ type relation struct {
 // engine turns events into transactions of items and starts the calls. It is
 // driven by one goroutine (Bridge.Run); calls run on their own goroutines.
 type engine struct {
-	log     *slog.Logger
-	rules   map[uint32][]*Rule // by source table OID
-	config  map[uint32]bool    // OIDs of pgimageai.rules and pgimageai.models
-	typeMap *pgtype.Map
-	budget  *budget
-	cache   *cache
-	callCtx context.Context // calls outlive a graceful stop's cancellation
-	open    *txn
-	rels    map[*replication.Relation]*relation
-	warned  bool
-	calls   atomic.Int64
-	hits    atomic.Int64
-	changes atomic.Int64
+	log       *slog.Logger
+	rules     map[uint32][]*Rule // valid rules by source table OID
+	config    map[uint32]bool    // OIDs of pgimageai.rules and pgimageai.models
+	models    uint32             // OID of pgimageai.models
+	live      *liveConfig
+	typeMap   *pgtype.Map
+	budget    *budget
+	cache     *cache
+	callCtx   context.Context // calls outlive a graceful stop's cancellation
+	open      *txn
+	rels      map[*replication.Relation]*relation
+	srcDSN    string                        // for backfill connections
+	backfills map[string]context.CancelFunc // running backfill workers by rule
+	pages     chan *page                    // backfill pages, read by the engine's goroutine
+	calls     atomic.Int64
+	hits      atomic.Int64
+	changes   atomic.Int64
 }
 
 // handle applies one event; a committed transaction is sent on out.
@@ -122,10 +132,27 @@ func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *t
 		}
 		t := e.open
 		t.commit, e.open = ev, nil
+		if len(t.config) > 0 {
+			// The new configuration takes effect exactly here: after this
+			// transaction, before the next.
+			if err := e.live.commit(ctx, e, t); err != nil {
+				return err
+			}
+		}
 		select {
 		case out <- t:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	case *replication.Message:
+		if e.open == nil || !ev.Transactional {
+			return nil
+		}
+		switch ev.Prefix {
+		case sink.OwnPrefix:
+			e.open.own = true
+		case retryPrefix:
+			return e.retry(ctx, ev)
 		}
 	case replication.Reset:
 		// The server sends the open transaction again after the reconnect;
@@ -140,14 +167,11 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 		return e.truncate(ch)
 	}
 	if e.config[ch.Relation.OID] {
-		if !e.warned {
-			e.log.Warn("pgimageai.rules or pgimageai.models changed; restart pgimageai run to apply the change")
-			e.warned = true
-		}
+		e.open.config = append(e.open.config, configChange{models: ch.Relation.OID == e.models, ch: ch})
 		return nil
 	}
 	rules := e.rules[ch.Relation.OID]
-	if len(rules) == 0 {
+	if len(rules) == 0 || e.open.own {
 		return nil
 	}
 	rel, err := e.relation(ch.Relation, rules)
@@ -208,6 +232,10 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 
 func (e *engine) truncate(ch *replication.Change) error {
 	for _, r := range ch.Truncated {
+		if e.config[r.OID] {
+			e.open.config = append(e.open.config, configChange{models: r.OID == e.models, ch: &replication.Change{Op: replication.Truncate}})
+			continue
+		}
 		rules := e.rules[r.OID]
 		for _, t := range targets(rules) {
 			e.open.items = append(e.open.items, item{kind: itemTruncate, target: t, sourceTable: rules[0].Source.String(), lsn: ch.LSN})
@@ -290,12 +318,14 @@ func (e *engine) key(r *replication.Relation, t replication.Tuple, rel *relation
 	return vals, js, nil
 }
 
-// targets returns the distinct target tables of rules, in rule order.
+// targets returns the distinct target tables of rules, in rule order, that
+// follow the source's deletes, key moves and truncates: not the write-back
+// ones, whose rows are the source's own.
 func targets(rules []*Rule) []*sink.Target {
 	var out []*sink.Target
 	seen := map[string]bool{}
 	for _, r := range rules {
-		if !seen[r.Target.Name()] {
+		if !r.Target.WriteBack && !seen[r.Target.Name()] {
 			seen[r.Target.Name()] = true
 			out = append(out, r.Target)
 		}

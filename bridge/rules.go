@@ -2,9 +2,12 @@ package bridge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,16 +20,23 @@ import (
 // byteaOID is the type OID of bytea.
 const byteaOID = 17
 
-// ruleRow is one row of pgimageai.rules joined with its model.
+// ruleRow is one row of pgimageai.rules.
 type ruleRow struct {
-	Name, SourceTable, ImageColumn, Function string
-	Prompt                                   *string
-	TargetTable, TargetColumn                string
-	Model                                    provider.Model
+	Name, SourceTable, ImageColumn, Function, Model string
+	Prompt                                          *string
+	TargetTable, TargetColumn                       string
+	Enabled                                         bool
+}
+
+// config is the content of pgimageai.rules and pgimageai.models, kept equal
+// to the source's as of the WAL position the engine has reached.
+type config struct {
+	rules  map[string]ruleRow
+	models map[string]provider.Model
 }
 
 // Rule is a validated, enabled rule bound to its function, source and target.
-// It is immutable once loaded.
+// It is immutable once loaded; a configuration change makes new Rules.
 type Rule struct {
 	Name        string
 	Source      *catalog.Table
@@ -36,6 +46,9 @@ type Rule struct {
 	Prompt      string
 	Target      *sink.Target
 	KeyColumns  []sink.KeyColumn
+	// Fingerprint identifies what the rule computes (source, image column,
+	// function, model, prompt, target): a change means a new backfill.
+	Fingerprint string
 }
 
 // InvalidRule is an enabled rule that cannot run, and why.
@@ -45,50 +58,97 @@ type InvalidRule struct {
 	Err         error
 }
 
-// loadRuleRows reads the enabled rules and their models from the source
-// database.
-func loadRuleRows(ctx context.Context, src *pgx.Conn) ([]ruleRow, error) {
-	rows, err := src.Query(ctx, `
-SELECT r.name, r.source_table, r.image_column, r.function, r.prompt, r.target_table, r.target_column,
-       m.name, m.provider, coalesce(m.base_url, ''), m.model, coalesce(m.api_key_env, ''), m.options
-FROM pgimageai.rules r JOIN pgimageai.models m ON m.name = r.model
-WHERE r.enabled
-ORDER BY r.name`)
+// loadConfig reads every rule and model from the source database.
+func loadConfig(ctx context.Context, src *pgx.Conn) (*config, error) {
+	c := &config{rules: map[string]ruleRow{}, models: map[string]provider.Model{}}
+	rows, err := src.Query(ctx, `SELECT name, provider, coalesce(base_url, ''), model, coalesce(api_key_env, ''), options FROM pgimageai.models`)
+	if err != nil {
+		return nil, fmt.Errorf("load models: %w", err)
+	}
+	models, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (provider.Model, error) {
+		var m provider.Model
+		var opts map[string]any
+		if err := r.Scan(&m.Name, &m.Provider, &m.BaseURL, &m.Model, &m.APIKeyEnv, &opts); err != nil {
+			return m, err
+		}
+		// Re-encoded like options read from the WAL, so that an unchanged
+		// model compares equal and keeps its provider.
+		var err error
+		m.Options, err = json.Marshal(opts)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load models: %w", err)
+	}
+	for _, m := range models {
+		c.models[m.Name] = m
+	}
+	rows, err = src.Query(ctx, `SELECT name, source_table, image_column, function, model, prompt, target_table, target_column, enabled FROM pgimageai.rules`)
 	if err != nil {
 		return nil, fmt.Errorf("load rules: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ruleRow, error) {
+	rules, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ruleRow, error) {
 		var rr ruleRow
-		var opts []byte
-		err := r.Scan(&rr.Name, &rr.SourceTable, &rr.ImageColumn, &rr.Function, &rr.Prompt, &rr.TargetTable, &rr.TargetColumn,
-			&rr.Model.Name, &rr.Model.Provider, &rr.Model.BaseURL, &rr.Model.Model, &rr.Model.APIKeyEnv, &opts)
-		rr.Model.Options = json.RawMessage(opts)
+		err := r.Scan(&rr.Name, &rr.SourceTable, &rr.ImageColumn, &rr.Function, &rr.Model, &rr.Prompt, &rr.TargetTable, &rr.TargetColumn, &rr.Enabled)
 		return rr, err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("load rules: %w", err)
+	}
+	for _, rr := range rules {
+		c.rules[rr.Name] = rr
+	}
+	return c, nil
 }
 
-// compile validates one rule row: its model's provider and options, the
+// compiler turns configuration into Rules. It keeps one provider per model
+// row, so that rules sharing a model share its limits, and builds a new one
+// only when the model row changed.
+type compiler struct {
+	live      *liveConfig // its connections
+	reg       *provider.Registry
+	env       provider.Env
+	providers map[string]cachedProvider // by model name
+}
+
+type cachedProvider struct {
+	row string // the model row it was built from, as JSON
+	p   provider.Provider
+	err error
+}
+
+// provider returns the provider of model m, building it when m changed.
+func (c *compiler) provider(m provider.Model) (provider.Provider, error) {
+	row, _ := json.Marshal(m)
+	if cp, ok := c.providers[m.Name]; ok && cp.row == string(row) {
+		return cp.p, cp.err
+	}
+	p, err := c.reg.New(m, c.env)
+	c.providers[m.Name] = cachedProvider{row: string(row), p: p, err: err}
+	return p, err
+}
+
+// compile validates one enabled rule: its model's provider and options, the
 // function's arguments and capabilities, the source table and image column,
-// and the target table, which it creates or validates. providers caches one
-// provider per model so that rules sharing a model share its limits.
-func compile(ctx context.Context, src, tgt *pgx.Conn, reg *provider.Registry, env provider.Env, providers map[string]provider.Provider, rr ruleRow) (*Rule, error) {
-	p, ok := providers[rr.Model.Name]
+// and the target table, which it creates or validates.
+func (c *compiler) compile(ctx context.Context, cfg *config, rr ruleRow) (*Rule, error) {
+	m, ok := cfg.models[rr.Model]
 	if !ok {
-		var err error
-		if p, err = reg.New(rr.Model, env); err != nil {
-			return nil, err
-		}
-		providers[rr.Model.Name] = p
+		return nil, fmt.Errorf("model %q does not exist", rr.Model)
 	}
-	opts, err := provider.ParseOptions(rr.Model.Options)
-	if err != nil {
-		return nil, fmt.Errorf("model %q: %w", rr.Model.Name, err)
-	}
-	fn, err := functions.Bind(functions.Name(rr.Function), rr.Model.Name, p, opts, rr.Prompt)
+	p, err := c.provider(m)
 	if err != nil {
 		return nil, err
 	}
-	source, err := catalog.Lookup(ctx, src, rr.SourceTable)
+	opts, err := provider.ParseOptions(m.Options)
+	if err != nil {
+		return nil, fmt.Errorf("model %q: %w", m.Name, err)
+	}
+	fn, err := functions.Bind(functions.Name(rr.Function), m.Name, p, opts, rr.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	source, err := catalog.Lookup(ctx, c.live.src, rr.SourceTable)
 	if err != nil {
 		return nil, fmt.Errorf("source table: %w", err)
 	}
@@ -101,18 +161,18 @@ func compile(ctx context.Context, src, tgt *pgx.Conn, reg *provider.Registry, en
 	case len(source.PrimaryKey) == 0:
 		return nil, fmt.Errorf("source table %s has no primary key; add one so results can be keyed", source)
 	}
-	if t, err := catalog.Lookup(ctx, tgt, rr.TargetTable); err == nil && t.OID == source.OID && sameDatabase(src, tgt) {
-		return nil, fmt.Errorf("target %s is the source table itself (write-back) — not supported by this version", t)
-	}
 	typ := sink.TextResult
 	if fn.Name() == functions.Embed {
 		typ = sink.VectorResult
 	}
-	target, err := sink.Ensure(ctx, tgt, rr.TargetTable, source, rr.TargetColumn, typ)
+	target, err := sink.Ensure(ctx, c.live.tgt, rr.TargetTable, source, rr.TargetColumn, typ, sameDatabase(c.live.src, c.live.tgt))
 	if err != nil {
 		return nil, err
 	}
-	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: rr.Model.Name, Target: target}
+	if target.WriteBack && rr.TargetColumn == rr.ImageColumn {
+		return nil, fmt.Errorf("write-back rule would overwrite its own image column %q", rr.ImageColumn)
+	}
+	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}
@@ -120,6 +180,11 @@ func compile(ctx context.Context, src, tgt *pgx.Conn, reg *provider.Registry, en
 		c, _ := source.Column(k)
 		r.KeyColumns = append(r.KeyColumns, sink.KeyColumn{Name: c.Name, TypeOID: c.TypeOID})
 	}
+	fp := sha256.New()
+	for _, s := range []string{fmt.Sprint(source.OID), rr.ImageColumn, rr.Function, m.Name, r.Prompt, target.Name(), rr.TargetColumn} {
+		fmt.Fprintf(fp, "%d:%s;", len(s), s)
+	}
+	r.Fingerprint = hex.EncodeToString(fp.Sum(nil)[:12])
 	return r, nil
 }
 
@@ -129,19 +194,24 @@ func sameDatabase(a, b *pgx.Conn) bool {
 	return ca.Host == cb.Host && ca.Port == cb.Port && ca.Database == cb.Database
 }
 
-// loadRules loads, validates and compiles every enabled rule. Rules whose
-// target tables clash (one target table fed by two source tables) are invalid.
-func loadRules(ctx context.Context, src, tgt *pgx.Conn, reg *provider.Registry, env provider.Env) ([]*Rule, []InvalidRule, error) {
-	rows, err := loadRuleRows(ctx, src)
-	if err != nil {
-		return nil, nil, err
+// compileAll compiles every enabled rule, in name order. Rules whose target
+// tables clash (one target table fed by two source tables) are invalid. An
+// error is returned only for connection-level failures, which are not the
+// rules' fault.
+func (c *compiler) compileAll(ctx context.Context, cfg *config) ([]*Rule, []InvalidRule, error) {
+	names := make([]string, 0, len(cfg.rules))
+	for n, rr := range cfg.rules {
+		if rr.Enabled {
+			names = append(names, n)
+		}
 	}
+	sort.Strings(names)
 	var valid []*Rule
 	var invalid []InvalidRule
-	providers := map[string]provider.Provider{}
 	sourceOf := map[string]uint32{} // target table → source table OID
-	for _, rr := range rows {
-		r, err := compile(ctx, src, tgt, reg, env, providers, rr)
+	for _, n := range names {
+		rr := cfg.rules[n]
+		r, err := c.compile(ctx, cfg, rr)
 		if err == nil {
 			if oid, ok := sourceOf[r.Target.Name()]; ok && oid != r.Source.OID {
 				err = fmt.Errorf("target table %s is already fed by another source table; a target row is keyed by one source table's primary key", r.Target.Name())
@@ -151,7 +221,7 @@ func loadRules(ctx context.Context, src, tgt *pgx.Conn, reg *provider.Registry, 
 		}
 		if err != nil {
 			var pgErr interface{ SQLState() string }
-			if src.IsClosed() || tgt.IsClosed() || errors.As(err, &pgErr) && isConnectionLevel(pgErr.SQLState()) {
+			if c.live.src.IsClosed() || c.live.tgt.IsClosed() || errors.As(err, &pgErr) && isConnectionLevel(pgErr.SQLState()) {
 				return nil, nil, fmt.Errorf("rule %s: %w", rr.Name, err)
 			}
 			invalid = append(invalid, InvalidRule{Name: rr.Name, SourceTable: rr.SourceTable, Err: err})

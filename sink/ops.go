@@ -123,6 +123,45 @@ func (o RekeyErrors) queue(b *pgx.Batch) {
 WHERE source_table = $1 AND source_key = $2 AND resolved_at IS NULL`, o.SourceTable, string(o.OldKey), string(o.NewKey))
 }
 
+// OwnWrites marks the target transaction as the bridge's own with a
+// transactional logical decoding message, emitted before any write: when the
+// target is a published source table (write-back), the bridge reads its own
+// changes back from the WAL and must ignore them, or it would loop.
+type OwnWrites struct{}
+
+// OwnPrefix is the prefix of the OwnWrites message.
+const OwnPrefix = "pgimageai.own"
+
+func (OwnWrites) queue(b *pgx.Batch) {
+	b.Queue("SELECT pg_logical_emit_message(true, $1, ''::text)", OwnPrefix)
+}
+
+// BackfillProgress records a backfill page of a rule: the last key processed
+// and how many rows, or that the backfill is done.
+type BackfillProgress struct {
+	Rule        string
+	Fingerprint string
+	LastKey     []byte // nil when the page was empty
+	Rows        int
+	Done        bool
+}
+
+func (o BackfillProgress) queue(b *pgx.Batch) {
+	var last any
+	if o.LastKey != nil {
+		last = string(o.LastKey)
+	}
+	state := "running"
+	if o.Done {
+		state = "done"
+	}
+	b.Queue(`INSERT INTO pgimageai.backfills AS b (rule, state, last_key, rows_done, fingerprint, finished_at)
+VALUES ($1, $2, $3, $4, $5, CASE WHEN $2 = 'done' THEN now() END)
+ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, last_key = coalesce(EXCLUDED.last_key, b.last_key),
+  rows_done = b.rows_done + EXCLUDED.rows_done, updated_at = now(), finished_at = EXCLUDED.finished_at`,
+		o.Rule, state, last, o.Rows, o.Fingerprint)
+}
+
 // VectorText renders v in pgvector's text form, "[0.1,0.2]".
 func VectorText(v []float32) string {
 	var sb strings.Builder

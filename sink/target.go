@@ -34,6 +34,10 @@ type Target struct {
 	Dim int
 	// Vector is true for a pgvector column: values are sent as text and cast.
 	Vector bool
+	// WriteBack is true when the target is the source table itself: results
+	// only ever UPDATE existing rows, and deletes, key moves and truncates
+	// are the source's own.
+	WriteBack bool
 
 	upsert, del, move string
 }
@@ -44,7 +48,10 @@ func (t *Target) Name() string { return t.Table.String() }
 // Ensure makes sure target table name exists with the source's primary key
 // columns (same names and types) and the result column, creating what is
 // missing, and validates what exists. source is the rule's source table.
-func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Table, column string, typ ResultType) (*Target, error) {
+//
+// sameServer says that conn reaches the source's database, so that a target
+// with the source's OID is the source table itself (write-back).
+func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Table, column string, typ ResultType, sameServer bool) (*Target, error) {
 	if len(source.PrimaryKey) == 0 {
 		return nil, fmt.Errorf("source table %s has no primary key", source)
 	}
@@ -80,7 +87,7 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 		}
 		col, _ = table.Column(column)
 	}
-	t := &Target{Table: table, Key: source.PrimaryKey, Column: column, Type: typ, SQLType: col.Type}
+	t := &Target{Table: table, Key: source.PrimaryKey, Column: column, Type: typ, SQLType: col.Type, WriteBack: table.OID == source.OID && sameServer}
 	if err := t.checkColumn(col); err != nil {
 		return nil, err
 	}
@@ -203,10 +210,16 @@ func (t *Target) prepareSQL() {
 	}
 	// Only write when the value differs, so an unchanged result makes no
 	// new row version (and, for write-back, no new WAL to read).
-	t.upsert = fmt.Sprintf(`INSERT INTO %s AS t (%s, %s) VALUES (%s, %s)
+	if t.WriteBack {
+		// Never insert: a row deleted meanwhile stays deleted.
+		t.upsert = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE %s AND t.%s IS DISTINCT FROM %s",
+			table, col, value, strings.Join(where, " AND "), col, value)
+	} else {
+		t.upsert = fmt.Sprintf(`INSERT INTO %s AS t (%s, %s) VALUES (%s, %s)
 ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCLUDED.%s`,
-		table, strings.Join(keys, ", "), col, strings.Join(params, ", "), value,
-		strings.Join(keys, ", "), col, col, col, col)
+			table, strings.Join(keys, ", "), col, strings.Join(params, ", "), value,
+			strings.Join(keys, ", "), col, col, col, col)
+	}
 	t.del = fmt.Sprintf("DELETE FROM %s WHERE %s", table, strings.Join(where, " AND "))
 	var set []string
 	for i, k := range keys {

@@ -46,8 +46,8 @@ func (w *Writer) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// Write applies ops and stores checkpoint as the slot's checkpoint, all in
-// one transaction. When it returns nil the batch is durable and the caller
+// Write applies ops and stores checkpoint (unless 0) as the slot's
+// checkpoint, all in one transaction. When it returns nil the batch is durable and the caller
 // may confirm checkpoint to the replication slot; on error nothing of the
 // batch is applied.
 func (w *Writer) Write(ctx context.Context, ops []Op, checkpoint replication.LSN) (err error) {
@@ -68,8 +68,10 @@ func (w *Writer) Write(ctx context.Context, ops []Op, checkpoint replication.LSN
 	for _, op := range ops {
 		op.queue(b)
 	}
-	b.Queue(`INSERT INTO pgimageai.checkpoints (slot, lsn, updated_at) VALUES ($1, $2, now())
+	if checkpoint != 0 { // 0: a batch of backfill pages only, before any source transaction
+		b.Queue(`INSERT INTO pgimageai.checkpoints (slot, lsn, updated_at) VALUES ($1, $2, now())
 ON CONFLICT (slot) DO UPDATE SET lsn = EXCLUDED.lsn, updated_at = EXCLUDED.updated_at`, w.slot, checkpoint)
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write batch of %d ops up to %s: %w", len(ops), checkpoint, err)
 	}

@@ -9,5 +9,6 @@ CREATE TABLE pgimageai.backfills (
   rows_total  bigint,                -- estimate taken when the backfill started
   started_at  timestamptz NOT NULL DEFAULT now(),
   updated_at  timestamptz NOT NULL DEFAULT now(),
-  finished_at timestamptz
+  finished_at timestamptz,
+  fingerprint text NOT NULL DEFAULT ''  -- what the rule computed; a change restarts the backfill
 );

@@ -1,0 +1,245 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/sink"
+)
+
+// backfillPage is how many rows a backfill reads per page: each page is one
+// short read transaction, so millions of rows never hold a long one.
+const backfillPage = 200
+
+// page is one keyset page of a backfill, or the signal that it is done.
+type page struct {
+	rule        string // rule name
+	fingerprint string // of the rule that started the backfill
+	rows        []pageRow
+	lastKey     []byte // source_key of the last row; nil when rows is empty
+	done        bool
+}
+
+type pageRow struct {
+	key     []any
+	keyJSON []byte
+	img     []byte
+	valid   bool // false: NULL image
+}
+
+// rowQuery selects rule's source rows: key columns and the image.
+type rowQuery struct {
+	sql  string
+	keys int
+}
+
+// backfillSQL returns the keyset page query of r: rows after the key given
+// as source_key JSON ($1, NULL for the first page), in key order.
+// jsonb_populate_record turns that JSON back into the key's own types.
+func backfillSQL(r *Rule) rowQuery {
+	cols, keys := selectList(r)
+	table := r.Source.Identifier().Sanitize()
+	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf(`SELECT %s FROM %s AS s
+WHERE $1::jsonb IS NULL OR (%s) > (SELECT %s FROM jsonb_populate_record(NULL::%s, $1::jsonb) AS k)
+ORDER BY %s LIMIT %d`, cols, table, prefixed("s.", keys), prefixed("k.", keys), table, prefixed("s.", keys), backfillPage)}
+}
+
+// byKeysSQL returns the query of r's source rows whose keys are in the JSON
+// array $1 of source_key objects.
+func byKeysSQL(r *Rule) rowQuery {
+	cols, keys := selectList(r)
+	table := r.Source.Identifier().Sanitize()
+	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf(`SELECT %s FROM %s AS s
+WHERE (%s) IN (SELECT %s FROM jsonb_populate_recordset(NULL::%s, $1::jsonb) AS k)`,
+		cols, table, prefixed("s.", keys), prefixed("k.", keys), table)}
+}
+
+func selectList(r *Rule) (cols string, keys []string) {
+	for _, k := range r.KeyColumns {
+		keys = append(keys, pgx.Identifier{k.Name}.Sanitize())
+	}
+	return prefixed("s.", keys) + ", s." + pgx.Identifier{r.ImageColumn}.Sanitize(), keys
+}
+
+func prefixed(p string, names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + n
+	}
+	return strings.Join(out, ", ")
+}
+
+// readRows runs q and returns its rows as page rows.
+func (e *engine) readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQuery, arg any) ([]pageRow, error) {
+	rows, err := conn.Query(ctx, q.sql, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []pageRow
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		pr := pageRow{key: vals[:q.keys]}
+		if img, ok := vals[q.keys].([]byte); ok {
+			pr.img, pr.valid = img, true
+		}
+		if pr.keyJSON, err = sink.KeyJSON(e.typeMap, r.KeyColumns, pr.key); err != nil {
+			return nil, err
+		}
+		out = append(out, pr)
+	}
+	return out, rows.Err()
+}
+
+// startBackfill starts or resumes the backfill of r, unless it is done for
+// what r computes (its fingerprint).
+func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
+	if err := e.live.reconnect(ctx); err != nil {
+		return err
+	}
+	var state, fingerprint string
+	var last []byte
+	err := e.live.tgt.QueryRow(ctx, "SELECT state, fingerprint, last_key::text FROM pgimageai.backfills WHERE rule = $1", r.Name).Scan(&state, &fingerprint, &last)
+	switch {
+	case err == nil && fingerprint == r.Fingerprint && state == "done":
+		return nil
+	case err == nil && fingerprint == r.Fingerprint:
+		e.log.Info("backfill resumed", "rule", r.Name, "after", string(last))
+	case err == nil || errors.Is(err, pgx.ErrNoRows):
+		last = nil
+		_, err = e.live.tgt.Exec(ctx, `INSERT INTO pgimageai.backfills (rule, state, fingerprint, rows_total)
+VALUES ($1, 'running', $2, (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $3))
+ON CONFLICT (rule) DO UPDATE SET state = 'running', fingerprint = EXCLUDED.fingerprint, last_key = NULL, rows_done = 0,
+  rows_total = EXCLUDED.rows_total, started_at = now(), updated_at = now(), finished_at = NULL`, r.Name, r.Fingerprint, r.Source.OID)
+		if err != nil {
+			return fmt.Errorf("start backfill of %s: %w", r.Name, err)
+		}
+		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String())
+	default:
+		return fmt.Errorf("backfill state of %s: %w", r.Name, err)
+	}
+	bctx, cancel := context.WithCancel(e.callCtx)
+	e.backfills[r.Name] = cancel
+	go e.backfillWorker(bctx, r, last)
+	return nil
+}
+
+// stopBackfill stops the backfill worker of a rule, if one runs.
+func (e *engine) stopBackfill(name string) {
+	if cancel, ok := e.backfills[name]; ok {
+		cancel()
+		delete(e.backfills, name)
+	}
+}
+
+// backfillWorker reads r's source rows in keyset pages, each in a short
+// transaction of its own connection, and hands them to the engine, which
+// treats a page like a transaction. Handing over waits for the engine, so the
+// byte budget paces the backfill too. Errors are retried with backoff.
+func (e *engine) backfillWorker(ctx context.Context, r *Rule, last []byte) {
+	q := backfillSQL(r)
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	wait := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.Connect(ctx, e.srcDSN)
+			if err != nil {
+				e.log.Warn("backfill: connect failed; retrying", "rule", r.Name, "err", err)
+				sleep(ctx, &wait)
+				continue
+			}
+			conn = c
+		}
+		var arg any
+		if last != nil {
+			arg = string(last)
+		}
+		rows, err := e.readRows(ctx, conn, r, q, arg)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("backfill: page failed; retrying", "rule", r.Name, "err", err)
+				sleep(ctx, &wait)
+			}
+			continue
+		}
+		wait = 200 * time.Millisecond
+		p := &page{rule: r.Name, fingerprint: r.Fingerprint, rows: rows, done: len(rows) < backfillPage}
+		if len(rows) > 0 {
+			p.lastKey = rows[len(rows)-1].keyJSON
+			last = p.lastKey
+		}
+		select {
+		case e.pages <- p:
+		case <-ctx.Done():
+			return
+		}
+		if p.done {
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, wait *time.Duration) {
+	select {
+	case <-time.After(*wait):
+	case <-ctx.Done():
+	}
+	*wait = min(*wait*2, 10*time.Second)
+}
+
+// page turns a backfill page into a transaction of its own: the rows as if
+// inserted, and the progress. Its position in the queue is the version guard:
+// every streamed change already queued is older than the page's read, and
+// every later one is applied after it, so a backfilled value never
+// overwrites a newer streamed one.
+func (e *engine) page(ctx context.Context, p *page, out chan<- *txn) error {
+	r := e.live.valid[p.rule]
+	if r == nil || r.Fingerprint != p.fingerprint {
+		return nil // the rule changed or went away; its new backfill covers it
+	}
+	t := &txn{}
+	for _, row := range p.rows {
+		it, err := e.resultItem(ctx, r, row)
+		if err != nil {
+			return err
+		}
+		t.items = append(t.items, it)
+	}
+	t.items = append(t.items, item{kind: itemBackfill, progress: sink.BackfillProgress{
+		Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done}})
+	if p.done {
+		e.stopBackfill(r.Name)
+		e.log.Info("backfill done", "rule", r.Name)
+	}
+	select {
+	case out <- t:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// resultItem starts the function call of a row read from the source.
+func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow) (item, error) {
+	it := item{kind: itemResult, rule: r, target: r.Target, sourceTable: r.Source.String(), key: row.key, keyJSON: row.keyJSON}
+	if row.valid {
+		var err error
+		if it.call, err = e.start(ctx, r, row.img); err != nil {
+			return item{}, err
+		}
+	}
+	return it, nil
+}

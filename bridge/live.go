@@ -1,0 +1,255 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/sink"
+)
+
+// configChange is a change of pgimageai.rules or pgimageai.models read from
+// the WAL; it is applied to the configuration at its transaction's commit.
+type configChange struct {
+	models bool // pgimageai.models, else pgimageai.rules
+	ch     *replication.Change
+}
+
+// tupleReader reads columns of a tuple by name.
+type tupleReader struct {
+	m   *pgtype.Map
+	rel *replication.Relation
+	t   replication.Tuple
+}
+
+func (r tupleReader) value(name string) (any, error) {
+	i := r.rel.ColumnIndex(name)
+	if i < 0 {
+		return nil, fmt.Errorf("%s.%s has no column %q", r.rel.Namespace, r.rel.Name, name)
+	}
+	return replication.DecodeValue(r.m, r.rel.Columns[i], r.t[i])
+}
+
+func (r tupleReader) text(name string) (string, error) {
+	v, err := r.value(name)
+	if err != nil || v == nil {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("column %s: %T is not text", name, v)
+	}
+	return s, nil
+}
+
+func (r tupleReader) textPtr(name string) (*string, error) {
+	v, err := r.value(name)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("column %s: %T is not text", name, v)
+	}
+	return &s, nil
+}
+
+// apply applies a committed change of the configuration tables to c.
+func (c *config) apply(m *pgtype.Map, cc configChange) error {
+	ch := cc.ch
+	if ch.Op == replication.Truncate {
+		if cc.models {
+			c.models = map[string]provider.Model{}
+		} else {
+			c.rules = map[string]ruleRow{}
+		}
+		return nil
+	}
+	if ch.Op == replication.Delete || (ch.Op == replication.Update && ch.Old != nil) {
+		// A delete, or an update that renamed the row: the old key goes.
+		name, err := tupleReader{m, ch.Relation, ch.Old}.text("name")
+		if err != nil {
+			return err
+		}
+		if cc.models {
+			delete(c.models, name)
+		} else {
+			delete(c.rules, name)
+		}
+	}
+	if ch.Op == replication.Delete {
+		return nil
+	}
+	r := tupleReader{m, ch.Relation, ch.New}
+	if cc.models {
+		var md provider.Model
+		var err error
+		for _, f := range []struct {
+			col string
+			dst *string
+		}{{"name", &md.Name}, {"provider", &md.Provider}, {"base_url", &md.BaseURL}, {"model", &md.Model}, {"api_key_env", &md.APIKeyEnv}} {
+			if *f.dst, err = r.text(f.col); err != nil {
+				return err
+			}
+		}
+		opts, err := r.value("options")
+		if err != nil {
+			return err
+		}
+		if md.Options, err = json.Marshal(opts); err != nil {
+			return fmt.Errorf("models.options: %w", err)
+		}
+		c.models[md.Name] = md
+		return nil
+	}
+	var rr ruleRow
+	var err error
+	for _, f := range []struct {
+		col string
+		dst *string
+	}{{"name", &rr.Name}, {"source_table", &rr.SourceTable}, {"image_column", &rr.ImageColumn}, {"function", &rr.Function},
+		{"model", &rr.Model}, {"target_table", &rr.TargetTable}, {"target_column", &rr.TargetColumn}} {
+		if *f.dst, err = r.text(f.col); err != nil {
+			return err
+		}
+	}
+	if rr.Prompt, err = r.textPtr("prompt"); err != nil {
+		return err
+	}
+	enabled, err := r.value("enabled")
+	if err != nil {
+		return err
+	}
+	rr.Enabled, _ = enabled.(bool)
+	c.rules[rr.Name] = rr
+	return nil
+}
+
+// liveConfig owns the configuration as the engine's WAL position sees it and
+// turns it into the engine's rules, the publication, the invalid_rule rows and
+// the backfills. It is used by the engine's goroutine only.
+type liveConfig struct {
+	log     *slog.Logger
+	cfg     *config
+	comp    *compiler
+	pub     string
+	src     *pgx.Conn // lookups, publication and catalog, on the source
+	tgt     *pgx.Conn // invalid rules and backfill state, on the target
+	srcDSN  string
+	tgtDSN  string
+	valid   map[string]*Rule
+	invalid map[string]string // rule → why, as last reported
+}
+
+// commit applies the configuration changes of t, a transaction at its
+// commit, and reloads the rules.
+func (l *liveConfig) commit(ctx context.Context, e *engine, t *txn) error {
+	for _, cc := range t.config {
+		if err := l.cfg.apply(e.typeMap, cc); err != nil {
+			return fmt.Errorf("configuration change at %s: %w", t.commit.CommitLSN, err)
+		}
+	}
+	return l.reload(ctx, e)
+}
+
+// reload compiles the rules and makes everything follow them: the engine's
+// rule map, the publication, the invalid_rule rows, and the backfills of
+// rules that are new, re-enabled or changed.
+func (l *liveConfig) reload(ctx context.Context, e *engine) error {
+	if err := l.reconnect(ctx); err != nil {
+		return err
+	}
+	valid, invalid, err := l.comp.compileAll(ctx, l.cfg)
+	if err != nil {
+		return err
+	}
+	why := map[string]string{}
+	rows := make([]sink.InvalidRule, 0, len(invalid))
+	for _, r := range invalid {
+		why[r.Name] = r.Err.Error()
+		if l.invalid[r.Name] != why[r.Name] {
+			l.log.Error("invalid rule skipped", "rule", r.Name, "source_table", r.SourceTable, "err", r.Err)
+		}
+		rows = append(rows, sink.InvalidRule{Rule: r.Name, SourceTable: r.SourceTable, Detail: why[r.Name]})
+	}
+	l.invalid = why
+	if err := sink.ReportInvalidRules(ctx, l.tgt, rows); err != nil {
+		return err
+	}
+
+	tables := []pgx.Identifier{{"pgimageai", "rules"}, {"pgimageai", "models"}}
+	byOID := map[uint32][]*Rule{}
+	next := map[string]*Rule{}
+	for _, r := range valid {
+		if len(byOID[r.Source.OID]) == 0 {
+			tables = append(tables, r.Source.Identifier())
+		}
+		byOID[r.Source.OID] = append(byOID[r.Source.OID], r)
+		next[r.Name] = r
+	}
+	if err := replication.SyncPublication(ctx, l.src, l.pub, tables); err != nil {
+		return err
+	}
+	e.rules = byOID
+	e.rels = map[*replication.Relation]*relation{}
+	for name, old := range l.valid {
+		r, ok := next[name]
+		if ok && r.Fingerprint == old.Fingerprint {
+			continue
+		}
+		e.stopBackfill(name)
+		if rr, exists := l.cfg.rules[name]; !exists || !rr.Enabled {
+			// Disabled or deleted: a re-enabled rule backfills again.
+			if _, err := l.tgt.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = $1", name); err != nil {
+				return fmt.Errorf("forget backfill of %s: %w", name, err)
+			}
+			l.log.Info("rule stopped", "rule", name)
+		}
+	}
+	for name, r := range next {
+		if old, ok := l.valid[name]; ok && old.Fingerprint == r.Fingerprint {
+			continue
+		}
+		l.log.Info("rule loaded", "rule", r.Name, "function", string(r.Fn.Name()), "model", r.Model,
+			"source", r.Source.String(), "target", r.Target.Name()+"."+r.Target.Column, "write_back", r.Target.WriteBack)
+		if err := e.startBackfill(ctx, r); err != nil {
+			return err
+		}
+	}
+	l.valid = next
+	return nil
+}
+
+// reconnect replaces connections that broke (a server restart, a network
+// cut) since their last use.
+func (l *liveConfig) reconnect(ctx context.Context) error {
+	for _, c := range []struct {
+		conn **pgx.Conn
+		dsn  string
+	}{{&l.src, l.srcDSN}, {&l.tgt, l.tgtDSN}} {
+		if *c.conn != nil && !(*c.conn).IsClosed() {
+			continue
+		}
+		conn, err := pgx.Connect(ctx, c.dsn)
+		if err != nil {
+			return fmt.Errorf("reconnect: %w", err)
+		}
+		*c.conn = conn
+	}
+	return nil
+}
+
+// close closes the connections.
+func (l *liveConfig) close(ctx context.Context) {
+	for _, c := range []*pgx.Conn{l.src, l.tgt} {
+		if c != nil {
+			c.Close(ctx)
+		}
+	}
+}

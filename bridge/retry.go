@@ -1,0 +1,94 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/replication"
+)
+
+// retryPrefix is the prefix of the logical decoding message with which
+// `pgimageai retry` asks the bridge to reprocess the rows behind open errors.
+const retryPrefix = "pgimageai.retry"
+
+// retryFilter is the message's content: optional filters.
+type retryFilter struct {
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// retry reprocesses, inside the message's transaction, the current source
+// rows behind the open errors (other than invalid_rule) that match the
+// filter. A row that no longer exists has its errors resolved.
+func (e *engine) retry(ctx context.Context, m *replication.Message) error {
+	var f retryFilter
+	if err := json.Unmarshal(m.Content, &f); err != nil {
+		e.log.Error("ignoring malformed retry message", "lsn", m.LSN.String(), "err", err)
+		return nil
+	}
+	if err := e.live.reconnect(ctx); err != nil {
+		return err
+	}
+	rows, err := e.live.tgt.Query(ctx, `SELECT rule, jsonb_agg(source_key) FROM pgimageai.errors
+WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND ($1 = '' OR rule = $1) AND ($2 = '' OR reason = $2)
+GROUP BY rule`, f.Rule, f.Reason)
+	if err != nil {
+		return fmt.Errorf("retry: %w", err)
+	}
+	type batch struct {
+		rule string
+		keys []json.RawMessage
+	}
+	batches, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (batch, error) {
+		var b batch
+		err := r.Scan(&b.rule, &b.keys)
+		return b, err
+	})
+	if err != nil {
+		return fmt.Errorf("retry: %w", err)
+	}
+	n := 0
+	for _, b := range batches {
+		r := e.live.valid[b.rule]
+		if r == nil {
+			continue // not running: its errors wait for the rule to be fixed
+		}
+		keys, _ := json.Marshal(b.keys)
+		found, err := e.readRows(ctx, e.live.src, r, byKeysSQL(r), string(keys))
+		if err != nil {
+			return fmt.Errorf("retry %s: %w", r.Name, err)
+		}
+		seen := map[string]bool{}
+		for _, row := range found {
+			it, err := e.resultItem(ctx, r, row)
+			if err != nil {
+				return err
+			}
+			it.lsn = m.LSN
+			e.open.items = append(e.open.items, it)
+			seen[string(canonicalJSON(row.keyJSON))] = true
+			n++
+		}
+		for _, k := range b.keys {
+			if !seen[string(canonicalJSON(k))] {
+				e.open.items = append(e.open.items, item{kind: itemResolve, rule: r, keyJSON: k})
+			}
+		}
+	}
+	e.log.Info("retry", "lsn", m.LSN.String(), "rule", f.Rule, "reason", f.Reason, "rows", n)
+	return nil
+}
+
+// canonicalJSON re-encodes a JSON object with sorted keys and no spaces, so
+// that keys from the errors table and from KeyJSON compare equal.
+func canonicalJSON(b []byte) []byte {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
