@@ -2,13 +2,16 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 )
 
@@ -16,26 +19,43 @@ import (
 // short read transaction, so millions of rows never hold a long one.
 const backfillPage = 200
 
+// backfillPrefix is the prefix of the logical decoding message that places a
+// backfill page in the stream.
+const backfillPrefix = "pgimageai.backfill"
+
 // page is one keyset page of a backfill, or the signal that it is done.
+//
+// A page is applied where its marker message — emitted by the worker right
+// after the read — appears in the WAL. That position is after every
+// transaction the read could see, so by then the engine has streamed every
+// change of those rows made since the rule became active, and it skips the
+// rows whose version (xmin) it streamed itself: they are already handled,
+// with a value at least as new. Every later change is applied after the
+// page. This is the version guard: a backfilled value never overwrites a
+// newer streamed one, and no row is computed twice.
 type page struct {
+	id          string
 	rule        string // rule name
 	fingerprint string // of the rule that started the backfill
 	rows        []pageRow
 	lastKey     []byte // source_key of the last row; nil when rows is empty
 	done        bool
+	applied     chan struct{} // closed when the engine applied the page
 }
 
 type pageRow struct {
 	key     []any
 	keyJSON []byte
 	img     []byte
-	valid   bool // false: NULL image
+	valid   bool   // false: NULL image
+	xmin    uint32 // the row version's inserting transaction
 }
 
 // rowQuery selects rule's source rows: key columns and the image.
 type rowQuery struct {
 	sql  string
 	keys int
+	xmin bool // the last column is the row's xmin
 }
 
 // backfillSQL returns the keyset page query of r: rows after the key given
@@ -44,7 +64,7 @@ type rowQuery struct {
 func backfillSQL(r *Rule) rowQuery {
 	cols, keys := selectList(r)
 	table := r.Source.Identifier().Sanitize()
-	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf(`SELECT %s FROM %s AS s
+	return rowQuery{keys: len(r.KeyColumns), xmin: true, sql: fmt.Sprintf(`SELECT %s, s.xmin::text::bigint FROM %s AS s
 WHERE $1::jsonb IS NULL OR (%s) > (SELECT %s FROM jsonb_populate_record(NULL::%s, $1::jsonb) AS k)
 ORDER BY %s LIMIT %d`, cols, table, prefixed("s.", keys), prefixed("k.", keys), table, prefixed("s.", keys), backfillPage)}
 }
@@ -91,6 +111,10 @@ func (e *engine) readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQue
 		if img, ok := vals[q.keys].([]byte); ok {
 			pr.img, pr.valid = img, true
 		}
+		if q.xmin {
+			x, _ := vals[q.keys+1].(int64)
+			pr.xmin = uint32(x)
+		}
 		if pr.keyJSON, err = sink.KeyJSON(e.typeMap, r.KeyColumns, pr.key); err != nil {
 			return nil, err
 		}
@@ -126,6 +150,9 @@ ON CONFLICT (rule) DO UPDATE SET state = 'running', fingerprint = EXCLUDED.finge
 	default:
 		return fmt.Errorf("backfill state of %s: %w", r.Name, err)
 	}
+	if e.seen[r.Source.OID] == nil {
+		e.seen[r.Source.OID] = map[uint32]bool{}
+	}
 	bctx, cancel := context.WithCancel(e.callCtx)
 	e.backfills[r.Name] = cancel
 	go e.backfillWorker(bctx, r, last)
@@ -153,6 +180,8 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last []byte) {
 		}
 	}()
 	wait := 200 * time.Millisecond
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	seq := 0
 	for ctx.Err() == nil {
 		if conn == nil || conn.IsClosed() {
 			c, err := pgx.Connect(ctx, e.srcDSN)
@@ -176,15 +205,32 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last []byte) {
 			continue
 		}
 		wait = 200 * time.Millisecond
-		p := &page{rule: r.Name, fingerprint: r.Fingerprint, rows: rows, done: len(rows) < backfillPage}
+		seq++
+		p := &page{id: fmt.Sprintf("%s/%s/%d", r.Name, run, seq), rule: r.Name, fingerprint: r.Fingerprint,
+			rows: rows, done: len(rows) < backfillPage, applied: make(chan struct{})}
 		if len(rows) > 0 {
 			p.lastKey = rows[len(rows)-1].keyJSON
-			last = p.lastKey
 		}
 		select {
 		case e.pages <- p:
 		case <-ctx.Done():
 			return
+		}
+		marker, _ := json.Marshal(map[string]string{"page": p.id})
+		if _, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(true, $1, $2::text)", backfillPrefix, string(marker)); err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("backfill: marker failed; reading the page again", "rule", r.Name, "err", err)
+				sleep(ctx, &wait)
+			}
+			continue
+		}
+		select {
+		case <-p.applied:
+		case <-ctx.Done():
+			return
+		}
+		if p.lastKey != nil {
+			last = p.lastKey
 		}
 		if p.done {
 			return
@@ -200,36 +246,59 @@ func sleep(ctx context.Context, wait *time.Duration) {
 	*wait = min(*wait*2, 10*time.Second)
 }
 
-// page turns a backfill page into a transaction of its own: the rows as if
-// inserted, and the progress. Its position in the queue is the version guard:
-// every streamed change already queued is older than the page's read, and
-// every later one is applied after it, so a backfilled value never
-// overwrites a newer streamed one.
-func (e *engine) page(ctx context.Context, p *page, out chan<- *txn) error {
+// register keeps a page read by a worker until its marker message arrives.
+func (e *engine) register(p *page) { e.pending[p.id] = p }
+
+// page applies the backfill page whose marker message m is, inside m's
+// transaction: the rows as if inserted — except those whose version the
+// engine streamed itself — and the progress.
+func (e *engine) page(ctx context.Context, m *replication.Message) error {
+	var marker struct{ Page string }
+	if json.Unmarshal(m.Content, &marker) != nil {
+		return nil
+	}
+	p := e.pending[marker.Page]
+	if p == nil {
+		return nil // a page of an earlier run or of a stopped backfill
+	}
+	delete(e.pending, marker.Page)
+	defer close(p.applied)
 	r := e.live.valid[p.rule]
 	if r == nil || r.Fingerprint != p.fingerprint {
 		return nil // the rule changed or went away; its new backfill covers it
 	}
-	t := &txn{}
+	seen := e.seen[r.Source.OID]
 	for _, row := range p.rows {
+		if seen[row.xmin] {
+			continue
+		}
 		it, err := e.resultItem(ctx, r, row)
 		if err != nil {
 			return err
 		}
-		t.items = append(t.items, it)
+		it.lsn = m.LSN
+		e.open.items = append(e.open.items, it)
 	}
-	t.items = append(t.items, item{kind: itemBackfill, progress: sink.BackfillProgress{
+	e.open.items = append(e.open.items, item{kind: itemBackfill, progress: sink.BackfillProgress{
 		Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done}})
 	if p.done {
 		e.stopBackfill(r.Name)
 		e.log.Info("backfill done", "rule", r.Name)
+		if !e.backfilling(r.Source.OID) {
+			delete(e.seen, r.Source.OID)
+		}
 	}
-	select {
-	case out <- t:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	return nil
+}
+
+// backfilling reports whether a backfill of some rule on table oid runs.
+func (e *engine) backfilling(oid uint32) bool {
+	for name := range e.backfills {
+		if r := e.live.valid[name]; r != nil && r.Source.OID == oid {
+			return true
+		}
 	}
+	return false
 }
 
 // resultItem starts the function call of a row read from the source.

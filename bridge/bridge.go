@@ -137,6 +137,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0)), callCtx: hard,
 		rels: map[*replication.Relation]*relation{}, srcDSN: cfg.SourceDSN,
 		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
+		pending: map[string]*page{}, seen: map[uint32]map[uint32]bool{},
 	}
 	for _, name := range []string{"pgimageai.rules", "pgimageai.models"} {
 		var oid uint32
@@ -193,9 +194,7 @@ loop:
 				break loop
 			}
 		case p := <-b.engine.pages:
-			if err = b.engine.page(ctx, p, queue); err != nil {
-				break loop
-			}
+			b.engine.register(p)
 		case err = <-streamErr:
 			err = fmt.Errorf("replication: %w", err)
 			break loop

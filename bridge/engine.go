@@ -74,6 +74,7 @@ type txn struct {
 	items  []item
 	config []configChange // changes of rules and models, applied at commit
 	own    bool           // the bridge's own write-back transaction: ignored
+	xid    uint32
 }
 
 // ready reports whether every call of the transaction has finished.
@@ -110,6 +111,8 @@ type engine struct {
 	srcDSN    string                        // for backfill connections
 	backfills map[string]context.CancelFunc // running backfill workers by rule
 	pages     chan *page                    // backfill pages, read by the engine's goroutine
+	pending   map[string]*page              // pages waiting for their marker message
+	seen      map[uint32]map[uint32]bool    // per source table with a backfill: XIDs streamed since it started
 	calls     atomic.Int64
 	hits      atomic.Int64
 	changes   atomic.Int64
@@ -119,7 +122,7 @@ type engine struct {
 func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *txn) error {
 	switch ev := ev.(type) {
 	case replication.Begin:
-		e.open = &txn{}
+		e.open = &txn{xid: ev.XID}
 	case *replication.Change:
 		if e.open == nil {
 			return fmt.Errorf("change at %s outside a transaction", ev.LSN)
@@ -153,6 +156,8 @@ func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *t
 			e.open.own = true
 		case retryPrefix:
 			return e.retry(ctx, ev)
+		case backfillPrefix:
+			return e.page(ctx, ev)
 		}
 	case replication.Reset:
 		// The server sends the open transaction again after the reconnect;
@@ -177,6 +182,9 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 	rel, err := e.relation(ch.Relation, rules)
 	if err != nil {
 		return err
+	}
+	if seen := e.seen[ch.Relation.OID]; seen != nil {
+		seen[e.open.xid] = true
 	}
 	src := rules[0].Source.String()
 	switch ch.Op {
