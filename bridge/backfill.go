@@ -28,11 +28,11 @@ const backfillPrefix = "pgimageai.backfill"
 // A page is applied where its marker message — emitted by the worker right
 // after the read — appears in the WAL. That position is after every
 // transaction the read could see, so by then the engine has streamed every
-// change of those rows made since the rule became active, and it skips the
-// rows whose version (xmin) it streamed itself: they are already handled,
-// with a value at least as new. Every later change is applied after the
-// page. This is the version guard: a backfilled value never overwrites a
-// newer streamed one, and no row is computed twice.
+// change made to those rows since the backfill started, and it skips the
+// rows it streamed: the stream already handled them with a version at least
+// as new as the page's (a change committed between the read and the marker
+// is newer). Every later change is applied after the page. This is the
+// version guard: a backfilled value never overwrites a newer streamed one.
 type page struct {
 	id          string
 	rule        string // rule name
@@ -47,15 +47,13 @@ type pageRow struct {
 	key     []any
 	keyJSON []byte
 	img     []byte
-	valid   bool   // false: NULL image
-	xmin    uint32 // the row version's inserting transaction
+	valid   bool // false: NULL image
 }
 
 // rowQuery selects rule's source rows: key columns and the image.
 type rowQuery struct {
 	sql  string
 	keys int
-	xmin bool // the last column is the row's xmin
 }
 
 // backfillSQL returns the keyset page query of r: rows after the key given
@@ -64,7 +62,7 @@ type rowQuery struct {
 func backfillSQL(r *Rule) rowQuery {
 	cols, keys := selectList(r)
 	table := r.Source.Identifier().Sanitize()
-	return rowQuery{keys: len(r.KeyColumns), xmin: true, sql: fmt.Sprintf(`SELECT %s, s.xmin::text::bigint FROM %s AS s
+	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf(`SELECT %s FROM %s AS s
 WHERE $1::jsonb IS NULL OR (%s) > (SELECT %s FROM jsonb_populate_record(NULL::%s, $1::jsonb) AS k)
 ORDER BY %s LIMIT %d`, cols, table, prefixed("s.", keys), prefixed("k.", keys), table, prefixed("s.", keys), backfillPage)}
 }
@@ -111,10 +109,6 @@ func (e *engine) readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQue
 		if img, ok := vals[q.keys].([]byte); ok {
 			pr.img, pr.valid = img, true
 		}
-		if q.xmin {
-			x, _ := vals[q.keys+1].(int64)
-			pr.xmin = uint32(x)
-		}
 		if pr.keyJSON, err = sink.KeyJSON(e.typeMap, r.KeyColumns, pr.key); err != nil {
 			return nil, err
 		}
@@ -151,7 +145,7 @@ ON CONFLICT (rule) DO UPDATE SET state = 'running', fingerprint = EXCLUDED.finge
 		return fmt.Errorf("backfill state of %s: %w", r.Name, err)
 	}
 	if e.seen[r.Source.OID] == nil {
-		e.seen[r.Source.OID] = map[uint32]bool{}
+		e.seen[r.Source.OID] = map[keyDigest]bool{}
 	}
 	bctx, cancel := context.WithCancel(e.callCtx)
 	e.backfills[r.Name] = cancel
@@ -269,7 +263,7 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 	}
 	seen := e.seen[r.Source.OID]
 	for _, row := range p.rows {
-		if seen[row.xmin] {
+		if seen[digestKey(row.keyJSON)] {
 			continue
 		}
 		it, err := e.resultItem(ctx, r, row)

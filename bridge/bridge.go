@@ -137,7 +137,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0)), callCtx: hard,
 		rels: map[*replication.Relation]*relation{}, srcDSN: cfg.SourceDSN,
 		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
-		pending: map[string]*page{}, seen: map[uint32]map[uint32]bool{},
+		pending: map[string]*page{}, seen: map[uint32]map[keyDigest]bool{},
 	}
 	for _, name := range []string{"pgimageai.rules", "pgimageai.models"} {
 		var oid uint32

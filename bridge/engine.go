@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -74,7 +75,6 @@ type txn struct {
 	items  []item
 	config []configChange // changes of rules and models, applied at commit
 	own    bool           // the bridge's own write-back transaction: ignored
-	xid    uint32
 }
 
 // ready reports whether every call of the transaction has finished.
@@ -112,7 +112,7 @@ type engine struct {
 	backfills map[string]context.CancelFunc // running backfill workers by rule
 	pages     chan *page                    // backfill pages, read by the engine's goroutine
 	pending   map[string]*page              // pages waiting for their marker message
-	seen      map[uint32]map[uint32]bool    // per source table with a backfill: XIDs streamed since it started
+	seen      map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
 	calls     atomic.Int64
 	hits      atomic.Int64
 	changes   atomic.Int64
@@ -122,7 +122,7 @@ type engine struct {
 func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *txn) error {
 	switch ev := ev.(type) {
 	case replication.Begin:
-		e.open = &txn{xid: ev.XID}
+		e.open = &txn{}
 	case *replication.Change:
 		if e.open == nil {
 			return fmt.Errorf("change at %s outside a transaction", ev.LSN)
@@ -183,9 +183,6 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 	if err != nil {
 		return err
 	}
-	if seen := e.seen[ch.Relation.OID]; seen != nil {
-		seen[e.open.xid] = true
-	}
 	src := rules[0].Source.String()
 	switch ch.Op {
 	case replication.Delete:
@@ -193,6 +190,7 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 		if err != nil {
 			return err
 		}
+		e.touch(ch.Relation.OID, keyJSON)
 		for _, t := range targets(rules) {
 			e.open.items = append(e.open.items, item{kind: itemDelete, target: t, sourceTable: src, key: key, keyJSON: keyJSON, lsn: ch.LSN})
 		}
@@ -202,11 +200,13 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 		if err != nil {
 			return err
 		}
+		e.touch(ch.Relation.OID, keyJSON)
 		if ch.Op == replication.Update && ch.Old != nil && !sameKey(ch.Old, ch.New, rel.key) {
 			oldKey, oldJSON, err := e.key(ch.Relation, ch.Old, rel, rules[0])
 			if err != nil {
 				return err
 			}
+			e.touch(ch.Relation.OID, oldJSON)
 			for _, t := range targets(rules) {
 				e.open.items = append(e.open.items, item{kind: itemMove, target: t, sourceTable: src,
 					key: key, keyJSON: keyJSON, oldKey: oldKey, oldKeyJSON: oldJSON, lsn: ch.LSN})
@@ -324,6 +324,25 @@ func (e *engine) key(r *replication.Relation, t replication.Tuple, rel *relation
 		return nil, nil, err
 	}
 	return vals, js, nil
+}
+
+// keyDigest identifies a source row by a digest of its source_key JSON.
+type keyDigest [16]byte
+
+func digestKey(keyJSON []byte) keyDigest {
+	var d keyDigest
+	sum := sha256.Sum256(keyJSON)
+	copy(d[:], sum[:])
+	return d
+}
+
+// touch records that the stream changed the row keyed keyJSON of table oid,
+// while a backfill of that table runs: the backfill then leaves the row to
+// the stream, whose version is at least as new as any page's.
+func (e *engine) touch(oid uint32, keyJSON []byte) {
+	if seen := e.seen[oid]; seen != nil {
+		seen[digestKey(keyJSON)] = true
+	}
 }
 
 // targets returns the distinct target tables of rules, in rule order, that
