@@ -57,14 +57,16 @@ type rowQuery struct {
 }
 
 // backfillSQL returns the keyset page query of r: rows after the key given
-// as source_key JSON ($1, NULL for the first page), in key order.
+// as source_key JSON ($1, NULL for the first page) up to the stop key ($2),
+// in key order.
 // jsonb_populate_record turns that JSON back into the key's own types.
 func backfillSQL(r *Rule) rowQuery {
 	cols, keys := selectList(r)
 	table := r.Source.Identifier().Sanitize()
 	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf(`SELECT %s FROM %s AS s
-WHERE $1::jsonb IS NULL OR (%s) > (SELECT %s FROM jsonb_populate_record(NULL::%s, $1::jsonb) AS k)
-ORDER BY %s LIMIT %d`, cols, table, prefixed("s.", keys), prefixed("k.", keys), table, prefixed("s.", keys), backfillPage)}
+WHERE ($1::jsonb IS NULL OR (%[3]s) > (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $1::jsonb) AS k))
+  AND (%[3]s) <= (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $2::jsonb) AS k)
+ORDER BY %[3]s LIMIT %[5]d`, cols, table, prefixed("s.", keys), prefixed("k.", keys), backfillPage)}
 }
 
 // byKeysSQL returns the query of r's source rows whose keys are in the JSON
@@ -93,8 +95,8 @@ func prefixed(p string, names []string) string {
 }
 
 // readRows runs q and returns its rows as page rows.
-func (e *engine) readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQuery, arg any) ([]pageRow, error) {
-	rows, err := conn.Query(ctx, q.sql, arg)
+func (e *engine) readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQuery, args ...any) ([]pageRow, error) {
+	rows, err := conn.Query(ctx, q.sql, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,23 +126,39 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 		return err
 	}
 	var state, fingerprint string
-	var last []byte
-	err := e.live.tgt.QueryRow(ctx, "SELECT state, fingerprint, last_key::text FROM pgimageai.backfills WHERE rule = $1", r.Name).Scan(&state, &fingerprint, &last)
+	var last, stop []byte
+	err := e.live.tgt.QueryRow(ctx, "SELECT state, fingerprint, last_key::text, stop_key::text FROM pgimageai.backfills WHERE rule = $1", r.Name).Scan(&state, &fingerprint, &last, &stop)
 	switch {
 	case err == nil && fingerprint == r.Fingerprint && state == "done":
 		return nil
 	case err == nil && fingerprint == r.Fingerprint:
 		e.log.Info("backfill resumed", "rule", r.Name, "after", string(last))
 	case err == nil || errors.Is(err, pgx.ErrNoRows):
+		// Rows beyond the greatest key of now are new: the stream has them.
 		last = nil
-		_, err = e.live.tgt.Exec(ctx, `INSERT INTO pgimageai.backfills (rule, state, fingerprint, rows_total)
-VALUES ($1, 'running', $2, (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $3))
-ON CONFLICT (rule) DO UPDATE SET state = 'running', fingerprint = EXCLUDED.fingerprint, last_key = NULL, rows_done = 0,
-  rows_total = EXCLUDED.rows_total, started_at = now(), updated_at = now(), finished_at = NULL`, r.Name, r.Fingerprint, r.Source.OID)
+		rows, err := e.readRows(ctx, e.live.src, r, lastRowSQL(r))
 		if err != nil {
 			return fmt.Errorf("start backfill of %s: %w", r.Name, err)
 		}
-		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String())
+		state = "running"
+		if stop = nil; len(rows) == 1 {
+			stop = rows[0].keyJSON
+		} else {
+			state = "done" // an empty table: nothing to do
+		}
+		_, err = e.live.tgt.Exec(ctx, `INSERT INTO pgimageai.backfills (rule, state, fingerprint, stop_key, rows_total, finished_at)
+VALUES ($1, $2, $3, $4, (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $5), CASE WHEN $2 = 'done' THEN now() END)
+ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.fingerprint, last_key = NULL,
+  stop_key = EXCLUDED.stop_key, rows_done = 0, rows_total = EXCLUDED.rows_total, started_at = now(), updated_at = now(),
+  finished_at = EXCLUDED.finished_at`, r.Name, state, r.Fingerprint, nullable(stop), r.Source.OID)
+		if err != nil {
+			return fmt.Errorf("start backfill of %s: %w", r.Name, err)
+		}
+		if state == "done" {
+			e.log.Info("backfill done", "rule", r.Name, "rows", 0)
+			return nil
+		}
+		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String(), "up_to", string(stop))
 	default:
 		return fmt.Errorf("backfill state of %s: %w", r.Name, err)
 	}
@@ -149,8 +167,26 @@ ON CONFLICT (rule) DO UPDATE SET state = 'running', fingerprint = EXCLUDED.finge
 	}
 	bctx, cancel := context.WithCancel(e.callCtx)
 	e.backfills[r.Name] = cancel
-	go e.backfillWorker(bctx, r, last)
+	go e.backfillWorker(bctx, r, last, stop)
 	return nil
+}
+
+// lastRowSQL selects the row of r's source table with the greatest key.
+func lastRowSQL(r *Rule) rowQuery {
+	cols, keys := selectList(r)
+	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf("SELECT %s FROM %s AS s ORDER BY %s LIMIT 1",
+		cols, r.Source.Identifier().Sanitize(), descending(prefixed("s.", keys)))}
+}
+
+func descending(list string) string {
+	return strings.ReplaceAll(list, ", ", " DESC, ") + " DESC"
+}
+
+func nullable(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
 }
 
 // stopBackfill stops the backfill worker of a rule, if one runs.
@@ -165,7 +201,7 @@ func (e *engine) stopBackfill(name string) {
 // transaction of its own connection, and hands them to the engine, which
 // treats a page like a transaction. Handing over waits for the engine, so the
 // byte budget paces the backfill too. Errors are retried with backoff.
-func (e *engine) backfillWorker(ctx context.Context, r *Rule, last []byte) {
+func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte) {
 	q := backfillSQL(r)
 	var conn *pgx.Conn
 	defer func() {
@@ -186,11 +222,7 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last []byte) {
 			}
 			conn = c
 		}
-		var arg any
-		if last != nil {
-			arg = string(last)
-		}
-		rows, err := e.readRows(ctx, conn, r, q, arg)
+		rows, err := e.readRows(ctx, conn, r, q, nullable(last), string(stop))
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("backfill: page failed; retrying", "rule", r.Name, "err", err)
@@ -275,9 +307,14 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 	}
 	e.open.items = append(e.open.items, item{kind: itemBackfill, progress: sink.BackfillProgress{
 		Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done}})
+	e.backfilled[r.Name] += len(p.rows)
+	if n := e.backfilled[r.Name]; !p.done && n/backfillPage%25 == 0 {
+		e.log.Info("backfill progress", "rule", r.Name, "rows", n, "last_key", string(p.lastKey))
+	}
 	if p.done {
+		e.log.Info("backfill done", "rule", r.Name, "rows", e.backfilled[r.Name])
+		delete(e.backfilled, r.Name)
 		e.stopBackfill(r.Name)
-		e.log.Info("backfill done", "rule", r.Name)
 		if !e.backfilling(r.Source.OID) {
 			delete(e.seen, r.Source.OID)
 		}

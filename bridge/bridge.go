@@ -137,7 +137,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0)), callCtx: hard,
 		rels: map[*replication.Relation]*relation{}, srcDSN: cfg.SourceDSN,
 		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
-		pending: map[string]*page{}, seen: map[uint32]map[keyDigest]bool{},
+		pending: map[string]*page{}, backfilled: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
 	}
 	for _, name := range []string{"pgimageai.rules", "pgimageai.models"} {
 		var oid uint32
@@ -150,11 +150,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	}
 	// The publication goes first: pgoutput refuses to decode from before
-	// its publication existed.
+	// its publication existed. Backfills read rows only once the slot exists.
+	live.deferring = true
 	if err := live.reload(ctx, eng); err != nil {
 		return err
 	}
 	if err := replication.EnsureSlot(ctx, src, cfg.Slot); err != nil {
+		return err
+	}
+	if err := live.startDeferred(ctx, eng); err != nil {
 		return err
 	}
 	checkpoint, err := sink.LoadCheckpoint(ctx, writerConn, cfg.Slot)

@@ -97,25 +97,26 @@ type relation struct {
 // engine turns events into transactions of items and starts the calls. It is
 // driven by one goroutine (Bridge.Run); calls run on their own goroutines.
 type engine struct {
-	log       *slog.Logger
-	rules     map[uint32][]*Rule // valid rules by source table OID
-	config    map[uint32]bool    // OIDs of pgimageai.rules and pgimageai.models
-	models    uint32             // OID of pgimageai.models
-	live      *liveConfig
-	typeMap   *pgtype.Map
-	budget    *budget
-	cache     *cache
-	callCtx   context.Context // calls outlive a graceful stop's cancellation
-	open      *txn
-	rels      map[*replication.Relation]*relation
-	srcDSN    string                        // for backfill connections
-	backfills map[string]context.CancelFunc // running backfill workers by rule
-	pages     chan *page                    // backfill pages, read by the engine's goroutine
-	pending   map[string]*page              // pages waiting for their marker message
-	seen      map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
-	calls     atomic.Int64
-	hits      atomic.Int64
-	changes   atomic.Int64
+	log        *slog.Logger
+	rules      map[uint32][]*Rule // valid rules by source table OID
+	config     map[uint32]bool    // OIDs of pgimageai.rules and pgimageai.models
+	models     uint32             // OID of pgimageai.models
+	live       *liveConfig
+	typeMap    *pgtype.Map
+	budget     *budget
+	cache      *cache
+	callCtx    context.Context // calls outlive a graceful stop's cancellation
+	open       *txn
+	rels       map[*replication.Relation]*relation
+	srcDSN     string                        // for backfill connections
+	backfills  map[string]context.CancelFunc // running backfill workers by rule
+	pages      chan *page                    // backfill pages, read by the engine's goroutine
+	pending    map[string]*page              // pages waiting for their marker message
+	backfilled map[string]int                // rows read by each running backfill, for the log
+	seen       map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
+	calls      atomic.Int64
+	hits       atomic.Int64
+	changes    atomic.Int64
 }
 
 // handle applies one event; a committed transaction is sent on out.

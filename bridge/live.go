@@ -145,6 +145,11 @@ type liveConfig struct {
 	tgtDSN  string
 	valid   map[string]*Rule
 	invalid map[string]string // rule → why, as last reported
+	// deferred holds the rules whose backfills wait for the slot: at the
+	// first start, rows are read only once the slot's consistent point is
+	// fixed, so that every row is either read or streamed.
+	deferred  []*Rule
+	deferring bool
 }
 
 // commit applies the configuration changes of t, a transaction at its
@@ -218,6 +223,10 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 		}
 		l.log.Info("rule loaded", "rule", r.Name, "function", string(r.Fn.Name()), "model", r.Model,
 			"source", r.Source.String(), "target", r.Target.Name()+"."+r.Target.Column, "write_back", r.Target.WriteBack)
+		if l.deferring {
+			l.deferred = append(l.deferred, r)
+			continue
+		}
 		if err := e.startBackfill(ctx, r); err != nil {
 			return err
 		}
@@ -252,4 +261,18 @@ func (l *liveConfig) close(ctx context.Context) {
 			c.Close(ctx)
 		}
 	}
+}
+
+// startDeferred starts the backfills that reload deferred.
+func (l *liveConfig) startDeferred(ctx context.Context, e *engine) error {
+	l.deferring = false
+	for _, r := range l.deferred {
+		if l.valid[r.Name] == r {
+			if err := e.startBackfill(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
+	l.deferred = nil
+	return nil
 }

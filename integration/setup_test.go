@@ -116,7 +116,10 @@ func (s *source) start(t testing.TB, cfg bridge.Config) (b *bridge.Bridge, stop 
 func (s *source) waitStreaming(t testing.TB, failed <-chan error) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
-	for queryInt(t, s.conn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", s.slot) == 0 {
+	// A slot is active already while it is being created; streaming means
+	// its consistent point is fixed and START_REPLICATION ran.
+	for queryInt(t, s.conn, `SELECT count(*) FROM pg_replication_slots sl JOIN pg_stat_replication r ON r.pid = sl.active_pid
+WHERE sl.slot_name = $1 AND r.state = 'streaming'`, s.slot) == 0 {
 		select {
 		case err := <-failed:
 			t.Fatalf("bridge stopped before streaming: %v", err)

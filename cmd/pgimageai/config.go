@@ -20,6 +20,7 @@ type config struct {
 	MetricsAddr string
 	LogFormat   string
 	ByteBudget  int64
+	Query       queryFlags // flags of status, errors and retry (commandflags.go)
 
 	byteBudget string // as given
 }
@@ -54,6 +55,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	for _, s := range c.settings() {
 		fs.StringVar(s.dst, s.flag, "", fmt.Sprintf("%s (env %s)", s.help, s.env))
 	}
+	check := defineCommandFlags(cmd, fs, &c.Query)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: pgimageai %s [flags]\n\nFlags:\n", cmd)
 		fs.PrintDefaults()
@@ -82,6 +84,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	c.ByteBudget = n
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return c, fmt.Errorf("%w: --log-format must be text or json, got %q", errUsage, c.LogFormat)
+	}
+	if err := check(); err != nil {
+		return c, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return c, nil
 }

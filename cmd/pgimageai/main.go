@@ -28,6 +28,13 @@ Usage:
 Commands:
   migrate    apply migrations (source and target database)
   run        stream until SIGINT/SIGTERM; graceful: finish, checkpoint, exit 0
+  status     slot, confirmed LSN, lag in bytes, rules (valid or why not), backfills, open errors by reason
+             [--format table|json]
+  errors     list open errors, newest first
+             [--rule NAME] [--reason CODE] [--limit N (default 50, 0 = all)] [--format table|json]
+  retry      ask the running bridge to reprocess the source rows behind open errors
+             [--rule NAME] [--reason CODE]
+  demo       one command, no setup: throwaway PostgreSQL, sample images, the bridge, the results
 
 Settings (flag or environment):
   --dsn           PGIMAGEAI_DSN           source database (default: libpq PG* variables)
@@ -55,6 +62,10 @@ type command func(ctx context.Context, c config, stdout, stderr io.Writer) error
 var commands = map[string]command{
 	"migrate": migrate,
 	"run":     runBridge,
+	"status":  status,
+	"errors":  listErrors,
+	"retry":   retry,
+	"demo":    demo,
 }
 
 // run executes the command line and returns the exit code.

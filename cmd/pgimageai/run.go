@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/local"
 	"github.com/pgimageai/pgimageai/provider/openai"
 )
 
@@ -15,6 +16,7 @@ import (
 func registry() *provider.Registry {
 	r := provider.NewRegistry()
 	r.Register("openai", openai.Factory)
+	r.Register("local", local.Factory)
 	return r
 }
 

@@ -5,6 +5,7 @@ CREATE TABLE pgimageai.backfills (
   rule        text PRIMARY KEY,
   state       text NOT NULL CHECK (state IN ('running', 'done')),
   last_key    jsonb,                 -- primary key of the last row processed; NULL before the first page
+  stop_key    jsonb,                 -- the greatest key when the backfill started: later rows are streamed
   rows_done   bigint NOT NULL DEFAULT 0,
   rows_total  bigint,                -- estimate taken when the backfill started
   started_at  timestamptz NOT NULL DEFAULT now(),

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/pgimageai/pgimageai/functions"
+)
+
+// queryFlags are the flags of the read-side commands (status, errors, retry),
+// beyond the shared settings. Commands without them leave the zero value.
+type queryFlags struct {
+	Format string           // table or json (status, errors)
+	Rule   string           // only this rule; "" = all (errors, retry)
+	Reason functions.Reason // only this reason; "" = all (errors, retry)
+	Limit  int              // rows to list, 0 = all (errors)
+}
+
+// Output formats of --format.
+const (
+	formatTable = "table"
+	formatJSON  = "json"
+)
+
+// defaultLimit is the number of errors that `pgimageai errors` lists by default.
+const defaultLimit = 50
+
+// reasons are the reason codes of SPEC §3 that --reason accepts.
+var reasons = []functions.Reason{
+	functions.EmptyImage, functions.UnknownFormat, functions.TooLarge, functions.UnsupportedFormat,
+	functions.ProviderError, functions.BadResponse, functions.InvalidRule,
+}
+
+// defineCommandFlags defines on fs the flags that cmd has beyond the shared
+// settings, bound to q, and returns the check to run once they are parsed.
+func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func() error) {
+	format := func() {
+		fs.StringVar(&q.Format, "format", formatTable, "output format: table (for people) or json (one document, for scripts)")
+	}
+	filters := func(reasonDefault string) {
+		fs.StringVar(&q.Rule, "rule", "", "only the errors of this `rule` (default: all rules)")
+		fs.Func("reason", "only the errors with this reason `code` (default: "+reasonDefault+"): "+reasonList(), func(s string) error {
+			q.Reason = functions.Reason(s)
+			return nil
+		})
+	}
+	switch cmd {
+	case "status":
+		format()
+		return q.checkFormat
+	case "errors":
+		format()
+		filters("all")
+		fs.IntVar(&q.Limit, "limit", defaultLimit, "list at most this many errors, newest first; 0 = all")
+		return func() error {
+			if q.Limit < 0 {
+				return fmt.Errorf("--limit must be 0 (all) or more, got %d", q.Limit)
+			}
+			if err := q.checkReason(); err != nil {
+				return err
+			}
+			return q.checkFormat()
+		}
+	case "retry":
+		filters("all but invalid_rule")
+		return func() error {
+			if q.Reason == functions.InvalidRule {
+				return fmt.Errorf("--reason %s: an invalid rule is fixed by editing it in pgimageai.rules, not retried", functions.InvalidRule)
+			}
+			return q.checkReason()
+		}
+	}
+	return func() error { return nil }
+}
+
+func (q *queryFlags) checkFormat() error {
+	if q.Format != formatTable && q.Format != formatJSON {
+		return fmt.Errorf("--format must be %s or %s, got %q", formatTable, formatJSON, q.Format)
+	}
+	return nil
+}
+
+// checkReason rejects a reason code that no errors row can have, so that a
+// typo is not mistaken for "no such errors".
+func (q *queryFlags) checkReason() error {
+	if q.Reason == "" {
+		return nil
+	}
+	for _, r := range reasons {
+		if q.Reason == r {
+			return nil
+		}
+	}
+	return fmt.Errorf("--reason must be one of %s, got %q", reasonList(), q.Reason)
+}
+
+func reasonList() string {
+	s := make([]string, len(reasons))
+	for i, r := range reasons {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"image"
+	_ "image/gif"
+	_ "image/jpeg"
+	_ "image/png"
+	"testing"
+
+	_ "golang.org/x/image/webp"
+
+	"github.com/pgimageai/pgimageai/magic"
+)
+
+// TestDemoRows checks that the sample images are real, decodable images of
+// the four formats and that the bad values are what the demo says.
+func TestDemoRows(t *testing.T) {
+	rows, err := demoRows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFormat := map[string]string{
+		"sky.png": "png", "red-square.jpg": "jpeg", "checkerboard.gif": "gif", "sun.webp": "webp",
+	}
+	bad := 0
+	for _, r := range rows {
+		if !r.Image {
+			if r.Img != nil {
+				bad++
+			}
+			if _, _, err := image.Decode(bytes.NewReader(r.Img)); err == nil {
+				t.Errorf("%s decodes, but is meant to be a bad value", r.Name)
+			}
+			continue
+		}
+		_, format, err := image.Decode(bytes.NewReader(r.Img))
+		if err != nil {
+			t.Errorf("%s: %v", r.Name, err)
+			continue
+		}
+		if format != wantFormat[r.Name] {
+			t.Errorf("%s decodes as %s, want %s", r.Name, format, wantFormat[r.Name])
+		}
+		if _, err := magic.Detect(r.Img); err != nil {
+			t.Errorf("%s: %v", r.Name, err)
+		}
+	}
+	if bad != demoBadRows {
+		t.Errorf("%d bad non-NULL values, demoBadRows = %d", bad, demoBadRows)
+	}
+	if len(wantFormat) != 4 {
+		t.Fatal("want four formats")
+	}
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/pgimageai/pgimageai/functions"
+)
+
+// writeStatus renders r as format (table or json).
+func writeStatus(w io.Writer, r statusReport, format string) error {
+	if format == formatJSON {
+		return writeJSON(w, statusDocument(r))
+	}
+	var buf bytes.Buffer
+	writeSlotTable(&buf, r.Slot, r.Checkpoint)
+	buf.WriteByte('\n')
+	writeRulesTable(&buf, r.Rules)
+	buf.WriteByte('\n')
+	writeBackfillsTable(&buf, r.Backfills)
+	buf.WriteByte('\n')
+	writeErrorCountsTable(&buf, r.OpenErrors)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// slotMissing is what status says about a slot that does not exist.
+const slotMissing = "not created yet (run pgimageai run)"
+
+func writeSlotTable(buf *bytes.Buffer, s slotStatus, cp *checkpoint) {
+	buf.WriteString("Slot\n")
+	t := newTable(buf)
+	t.row("name", s.Name)
+	if !s.Found {
+		t.row("state", slotMissing)
+	} else {
+		t.row("plugin", s.Plugin)
+		t.row("database", s.Database)
+		active := yesNo(s.Active)
+		if s.ActivePID != 0 {
+			active += fmt.Sprintf(" (pid %d)", s.ActivePID)
+		}
+		t.row("active", active)
+		t.row("wal_status", s.WALStatus)
+		if s.HasSafeWALSize {
+			t.row("safe_wal_size", safeWALSize(s))
+		}
+		if s.InvalidationReason != "" {
+			t.row("invalidated", s.InvalidationReason+" (drop the slot and run pgimageai run to start over)")
+		} else if s.Conflicting {
+			t.row("invalidated", "conflict with recovery (drop the slot and run pgimageai run to start over)")
+		}
+		t.row("confirmed_flush_lsn", s.ConfirmedFlushLSN.String())
+		t.row("current_wal_lsn", s.CurrentLSN.String())
+		t.row("lag", byteSize(s.Lag()))
+	}
+	if cp != nil {
+		t.row("checkpoint", fmt.Sprintf("%s (updated %s)", cp.LSN, utcTime(cp.UpdatedAt)))
+	} else {
+		t.row("checkpoint", "none stored yet")
+	}
+	t.flush()
+}
+
+func safeWALSize(s slotStatus) string {
+	switch {
+	case s.SafeWALSize != nil && *s.SafeWALSize >= 0:
+		return byteSize(uint64(*s.SafeWALSize))
+	case s.SafeWALSize != nil:
+		return fmt.Sprintf("%d bytes (the slot is about to lose WAL it needs)", *s.SafeWALSize)
+	case s.WALStatus == "lost":
+		return "none (WAL lost)"
+	}
+	return "unlimited (max_slot_wal_keep_size = -1)"
+}
+
+func writeRulesTable(buf *bytes.Buffer, rules []ruleStatus) {
+	if len(rules) == 0 {
+		buf.WriteString("Rules: none (insert rows into pgimageai.rules)\n")
+		return
+	}
+	buf.WriteString("Rules\n")
+	t := newTable(buf)
+	t.row("NAME", "ENABLED", "FUNCTION", "MODEL", "SOURCE", "", "TARGET", "STATUS")
+	for _, r := range rules {
+		state := r.State()
+		if state == ruleInvalid {
+			state += ": " + r.Invalid
+		}
+		t.row(r.Name, yesNo(r.Enabled), r.Function, r.Model, r.SourceTable+"."+r.ImageColumn,
+			"→", r.TargetTable+"."+r.TargetColumn, state)
+	}
+	t.flush()
+}
+
+func writeBackfillsTable(buf *bytes.Buffer, backfills []backfill) {
+	if len(backfills) == 0 {
+		buf.WriteString("Backfills: none\n")
+		return
+	}
+	buf.WriteString("Backfills\n")
+	t := newTable(buf)
+	t.row("RULE", "STATE", "ROWS", "UPDATED")
+	for _, b := range backfills {
+		rows := strconv.FormatInt(b.RowsDone, 10)
+		if b.RowsTotal != nil {
+			rows += "/" + strconv.FormatInt(*b.RowsTotal, 10)
+		}
+		t.row(b.Rule, b.State, rows, utcTime(b.UpdatedAt))
+	}
+	t.flush()
+}
+
+// reasonCount is the number of open errors with one reason.
+type reasonCount struct {
+	Reason functions.Reason
+	Count  int64
+}
+
+// byReason sums counts per reason, most frequent first.
+func byReason(counts []errorCount) (sums []reasonCount, total int64) {
+	m := map[functions.Reason]int64{}
+	for _, c := range counts {
+		m[c.Reason] += c.Count
+		total += c.Count
+	}
+	for r, n := range m {
+		sums = append(sums, reasonCount{r, n})
+	}
+	sort.Slice(sums, func(i, j int) bool {
+		if sums[i].Count != sums[j].Count {
+			return sums[i].Count > sums[j].Count
+		}
+		return sums[i].Reason < sums[j].Reason
+	})
+	return sums, total
+}
+
+func writeErrorCountsTable(buf *bytes.Buffer, counts []errorCount) {
+	sums, total := byReason(counts)
+	if total == 0 {
+		buf.WriteString("Open errors: none\n")
+		return
+	}
+	fmt.Fprintf(buf, "Open errors: %d (list them with pgimageai errors)\n", total)
+	t := newTable(buf)
+	t.row("REASON", "COUNT")
+	for _, s := range sums {
+		t.row(string(s.Reason), strconv.FormatInt(s.Count, 10))
+	}
+	t.flush()
+	buf.WriteByte('\n')
+	t = newTable(buf)
+	t.row("RULE", "REASON", "COUNT")
+	for _, c := range counts {
+		t.row(c.Rule, string(c.Reason), strconv.FormatInt(c.Count, 10))
+	}
+	t.flush()
+}
+
+// The JSON document of `pgimageai status --format json`. LSNs are in
+// PostgreSQL's text form (castable to pg_lsn); times are RFC 3339 in UTC.
+type (
+	statusJSON struct {
+		Slot       slotJSON        `json:"slot"`
+		Checkpoint *checkpointJSON `json:"checkpoint"` // null: none stored
+		Rules      []ruleJSON      `json:"rules"`
+		Backfills  []backfillJSON  `json:"backfills"`
+		OpenErrors openErrorsJSON  `json:"open_errors"`
+	}
+	slotJSON struct {
+		Name               string `json:"name"`
+		Exists             bool   `json:"exists"`
+		Plugin             string `json:"plugin,omitempty"`
+		Database           string `json:"database,omitempty"`
+		Active             *bool  `json:"active,omitempty"`
+		ActivePID          *int32 `json:"active_pid,omitempty"`
+		WALStatus          string `json:"wal_status,omitempty"`
+		InvalidationReason string `json:"invalidation_reason,omitempty"`
+		// SafeWALSize is absent where the server lacks it, null when unlimited.
+		SafeWALSize       json.RawMessage `json:"safe_wal_size,omitempty"`
+		ConfirmedFlushLSN string          `json:"confirmed_flush_lsn,omitempty"`
+		CurrentWALLSN     string          `json:"current_wal_lsn,omitempty"`
+		LagBytes          *uint64         `json:"lag_bytes,omitempty"`
+	}
+	checkpointJSON struct {
+		LSN       string    `json:"lsn"`
+		UpdatedAt time.Time `json:"updated_at"`
+	}
+	ruleJSON struct {
+		Name         string  `json:"name"`
+		Enabled      bool    `json:"enabled"`
+		Function     string  `json:"function"`
+		Model        string  `json:"model"`
+		SourceTable  string  `json:"source_table"`
+		ImageColumn  string  `json:"image_column"`
+		TargetTable  string  `json:"target_table"`
+		TargetColumn string  `json:"target_column"`
+		Status       string  `json:"status"`         // valid, invalid or disabled
+		Reason       *string `json:"invalid_reason"` // null unless invalid
+	}
+	backfillJSON struct {
+		Rule      string    `json:"rule"`
+		State     string    `json:"state"`
+		RowsDone  int64     `json:"rows_done"`
+		RowsTotal *int64    `json:"rows_total"`
+		UpdatedAt time.Time `json:"updated_at"`
+	}
+	openErrorsJSON struct {
+		Total    int64                                 `json:"total"`
+		ByReason map[functions.Reason]int64            `json:"by_reason"`
+		ByRule   map[string]map[functions.Reason]int64 `json:"by_rule"`
+	}
+)
+
+func statusDocument(r statusReport) statusJSON {
+	doc := statusJSON{
+		Slot:      slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
+		Rules:     []ruleJSON{},
+		Backfills: []backfillJSON{},
+		OpenErrors: openErrorsJSON{
+			ByReason: map[functions.Reason]int64{},
+			ByRule:   map[string]map[functions.Reason]int64{},
+		},
+	}
+	if s := r.Slot; s.Found {
+		lag := s.Lag()
+		doc.Slot.Plugin, doc.Slot.Database, doc.Slot.Active, doc.Slot.WALStatus = s.Plugin, s.Database, &s.Active, s.WALStatus
+		doc.Slot.InvalidationReason = s.InvalidationReason
+		if s.ActivePID != 0 {
+			doc.Slot.ActivePID = &s.ActivePID
+		}
+		if s.HasSafeWALSize {
+			doc.Slot.SafeWALSize = json.RawMessage("null")
+			if s.SafeWALSize != nil {
+				doc.Slot.SafeWALSize = strconv.AppendInt(nil, *s.SafeWALSize, 10)
+			}
+		}
+		doc.Slot.ConfirmedFlushLSN, doc.Slot.CurrentWALLSN = s.ConfirmedFlushLSN.String(), s.CurrentLSN.String()
+		doc.Slot.LagBytes = &lag
+	}
+	if cp := r.Checkpoint; cp != nil {
+		doc.Checkpoint = &checkpointJSON{LSN: cp.LSN.String(), UpdatedAt: cp.UpdatedAt.UTC()}
+	}
+	for _, rule := range r.Rules {
+		j := ruleJSON{
+			Name: rule.Name, Enabled: rule.Enabled, Function: rule.Function, Model: rule.Model,
+			SourceTable: rule.SourceTable, ImageColumn: rule.ImageColumn,
+			TargetTable: rule.TargetTable, TargetColumn: rule.TargetColumn, Status: rule.State(),
+		}
+		if j.Status == ruleInvalid {
+			j.Reason = &rule.Invalid
+		}
+		doc.Rules = append(doc.Rules, j)
+	}
+	for _, b := range r.Backfills {
+		doc.Backfills = append(doc.Backfills, backfillJSON{
+			Rule: b.Rule, State: b.State, RowsDone: b.RowsDone, RowsTotal: b.RowsTotal, UpdatedAt: b.UpdatedAt.UTC(),
+		})
+	}
+	for _, c := range r.OpenErrors {
+		doc.OpenErrors.Total += c.Count
+		doc.OpenErrors.ByReason[c.Reason] += c.Count
+		if doc.OpenErrors.ByRule[c.Rule] == nil {
+			doc.OpenErrors.ByRule[c.Rule] = map[functions.Reason]int64{}
+		}
+		doc.OpenErrors.ByRule[c.Rule][c.Reason] += c.Count
+	}
+	return doc
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/pgimageai/pgimageai/replication"
+)
+
+func TestWriteStatusTable(t *testing.T) {
+	lost := sampleStatus()
+	lost.Slot.Active, lost.Slot.ActivePID, lost.Slot.WALStatus, lost.Slot.InvalidationReason = false, 0, "lost", "wal_removed"
+	lost.Slot.CurrentLSN = lost.Slot.ConfirmedFlushLSN
+	lost.Checkpoint, lost.Rules, lost.Backfills, lost.OpenErrors = nil, nil, nil, nil
+
+	tests := []struct {
+		name string
+		r    statusReport
+		want string
+	}{
+		{"everything", sampleStatus(), `Slot
+  name                 pgimageai
+  plugin               pgoutput
+  database             shop
+  active               yes (pid 4242)
+  wal_status           reserved
+  safe_wal_size        unlimited (max_slot_wal_keep_size = -1)
+  confirmed_flush_lsn  0/1A2B3C0
+  current_wal_lsn      0/1F2B892
+  lag                  5244114 bytes (5.0 MiB)
+  checkpoint           0/1A2B3C0 (updated 2025-03-01T12:04:05Z)
+
+Rules
+  NAME     ENABLED  FUNCTION           MODEL  SOURCE                          TARGET                   STATUS
+  caption  yes      AI_IMAGE_COMPLETE  gpt    public.photos.img            →  public.captions.caption  valid
+  embed    yes      AI_IMAGE_EMBED     gpt    public.photos.img            →  public.vectors.v         invalid: model gpt: provider openai cannot AI_IMAGE_EMBED
+  old      no       AI_IMAGE_COMPLETE  gpt    "Odd Schema"."My Table".Pic  →  public.old.text          disabled
+
+Backfills
+  RULE     STATE    ROWS     UPDATED
+  caption  done     120/120  2025-03-01T12:04:05Z
+  embed    running  40       2025-03-01T12:04:05Z
+
+Open errors: 8 (list them with pgimageai errors)
+  REASON          COUNT
+  empty_image     4
+  provider_error  3
+  invalid_rule    1
+
+  RULE     REASON          COUNT
+  caption  empty_image     2
+  caption  provider_error  3
+  embed    invalid_rule    1
+  old      empty_image     2
+`},
+		{"slot missing", statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}}, `Slot
+  name        pgimageai
+  state       not created yet (run pgimageai run)
+  checkpoint  none stored yet
+
+Rules: none (insert rows into pgimageai.rules)
+
+Backfills: none
+
+Open errors: none
+`},
+		{"slot lost", lost, `Slot
+  name                 pgimageai
+  plugin               pgoutput
+  database             shop
+  active               no
+  wal_status           lost
+  safe_wal_size        none (WAL lost)
+  invalidated          wal_removed (drop the slot and run pgimageai run to start over)
+  confirmed_flush_lsn  0/1A2B3C0
+  current_wal_lsn      0/1A2B3C0
+  lag                  0 bytes
+  checkpoint           none stored yet
+
+Rules: none (insert rows into pgimageai.rules)
+
+Backfills: none
+
+Open errors: none
+`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := writeStatus(&out, tc.r, formatTable); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSafeWALSize(t *testing.T) {
+	tests := []struct {
+		name string
+		size *int64
+		wal  string
+		want string
+	}{
+		{"limited", pointerTo[int64](1 << 30), "reserved", "1073741824 bytes (1.0 GiB)"},
+		{"unlimited", nil, "reserved", "unlimited (max_slot_wal_keep_size = -1)"},
+		{"lost", nil, "lost", "none (WAL lost)"},
+		{"overdrawn", pointerTo[int64](-8192), "unreserved", "-8192 bytes (the slot is about to lose WAL it needs)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := slotStatus{Slot: replication.Slot{WALStatus: tc.wal}, HasSafeWALSize: true, SafeWALSize: tc.size}
+			if got := safeWALSize(s); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// decodeJSON runs write, checks that it wrote one JSON document and decodes it.
+func decodeJSON(t *testing.T, write func(*bytes.Buffer) error) map[string]any {
+	t.Helper()
+	var out bytes.Buffer
+	if err := write(&out); err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(&out)
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("decode %s: %v", out.String(), err)
+	}
+	if dec.More() {
+		t.Fatalf("more than one JSON document")
+	}
+	return doc
+}
+
+func TestWriteStatusJSON(t *testing.T) {
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, sampleStatus(), formatJSON) })
+	want := map[string]any{
+		"slot": map[string]any{
+			"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
+			"wal_status": "reserved", "safe_wal_size": nil, "confirmed_flush_lsn": "0/1A2B3C0",
+			"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0,
+		},
+		"checkpoint": map[string]any{"lsn": "0/1A2B3C0", "updated_at": "2025-03-01T12:04:05Z"},
+		"open_errors": map[string]any{
+			"total":     8.0,
+			"by_reason": map[string]any{"empty_image": 4.0, "provider_error": 3.0, "invalid_rule": 1.0},
+			"by_rule": map[string]any{
+				"caption": map[string]any{"empty_image": 2.0, "provider_error": 3.0},
+				"embed":   map[string]any{"invalid_rule": 1.0},
+				"old":     map[string]any{"empty_image": 2.0},
+			},
+		},
+	}
+	for k, v := range want {
+		if !reflect.DeepEqual(doc[k], v) {
+			t.Errorf("%s = %#v, want %#v", k, doc[k], v)
+		}
+	}
+	rules := doc["rules"].([]any)
+	if len(rules) != 3 {
+		t.Fatalf("rules = %v", rules)
+	}
+	embed := rules[1].(map[string]any)
+	if embed["status"] != "invalid" || embed["invalid_reason"] != "model gpt: provider openai cannot AI_IMAGE_EMBED" {
+		t.Errorf("embed = %v", embed)
+	}
+	if old := rules[2].(map[string]any); old["status"] != "disabled" || old["invalid_reason"] != nil || old["source_table"] != `"Odd Schema"."My Table"` {
+		t.Errorf("old = %v", old)
+	}
+	backfills := doc["backfills"].([]any)
+	if b := backfills[1].(map[string]any); b["rows_total"] != nil || b["rows_done"] != 40.0 || b["state"] != "running" {
+		t.Errorf("backfill = %v", b)
+	}
+}
+
+func TestWriteStatusJSONSlot(t *testing.T) {
+	found := func(edit func(*slotStatus)) statusReport {
+		r := sampleStatus()
+		edit(&r.Slot)
+		return r
+	}
+	tests := []struct {
+		name string
+		r    statusReport
+		want map[string]any
+	}{
+		{"missing", statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "s"}}}, map[string]any{"name": "s", "exists": false}},
+		{"no safe_wal_size before PostgreSQL 13", found(func(s *slotStatus) { s.HasSafeWALSize, s.Active, s.ActivePID = false, false, 0 }),
+			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": false, "wal_status": "reserved",
+				"confirmed_flush_lsn": "0/1A2B3C0", "current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0}},
+		{"limited safe_wal_size", found(func(s *slotStatus) { s.SafeWALSize = pointerTo[int64](1 << 30) }),
+			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
+				"wal_status": "reserved", "safe_wal_size": 1073741824.0, "confirmed_flush_lsn": "0/1A2B3C0",
+				"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, tc.r, formatJSON) })
+			if !reflect.DeepEqual(doc["slot"], tc.want) {
+				t.Errorf("slot = %#v\nwant %#v", doc["slot"], tc.want)
+			}
+		})
+	}
+	empty := decodeJSON(t, func(b *bytes.Buffer) error {
+		return writeStatus(b, statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "s"}}}, formatJSON)
+	})
+	// Empty lists are [] and {}, never null, so that scripts can iterate.
+	if empty["checkpoint"] != nil || !reflect.DeepEqual(empty["rules"], []any{}) || !reflect.DeepEqual(empty["backfills"], []any{}) ||
+		!reflect.DeepEqual(empty["open_errors"], map[string]any{"total": 0.0, "by_reason": map[string]any{}, "by_rule": map[string]any{}}) {
+		t.Errorf("empty status = %v", empty)
+	}
+}
+
+func TestSlotLag(t *testing.T) {
+	tests := []struct {
+		name               string
+		confirmed, current replication.LSN
+		want               uint64
+	}{
+		{"behind", 0x100, 0x1100, 0x1000},
+		{"caught up", 0x100, 0x100, 0},
+		{"standby replay behind the slot", 0x200, 0x100, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := slotStatus{Slot: replication.Slot{ConfirmedFlushLSN: tc.confirmed}, CurrentLSN: tc.current}
+			if got := s.Lag(); got != tc.want {
+				t.Errorf("Lag() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
