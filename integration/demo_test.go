@@ -203,13 +203,18 @@ func TestDemoInterrupted(t *testing.T) {
 			break
 		}
 	}
-	go io.Copy(&d.stdout, pr)
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(&d.stdout, pr) // ends when Wait closes pw
+		close(copied)
+	}()
 	var err error
 	select {
 	case err = <-exited:
 	case <-time.After(2 * time.Minute):
 		t.Fatal("pgimageai demo did not exit within 2m of SIGINT")
 	}
+	<-copied
 	if err == nil {
 		t.Fatal("pgimageai demo exited 0 after SIGINT, want 1")
 	}
