@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 )
@@ -31,6 +32,7 @@ type applier struct {
 	batches  int64
 	errorsN  int64
 	lastDone replication.LSN
+	usage    map[[2]string]*sink.Usage // by rule and model, for the batch being built
 }
 
 // run applies transactions from in until it is closed (then it flushes what
@@ -93,6 +95,10 @@ func (a *applier) run(ctx context.Context, in <-chan *txn) error {
 // succeeds or ctx ends, and then acks end. A batch without ops is acked
 // without a write: there is nothing to make durable.
 func (a *applier) flush(ctx context.Context, ops []sink.Op, end replication.LSN) error {
+	for _, u := range a.usage {
+		ops = append(ops, *u)
+	}
+	clear(a.usage)
 	if len(ops) > 0 {
 		ops = markOwnWrites(ops)
 		wait := a.backoff
@@ -121,6 +127,23 @@ func (a *applier) flush(ctx context.Context, ops []sink.Op, end replication.LSN)
 		a.ack(end)
 	}
 	return nil
+}
+
+// count adds one answered call and its tokens to the batch's usage. Calls
+// served by the cache cost nothing and are not counted.
+func (a *applier) count(r *Rule, u provider.Usage) {
+	if a.usage == nil {
+		a.usage = map[[2]string]*sink.Usage{}
+	}
+	k := [2]string{r.Name, r.Model}
+	agg := a.usage[k]
+	if agg == nil {
+		agg = &sink.Usage{Rule: r.Name, Model: r.Model}
+		a.usage[k] = agg
+	}
+	agg.Calls++
+	agg.PromptTokens += int64(u.PromptTokens)
+	agg.CompletionTokens += int64(u.CompletionTokens)
 }
 
 // markOwnWrites puts the OwnWrites marker first when the batch writes to a
@@ -194,6 +217,9 @@ func (a *applier) result(ops []sink.Op, it item) []sink.Op {
 		value = res.Text
 	}
 	ops = append(ops, sink.Upsert{Target: it.target, Key: it.key, Value: value})
+	if it.call != nil && !it.call.hit && it.call.err == nil {
+		a.count(it.rule, res.Usage)
+	}
 	if err == nil {
 		return append(ops, sink.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
 	}

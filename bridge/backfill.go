@@ -47,7 +47,8 @@ type pageRow struct {
 	key     []any
 	keyJSON []byte
 	img     []byte
-	valid   bool // false: NULL image
+	valid   bool   // false: NULL image
+	prompt  string // the rule's prompt, rendered for the row
 }
 
 // rowQuery selects rule's source rows: key columns and the image.
@@ -79,11 +80,21 @@ WHERE (%s) IN (SELECT %s FROM jsonb_populate_recordset(NULL::%s, $1::jsonb) AS k
 		cols, table, prefixed("s.", keys), prefixed("k.", keys), table)}
 }
 
+// selectList returns the columns a row query reads: the key, the image and
+// the columns the prompt names.
 func selectList(r *Rule) (cols string, keys []string) {
 	for _, k := range r.KeyColumns {
 		keys = append(keys, pgx.Identifier{k.Name}.Sanitize())
 	}
-	return prefixed("s.", keys) + ", s." + pgx.Identifier{r.ImageColumn}.Sanitize(), keys
+	cols = prefixed("s.", keys) + ", s." + pgx.Identifier{r.ImageColumn}.Sanitize()
+	if r.Template != nil {
+		var named []string
+		for _, c := range r.Template.columns {
+			named = append(named, pgx.Identifier{c}.Sanitize())
+		}
+		cols += ", " + prefixed("s.", named)
+	}
+	return cols, keys
 }
 
 func prefixed(p string, names []string) string {
@@ -110,6 +121,17 @@ func (e *engine) readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQue
 		pr := pageRow{key: vals[:q.keys]}
 		if img, ok := vals[q.keys].([]byte); ok {
 			pr.img, pr.valid = img, true
+		}
+		pr.prompt = r.Prompt
+		if r.Template != nil {
+			named := map[string]string{}
+			for i, name := range r.Template.columns {
+				c, _ := r.Source.Column(name)
+				if named[name], err = textOf(e.typeMap, c.TypeOID, vals[q.keys+1+i]); err != nil {
+					return nil, err
+				}
+			}
+			pr.prompt = r.Template.render(named)
 		}
 		if pr.keyJSON, err = sink.KeyJSON(e.typeMap, r.KeyColumns, pr.key); err != nil {
 			return nil, err
@@ -335,9 +357,12 @@ func (e *engine) backfilling(oid uint32) bool {
 // resultItem starts the function call of a row read from the source.
 func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow) (item, error) {
 	it := item{kind: itemResult, rule: r, target: r.Target, sourceTable: r.Source.String(), key: row.key, keyJSON: row.keyJSON}
+	if r.Template != nil {
+		e.memo.set(r.Name, row.keyJSON, row.prompt)
+	}
 	if row.valid {
 		var err error
-		if it.call, err = e.start(ctx, r, row.img); err != nil {
+		if it.call, err = e.start(ctx, r, row.img, row.prompt); err != nil {
 			return item{}, err
 		}
 	}

@@ -114,6 +114,7 @@ type engine struct {
 	pending    map[string]*page              // pages waiting for their marker message
 	backfilled map[string]int                // rows read by each running backfill, for the log
 	seen       map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
+	memo       promptMemo                    // last prompt per rule and row, for prompt templates
 	calls      atomic.Int64
 	hits       atomic.Int64
 	changes    atomic.Int64
@@ -214,29 +215,87 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 			}
 		}
 		for _, r := range rules {
-			idx := rel.image[r.ImageColumn]
-			v := ch.New[idx]
-			it := item{kind: itemResult, rule: r, target: r.Target, sourceTable: src, key: key, keyJSON: keyJSON, lsn: ch.LSN}
-			switch {
-			case v.Kind == replication.Unchanged:
-				continue // unchanged TOASTed image: no call, result untouched
-			case v.Kind == replication.Null:
-				// NULL image: NULL result, no call.
-			case ch.Op == replication.Update && ch.Old != nil && sameBytes(ch.Old[idx], v):
-				continue // identical image bytes (REPLICA IDENTITY FULL)
-			default:
-				img, err := v.Bytea()
-				if err != nil {
-					return fmt.Errorf("%s.%s at %s: %w", src, r.ImageColumn, ch.LSN, err)
-				}
-				if it.call, err = e.start(ctx, r, img); err != nil {
-					return err
-				}
+			it, ok, err := e.rowResult(ctx, ch, rel, r, key, keyJSON)
+			if err != nil {
+				return err
 			}
-			e.open.items = append(e.open.items, it)
+			if ok {
+				e.open.items = append(e.open.items, it)
+			}
 		}
 	}
 	return nil
+}
+
+// rowResult decides what an INSERT or UPDATE means for rule r: a call, a NULL
+// result, or nothing (ok false) when neither the image nor a column its
+// prompt names changed.
+func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *relation, r *Rule, key []any, keyJSON []byte) (item, bool, error) {
+	src := r.Source.String()
+	idx := rel.image[r.ImageColumn]
+	v := ch.New[idx]
+	it := item{kind: itemResult, rule: r, target: r.Target, sourceTable: src, key: key, keyJSON: keyJSON, lsn: ch.LSN}
+	prompt := r.Prompt
+	if r.Template != nil {
+		vals, unchanged, err := e.templateValues(ch.Relation, ch.New, r.Template)
+		if err != nil {
+			return item{}, false, fmt.Errorf("rule %s at %s: %w", r.Name, ch.LSN, err)
+		}
+		if v.Kind == replication.Unchanged && len(unchanged) == len(r.Template.columns) {
+			return item{}, false, nil // nothing the rule reads arrived: nothing changed for it
+		}
+		need := unchanged
+		if v.Kind == replication.Unchanged {
+			need = append(append([]string(nil), unchanged...), r.ImageColumn)
+		}
+		var fetched map[string]any
+		if len(need) > 0 {
+			// Unchanged TOAST is not empty: read the values from the row.
+			if fetched, err = e.fetch(ctx, r, keyJSON, need); err != nil {
+				return item{}, false, err
+			}
+			if fetched == nil {
+				return item{}, false, nil // deleted since; its DELETE follows
+			}
+			for _, name := range unchanged {
+				c, _ := r.Source.Column(name)
+				if vals[name], err = textOf(e.typeMap, c.TypeOID, fetched[name]); err != nil {
+					return item{}, false, err
+				}
+			}
+		}
+		prompt = r.Template.render(vals)
+		if v.Kind == replication.Unchanged {
+			if e.memo.same(r.Name, keyJSON, prompt) {
+				return item{}, false, nil // same image, same prompt
+			}
+			e.memo.set(r.Name, keyJSON, prompt)
+			if img, ok := fetched[r.ImageColumn].([]byte); ok {
+				if it.call, err = e.start(ctx, r, img, prompt); err != nil {
+					return item{}, false, err
+				}
+			}
+			return it, true, nil
+		}
+		e.memo.set(r.Name, keyJSON, prompt)
+	}
+	switch {
+	case v.Kind == replication.Unchanged:
+		return item{}, false, nil // unchanged TOASTed image: no call, result untouched
+	case v.Kind == replication.Null:
+		// NULL image: NULL result, no call.
+	case r.Template == nil && ch.Op == replication.Update && ch.Old != nil && sameBytes(ch.Old[idx], v):
+		return item{}, false, nil // identical image bytes (REPLICA IDENTITY FULL)
+	default:
+		img, err := v.Bytea()
+		if err != nil {
+			return item{}, false, fmt.Errorf("%s.%s at %s: %w", src, r.ImageColumn, ch.LSN, err)
+		}
+		if it.call, err = e.start(ctx, r, img, prompt); err != nil {
+			return item{}, false, err
+		}
+	}
+	return it, true, nil
 }
 
 func (e *engine) truncate(ch *replication.Change) error {
@@ -257,7 +316,7 @@ func (e *engine) truncate(ch *replication.Change) error {
 // unknown, too large, unsupported) finish at once without budget; the others
 // wait for budget — which stops the engine reading, the backpressure of
 // SPEC §5 — and then run on their own goroutine.
-func (e *engine) start(ctx context.Context, r *Rule, img []byte) (*call, error) {
+func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string) (*call, error) {
 	c := &call{done: make(chan struct{}), size: len(img), head: magic.Head(img, 16)}
 	if _, err := r.Fn.Check(img); err != nil {
 		c.result, c.err = functions.Result{Null: true}, err
@@ -270,10 +329,10 @@ func (e *engine) start(ctx context.Context, r *Rule, img []byte) (*call, error) 
 	}
 	go func() {
 		defer e.budget.release(cost)
-		k := keyOf(r.Fn.Name(), r.Model, r.Prompt, img)
+		k := keyOf(r.Fn.Name(), r.Model, prompt, img)
 		c.result, c.hit, c.err = e.cache.do(e.callCtx, k, func() (functions.Result, error) {
 			e.calls.Add(1)
-			return r.Fn.Call(e.callCtx, img, true)
+			return r.Fn.CallPrompt(e.callCtx, img, true, prompt)
 		})
 		if c.hit {
 			e.hits.Add(1)

@@ -46,6 +46,8 @@ type Rule struct {
 	Prompt      string
 	Target      *sink.Target
 	KeyColumns  []sink.KeyColumn
+	// Template is set when the prompt names columns of the source row.
+	Template *template
 	// Fingerprint identifies what the rule computes (source, image column,
 	// function, model, prompt, target): a change means a new backfill.
 	Fingerprint string
@@ -162,8 +164,11 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr ruleRow) (*Rule,
 		return nil, fmt.Errorf("source table %s has no primary key; add one so results can be keyed", source)
 	}
 	typ := sink.TextResult
-	if fn.Name() == functions.Embed {
+	switch {
+	case fn.Name() == functions.Embed:
 		typ = sink.VectorResult
+	case structured(m.Options):
+		typ = sink.JSONResult
 	}
 	target, err := sink.Ensure(ctx, c.live.tgt, rr.TargetTable, source, rr.TargetColumn, typ, sameDatabase(c.live.src, c.live.tgt))
 	if err != nil {
@@ -175,6 +180,9 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr ruleRow) (*Rule,
 	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
+		if r.Template, err = parseTemplate(r.Prompt, source); err != nil {
+			return nil, err
+		}
 	}
 	for _, k := range source.PrimaryKey {
 		c, _ := source.Column(k)
@@ -244,4 +252,13 @@ func isConnectionLevel(code string) bool {
 		return true
 	}
 	return false
+}
+
+// structured reports whether model options ask for structured output
+// (response_format), whose answers go to a jsonb column.
+func structured(options json.RawMessage) bool {
+	var o struct {
+		ResponseFormat json.RawMessage `json:"response_format"`
+	}
+	return json.Unmarshal(options, &o) == nil && len(o.ResponseFormat) > 0 && string(o.ResponseFormat) != "null"
 }

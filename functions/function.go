@@ -105,6 +105,16 @@ func (f *Function) Check(img []byte) (magic.Format, error) {
 // which yields a NULL result without a provider call. A failure yields a NULL
 // result and an *Error with its reason; the caller records it.
 func (f *Function) Call(ctx context.Context, img []byte, valid bool) (Result, error) {
+	return f.CallPrompt(ctx, img, valid, f.prompt)
+}
+
+// Prompt returns the prompt the function was bound with (a template's source
+// text when the rule's prompt names columns).
+func (f *Function) Prompt() string { return f.prompt }
+
+// CallPrompt is Call with another prompt: a rule's prompt template rendered
+// for one row. AI_IMAGE_EMBED ignores it.
+func (f *Function) CallPrompt(ctx context.Context, img []byte, valid bool, prompt string) (Result, error) {
 	if !valid {
 		return Result{Null: true}, nil
 	}
@@ -115,7 +125,7 @@ func (f *Function) Call(ctx context.Context, img []byte, valid bool) (Result, er
 	in := provider.Image{Data: img, MIME: format.MIME()}
 	switch f.name {
 	case Complete:
-		c, err := f.gen.GenerateText(ctx, in, f.prompt)
+		c, err := f.gen.GenerateText(ctx, in, prompt)
 		if err != nil {
 			return Result{Null: true}, f.providerErr(ctx, img, err)
 		}

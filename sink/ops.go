@@ -162,6 +162,21 @@ ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, last_key = coalesce(EXC
 		o.Rule, state, last, o.Rows, o.Fingerprint)
 }
 
+// Usage adds provider usage to a rule's and model's count of the current UTC
+// day.
+type Usage struct {
+	Rule, Model                           string
+	Calls, PromptTokens, CompletionTokens int64
+}
+
+func (o Usage) queue(b *pgx.Batch) {
+	b.Queue(`INSERT INTO pgimageai.usage AS u (rule, model, day, calls, prompt_tokens, completion_tokens)
+VALUES ($1, $2, (now() AT TIME ZONE 'UTC')::date, $3, $4, $5)
+ON CONFLICT (rule, model, day) DO UPDATE SET calls = u.calls + EXCLUDED.calls,
+  prompt_tokens = u.prompt_tokens + EXCLUDED.prompt_tokens, completion_tokens = u.completion_tokens + EXCLUDED.completion_tokens`,
+		o.Rule, o.Model, o.Calls, o.PromptTokens, o.CompletionTokens)
+}
+
 // VectorText renders v in pgvector's text form, "[0.1,0.2]".
 func VectorText(v []float32) string {
 	var sb strings.Builder

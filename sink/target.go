@@ -18,6 +18,7 @@ type ResultType uint8
 const (
 	TextResult   ResultType = iota + 1 // AI_IMAGE_COMPLETE → text
 	VectorResult                       // AI_IMAGE_EMBED → real[] or pgvector vector(n)
+	JSONResult                         // AI_IMAGE_COMPLETE with structured output → jsonb
 )
 
 // Target is one result column of a target table, keyed by the source table's
@@ -38,6 +39,8 @@ type Target struct {
 	// only ever UPDATE existing rows, and deletes, key moves and truncates
 	// are the source's own.
 	WriteBack bool
+
+	cast bool // the value is sent as text and cast to SQLType (pgvector, json)
 
 	upsert, del, move string
 }
@@ -74,10 +77,7 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 	}
 	col, ok := table.Column(column)
 	if !ok {
-		sqlType := "text"
-		if typ == VectorResult {
-			sqlType = "real[]"
-		}
+		sqlType := map[ResultType]string{TextResult: "text", VectorResult: "real[]", JSONResult: "jsonb"}[typ]
 		add := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s", table.Identifier().Sanitize(), pgx.Identifier{column}.Sanitize(), sqlType)
 		if _, err := conn.Exec(ctx, add); err != nil {
 			return nil, fmt.Errorf("add result column %s to %s: %w", column, table, err)
@@ -168,12 +168,21 @@ func (t *Target) checkColumn(c catalog.Column) error {
 			return nil
 		}
 		return fmt.Errorf("target column %s.%s is %s; AI_IMAGE_COMPLETE writes text", t.Table, pgx.Identifier{c.Name}.Sanitize(), c.Type)
+	case JSONResult:
+		switch c.Type {
+		case "jsonb", "json":
+			t.cast = true
+			return nil
+		case "text":
+			return nil
+		}
+		return fmt.Errorf("target column %s.%s is %s; AI_IMAGE_COMPLETE with response_format writes jsonb", t.Table, pgx.Identifier{c.Name}.Sanitize(), c.Type)
 	case VectorResult:
 		if c.Type == "real[]" {
 			return nil
 		}
 		if dim, ok := vectorType(c); ok {
-			t.Vector, t.Dim = true, dim
+			t.Vector, t.Dim, t.cast = true, dim, true
 			return nil
 		}
 		return fmt.Errorf("target column %s.%s is %s; AI_IMAGE_EMBED writes real[] or pgvector vector(n)", t.Table, pgx.Identifier{c.Name}.Sanitize(), c.Type)
@@ -205,7 +214,7 @@ func (t *Target) prepareSQL() {
 	}
 	n := len(t.Key) + 1
 	value := fmt.Sprintf("$%d", n)
-	if t.Vector {
+	if t.cast {
 		value = fmt.Sprintf("$%d::text::%s", n, t.SQLType)
 	}
 	// Only write when the value differs, so an unchanged result makes no

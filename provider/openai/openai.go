@@ -2,7 +2,9 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -194,6 +196,11 @@ func (p *Provider) completion(resp goopenai.ChatCompletionResponse) (provider.Co
 		}
 		return provider.Completion{}, p.badResponse("no choices with content (finish_reason %q)", choice.FinishReason)
 	}
+	if p.cfg.ResponseFormat != nil {
+		if err := checkStructured(p.cfg.ResponseFormat, text); err != nil {
+			return provider.Completion{}, p.badResponse("%v: %s", err, first(text, 200))
+		}
+	}
 	return provider.Completion{
 		Text: text,
 		Usage: provider.Usage{
@@ -201,4 +208,38 @@ func (p *Provider) completion(resp goopenai.ChatCompletionResponse) (provider.Co
 			CompletionTokens: resp.Usage.CompletionTokens,
 		},
 	}, nil
+}
+
+// checkStructured validates a structured-output answer: JSON, and an object
+// with every key the schema's top level requires.
+func checkStructured(schema json.RawMessage, text string) error {
+	var answer any
+	if err := json.Unmarshal([]byte(text), &answer); err != nil {
+		return errors.New("the answer is not valid JSON")
+	}
+	var s struct {
+		Required []string `json:"required"`
+	}
+	if json.Unmarshal(schema, &s) != nil || len(s.Required) == 0 {
+		return nil
+	}
+	obj, ok := answer.(map[string]any)
+	if !ok {
+		return errors.New("the answer is not a JSON object")
+	}
+	for _, k := range s.Required {
+		if _, ok := obj[k]; !ok {
+			return fmt.Errorf("the answer lacks the required key %q", k)
+		}
+	}
+	return nil
+}
+
+// first returns at most n characters of s.
+func first(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }

@@ -1,0 +1,99 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/magic"
+)
+
+// TestPromptTemplate: a prompt naming columns is rendered per row; editing a
+// named column alone makes exactly one new call, a named column that arrives
+// as unchanged TOAST is read from the row, and an unrelated edit costs nothing.
+func TestPromptTemplate(t *testing.T) {
+	s := newSource(t)
+	s.exec(t, "ALTER TABLE public.photos ADD COLUMN title text, ADD COLUMN views int")
+	s.exec(t, "ALTER TABLE public.photos ALTER COLUMN note SET STORAGE EXTERNAL")
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, `INSERT INTO pgimageai.rules VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision',
+'Describe {{title}} given {{ note }}', 'public.captions', 'caption')`)
+	s.start(t, s.config(t))
+	note := strings.Repeat("long-note ", 400) // 4 KB, stored out of line
+	img := pngImage(t, 1)
+	s.exec(t, "INSERT INTO public.photos (id, img, title, note) VALUES (1, $1, 'a cat', $2)", img, note)
+	s.sync(t, 30*time.Second)
+	if got := ai.Requests(); len(got) != 1 || got[0].Prompt != "Describe a cat given "+note {
+		t.Fatalf("first request prompt %q", got[0].Prompt)
+	}
+
+	s.exec(t, "UPDATE public.photos SET title = 'a dog' WHERE id = 1") // note arrives as unchanged TOAST
+	s.sync(t, 30*time.Second)
+	reqs := ai.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests after editing the named column, want 2", len(reqs))
+	}
+	if reqs[1].Prompt != "Describe a dog given "+note {
+		t.Fatalf("prompt after the edit %.60q…, want the note read from the row", reqs[1].Prompt)
+	}
+
+	s.exec(t, "UPDATE public.photos SET views = 7 WHERE id = 1")
+	s.sync(t, 30*time.Second)
+	if n := ai.Count(); n != 2 {
+		t.Fatalf("an edit of an unnamed column made a call (%d requests)", n)
+	}
+	assertCaption(t, s, 1, captionOf(magic.DataURL(magic.PNG, img)))
+}
+
+// TestStructuredOutputAndUsage: with response_format the answers go to a jsonb
+// column, an answer that is not JSON is a bad_response with its first 200
+// characters, and pgimageai.usage holds the answered calls and their tokens.
+func TestStructuredOutputAndUsage(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	bad := pngImage(t, 3)
+	ai.Set(0, func(r aiRequest) (int, string) {
+		if r.DataURL == magic.DataURL(magic.PNG, bad) {
+			return http.StatusOK, "Sure! Here is a description: " + strings.Repeat("blah ", 80)
+		}
+		return http.StatusOK, fmt.Sprintf(`{"label": %q, "count": 1}`, tail(r.DataURL, 8))
+	})
+	s.model(t, "vision", ai, `{"response_format": {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}}`)
+	s.rule(t, "tags", "vision", "public.tags", "tags")
+	s.start(t, s.config(t))
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, $2), (3, $3)", pngImage(t, 1), pngImage(t, 2), bad)
+	s.sync(t, 30*time.Second)
+
+	var typ string
+	s.conn.QueryRow(context.Background(), `SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'public.tags'::regclass AND attname = 'tags'`).Scan(&typ)
+	if typ != "jsonb" {
+		t.Fatalf("created column type %q, want jsonb", typ)
+	}
+	var label string
+	if err := s.conn.QueryRow(context.Background(), "SELECT tags->>'label' FROM public.tags WHERE id = 2").Scan(&label); err != nil ||
+		label != tail(magic.DataURL(magic.PNG, pngImage(t, 2)), 8) {
+		t.Fatalf("jsonb result label %q (%v)", label, err)
+	}
+	var reason, detail string
+	if err := s.conn.QueryRow(context.Background(), `SELECT reason, detail FROM pgimageai.errors WHERE source_key = '{"id": 3}'`).Scan(&reason, &detail); err != nil {
+		t.Fatal(err)
+	}
+	if reason != "bad_response" || !strings.Contains(detail, "not valid JSON: Sure! Here is a description") || strings.Count(detail, "blah") > 40 {
+		t.Fatalf("errors row %s: %s", reason, detail)
+	}
+
+	// Usage: the fake answers report 11 prompt and 5 completion tokens each;
+	// the two usable answers count.
+	var calls, pt, ct int
+	if err := s.conn.QueryRow(context.Background(), `SELECT calls, prompt_tokens, completion_tokens FROM pgimageai.usage
+WHERE rule = 'tags' AND model = 'vision' AND day = (now() AT TIME ZONE 'UTC')::date`).Scan(&calls, &pt, &ct); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || pt != 22 || ct != 10 {
+		t.Fatalf("usage %d calls, %d prompt, %d completion tokens; want 2, 22, 10", calls, pt, ct)
+	}
+}
