@@ -21,6 +21,7 @@ type statusReport struct {
 	Rules      []ruleStatus
 	Backfills  []backfill
 	OpenErrors []errorCount // ordered by rule, then reason
+	Usage      []usageRow   // the last usageDays UTC days, newest first
 }
 
 // slotStatus is the replication slot on the source and the WAL position it
@@ -130,6 +131,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 		return r, err
 	}
 	if r.OpenErrors, err = countOpenErrors(ctx, target); err != nil {
+		return r, err
+	}
+	if r.Usage, err = readUsage(ctx, target); err != nil {
 		return r, err
 	}
 	return r, nil

@@ -25,6 +25,8 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 	writeBackfillsTable(&buf, r.Backfills)
 	buf.WriteByte('\n')
 	writeErrorCountsTable(&buf, r.OpenErrors)
+	buf.WriteByte('\n')
+	writeUsageTable(&buf, r.Usage)
 	_, err := w.Write(buf.Bytes())
 	return err
 }
@@ -172,6 +174,7 @@ type (
 		Rules      []ruleJSON      `json:"rules"`
 		Backfills  []backfillJSON  `json:"backfills"`
 		OpenErrors openErrorsJSON  `json:"open_errors"`
+		Usage      []usageJSON     `json:"usage"`
 	}
 	slotJSON struct {
 		Name               string `json:"name"`
@@ -223,6 +226,7 @@ func statusDocument(r statusReport) statusJSON {
 		Slot:      slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
 		Rules:     []ruleJSON{},
 		Backfills: []backfillJSON{},
+		Usage:     usageDocument(r.Usage),
 		OpenErrors: openErrorsJSON{
 			ByReason: map[functions.Reason]int64{},
 			ByRule:   map[string]map[functions.Reason]int64{},

@@ -13,7 +13,7 @@ func TestWriteStatusTable(t *testing.T) {
 	lost := sampleStatus()
 	lost.Slot.Active, lost.Slot.ActivePID, lost.Slot.WALStatus, lost.Slot.InvalidationReason = false, 0, "lost", "wal_removed"
 	lost.Slot.CurrentLSN = lost.Slot.ConfirmedFlushLSN
-	lost.Checkpoint, lost.Rules, lost.Backfills, lost.OpenErrors = nil, nil, nil, nil
+	lost.Checkpoint, lost.Rules, lost.Backfills, lost.OpenErrors, lost.Usage = nil, nil, nil, nil, nil
 
 	tests := []struct {
 		name string
@@ -54,6 +54,10 @@ Open errors: 8 (list them with pgimageai errors)
   caption  provider_error  3
   embed    invalid_rule    1
   old      empty_image     2
+
+Usage (last 7 days, UTC)
+  DAY         RULE     MODEL  CALLS  PROMPT_TOKENS  COMPLETION_TOKENS
+  2025-03-01  caption  gpt    118    101480         4130
 `},
 		{"slot missing", statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}}, `Slot
   name        pgimageai
@@ -65,6 +69,8 @@ Rules: none (insert rows into pgimageai.rules)
 Backfills: none
 
 Open errors: none
+
+Usage (last 7 days, UTC): none
 `},
 		{"slot lost", lost, `Slot
   name                 pgimageai
@@ -84,6 +90,8 @@ Rules: none (insert rows into pgimageai.rules)
 Backfills: none
 
 Open errors: none
+
+Usage (last 7 days, UTC): none
 `},
 	}
 	for _, tc := range tests {

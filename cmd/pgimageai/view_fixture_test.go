@@ -43,6 +43,9 @@ func sampleStatus() statusReport {
 			{Rule: "embed", Reason: "invalid_rule", Count: 1},
 			{Rule: "old", Reason: "empty_image", Count: 2},
 		},
+		Usage: []usageRow{
+			{Rule: "caption", Model: "gpt", Day: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), Calls: 118, PromptTokens: 101480, CompletionTokens: 4130},
+		},
 	}
 }
 
