@@ -47,6 +47,18 @@ func TestPromptTemplate(t *testing.T) {
 		t.Fatalf("an edit of an unnamed column made a call (%d requests)", n)
 	}
 	assertCaption(t, s, 1, captionOf(magic.DataURL(magic.PNG, img)))
+
+	// A TOASTed image whose row gets a new title: the image is read from
+	// the row for the one new call.
+	s.exec(t, "ALTER TABLE public.photos ALTER COLUMN img SET STORAGE EXTERNAL")
+	big := append(pngImage(t, 2), randomBytes(t, 64<<10)...)
+	s.exec(t, "INSERT INTO public.photos (id, img, title, note) VALUES (2, $1, 'a fox', 'short')", big)
+	s.exec(t, "UPDATE public.photos SET title = 'a wolf' WHERE id = 2")
+	s.sync(t, 30*time.Second)
+	reqs = ai.Requests()
+	if len(reqs) != 4 || reqs[3].Prompt != "Describe a wolf given short" || reqs[3].DataURL != magic.DataURL(magic.PNG, big) {
+		t.Fatalf("%d requests; last prompt %q", len(reqs), reqs[len(reqs)-1].Prompt)
+	}
 }
 
 // TestStructuredOutputAndUsage: with response_format the answers go to a jsonb
