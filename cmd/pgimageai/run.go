@@ -8,8 +8,13 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/cohere"
+	"github.com/pgimageai/pgimageai/provider/jina"
+	"github.com/pgimageai/pgimageai/provider/llamacpp"
 	"github.com/pgimageai/pgimageai/provider/local"
 	"github.com/pgimageai/pgimageai/provider/openai"
+	"github.com/pgimageai/pgimageai/provider/vllm"
+	"github.com/pgimageai/pgimageai/provider/voyage"
 )
 
 // registry returns the providers this binary knows.
@@ -17,6 +22,11 @@ func registry() *provider.Registry {
 	r := provider.NewRegistry()
 	r.Register("openai", openai.Factory)
 	r.Register("local", local.Factory)
+	r.Register("vllm", vllm.Factory)
+	r.Register("llamacpp", llamacpp.Factory)
+	r.Register("voyage", voyage.Factory)
+	r.Register("cohere", cohere.Factory)
+	r.Register("jina", jina.Factory)
 	return r
 }
 

@@ -82,6 +82,9 @@ func TestRequestJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newFakeServer(t)
+			if strings.Contains(tt.options, "response_format") { // structured output wants a JSON answer
+				srv = newFakeServer(t, answer{status: 200, body: strings.Replace(okBody, `"a red square"`, `"{\"label\":\"red square\"}"`, 1)})
+			}
 			m := testModel(srv.URL+tt.basePath, tt.options)
 			m.APIKeyEnv = tt.keyEnv
 			p, _ := newTestProvider(t, m, env)
@@ -91,6 +94,9 @@ func TestRequestJSON(t *testing.T) {
 				t.Fatalf("GenerateText: %v", err)
 			}
 			want := provider.Completion{Text: "a red square", Usage: provider.Usage{PromptTokens: 12, CompletionTokens: 3}}
+			if strings.Contains(tt.options, "response_format") {
+				want.Text = `{"label":"red square"}`
+			}
 			if got != want {
 				t.Errorf("completion = %+v, want %+v", got, want)
 			}

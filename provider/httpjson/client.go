@@ -1,0 +1,148 @@
+package httpjson
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// MaxAnswerBytes bounds a response body: a batch of 2048 vectors of 4096
+// dimensions as JSON text stays well below it.
+const MaxAnswerBytes = 512 << 20
+
+// Client posts JSON requests to one service. It is safe for concurrent use;
+// its requests are bounded by the limiter built from the model's options.
+type Client struct {
+	// Retrier is the retry policy (max_retries). Tests may replace its Sleep
+	// before the first call; it must not change afterwards.
+	Retrier provider.Retrier
+
+	http    *http.Client
+	key     string // "" = no Authorization header
+	header  http.Header
+	timeout time.Duration
+	limiter *provider.Limiter
+}
+
+// New returns a client for a model with options o (defaults applied, see
+// provider.Options.WithDefaults) and API key key ("" = none). header holds
+// extra request headers (may be nil).
+func New(o provider.Options, key string, header http.Header) *Client {
+	o = o.WithDefaults()
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = o.MaxConcurrency // keep connections of concurrent requests alive
+	return &Client{
+		Retrier: provider.Retrier{MaxRetries: *o.MaxRetries},
+		http:    &http.Client{Transport: transport},
+		key:     key,
+		header:  header.Clone(),
+		timeout: time.Duration(o.Timeout),
+		limiter: provider.NewLimiter(o.MaxConcurrency, o.RequestsPerMinute),
+	}
+}
+
+// Post sends body, encoded once as JSON, to url and decodes a 2xx answer into
+// out, retrying per c.Retrier. Each attempt waits for a limiter slot and has
+// the model's timeout. Every error is a *provider.Error (see the package
+// documentation); an error when ctx ends wraps ctx.Err().
+func (c *Client) Post(ctx context.Context, url string, body, out any) error {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return c.errorf(provider.Permanent, "encode request: %v", err)
+	}
+	return c.Retrier.Do(ctx, func(ctx context.Context) error {
+		return c.attempt(ctx, url, payload, out)
+	})
+}
+
+// attempt makes one request and classifies its outcome.
+func (c *Client) attempt(ctx context.Context, url string, payload []byte, out any) error {
+	release, err := c.limiter.Acquire(ctx)
+	if err != nil {
+		return c.stopped(err)
+	}
+	defer release()
+
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		return c.wrap(&provider.Error{Kind: provider.Permanent, Message: "invalid request: " + err.Error(), Err: err})
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.ioError(ctx, actx, "request failed", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+	if err != nil {
+		return c.ioError(ctx, actx, "reading the answer failed", err)
+	}
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg := BodyMessage(raw)
+		if msg == "" {
+			msg = http.StatusText(resp.StatusCode)
+		}
+		return c.wrap(&provider.Error{
+			Kind:       provider.StatusKind(resp.StatusCode),
+			Status:     resp.StatusCode,
+			Message:    msg,
+			RetryAfter: ParseRetryAfter(resp.Header, time.Now()),
+		})
+	}
+	if len(raw) > MaxAnswerBytes {
+		return c.errorf(provider.BadResponse, "invalid response: answer larger than %d bytes", MaxAnswerBytes)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return c.wrap(&provider.Error{Kind: provider.BadResponse,
+			Message: fmt.Sprintf("invalid response: %v: %s", err, truncate(collapse(raw), 200)), Err: err})
+	}
+	return nil
+}
+
+// ioError classifies a failed round trip or body read: the caller's ctx
+// ended (wrapping its error), the attempt's own timeout, or an I/O error;
+// all are Transient.
+func (c *Client) ioError(ctx, attempt context.Context, what string, err error) *provider.Error {
+	switch {
+	case ctx.Err() != nil:
+		return c.stopped(ctx.Err())
+	case attempt.Err() != nil:
+		// Not wrapping context.DeadlineExceeded: callers test errors.Is on it
+		// to learn that their own context ended, which is not the case here.
+		return c.wrap(&provider.Error{Kind: provider.Transient,
+			Message: fmt.Sprintf("no answer within the timeout of %s", c.timeout)})
+	}
+	return c.wrap(&provider.Error{Kind: provider.Transient, Message: what + ": " + err.Error(), Err: err})
+}
+
+// stopped is the error of an attempt that ended because ctx did.
+func (c *Client) stopped(err error) *provider.Error {
+	return c.wrap(&provider.Error{Kind: provider.Transient, Message: err.Error(), Err: err})
+}
+
+// BadResponse is the error of a 2xx answer without usable vectors. Its
+// message may quote the answer, so it is scrubbed like any other.
+func (c *Client) BadResponse(format string, args ...any) *provider.Error {
+	return c.errorf(provider.BadResponse, format, args...)
+}
+
+func (c *Client) errorf(k provider.Kind, format string, args ...any) *provider.Error {
+	return c.wrap(provider.Errorf(k, format, args...))
+}

@@ -1,0 +1,62 @@
+package httpjson
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// BaseURL returns models.base_url, or def when it is empty (def "" makes
+// base_url required), once it is an absolute http or https URL without query
+// or fragment, with any trailing slash removed so that paths can be appended
+// as strings. Error messages show the URL with any password redacted.
+func BaseURL(raw, def string) (string, error) {
+	if raw == "" {
+		if def == "" {
+			return "", errors.New("base_url: required for this provider (e.g. http://localhost:8000/v1)")
+		}
+		raw = def
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return "", fmt.Errorf("base_url: not a valid URL: %v", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("base_url %q: scheme must be http or https, got %q", u.Redacted(), u.Scheme)
+	case u.Host == "":
+		return "", fmt.Errorf("base_url %q: no host", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", fmt.Errorf("base_url %q: must not have a query or fragment", u.Redacted())
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+// APIKey reads the key from the environment variable named by api_key_env.
+// No variable named means no key (a local server); a variable named but unset
+// or empty is an error, since every request would then fail with 401. A nil
+// env means os.LookupEnv.
+func APIKey(name string, env provider.Env) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	if env == nil {
+		env = os.LookupEnv
+	}
+	key, ok := env(name)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("api_key_env: environment variable %s is not set", name)
+	case key == "":
+		return "", fmt.Errorf("api_key_env: environment variable %s is empty", name)
+	}
+	return key, nil
+}

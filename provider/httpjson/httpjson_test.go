@@ -1,0 +1,79 @@
+package httpjson
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBaseURL(t *testing.T) {
+	tests := []struct {
+		name, raw, def, want, wantErr string
+	}{
+		{name: "default", def: "https://api.example.com/v1", want: "https://api.example.com/v1"},
+		{name: "required", wantErr: "required"},
+		{name: "trailing slash", raw: "http://h:8000/v1/", want: "http://h:8000/v1"},
+		{name: "scheme", raw: "ftp://h/v1", wantErr: "scheme"},
+		{name: "no host", raw: "http:///v1", wantErr: "no host"},
+		{name: "query", raw: "http://h/v1?x=1", wantErr: "query"},
+		{name: "password redacted", raw: "ftp://u:pw-123@h", wantErr: "xxxxx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := BaseURL(tt.raw, tt.def)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "pw-123") {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("BaseURL = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		h    map[string]string
+		want time.Duration
+	}{
+		{"none", nil, 0},
+		{"seconds", map[string]string{"Retry-After": "3"}, 3 * time.Second},
+		{"ms wins", map[string]string{"Retry-After": "3", "Retry-After-Ms": "250"}, 250 * time.Millisecond},
+		{"date", map[string]string{"Retry-After": now.Add(5 * time.Second).Format(http.TimeFormat)}, 5 * time.Second},
+		{"negative", map[string]string{"Retry-After": "-1"}, 0},
+		{"garbage", map[string]string{"Retry-After": "soon"}, 0},
+		{"huge capped", map[string]string{"Retry-After": "1e12"}, 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		for k, v := range tt.h {
+			h.Set(k, v)
+		}
+		if got := ParseRetryAfter(h, now); got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestBodyMessage(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{`{"error":{"message":"bad image","type":"invalid_request_error"}}`, "bad image"},
+		{`{"error":"model not found"}`, "model not found"},
+		{`{"id":"x","message":"invalid api token"}`, "invalid api token"},
+		{`{"detail":"Rate limit exceeded"}`, "Rate limit exceeded"},
+		{`{"detail":[{"loc":["body","input"],"msg":"field required"}]}`, `[{"loc":["body","input"],"msg":"field required"}]`},
+		{"<html>\n <b>Bad Gateway</b>\n</html>", "<html> <b>Bad Gateway</b> </html>"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := BodyMessage([]byte(tt.body)); got != tt.want {
+			t.Errorf("BodyMessage(%s) = %q, want %q", tt.body, got, tt.want)
+		}
+	}
+}

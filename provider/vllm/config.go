@@ -1,0 +1,44 @@
+package vllm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// Config is models.options for the vllm provider: the shared keys of
+// provider.Options plus dimensions. Unknown keys are an error, so that a
+// misspelt option never goes unnoticed.
+type Config struct {
+	provider.Options
+
+	// Dimensions, when set, is the length every returned vector must have;
+	// another length is a bad_response. 0 = not checked.
+	Dimensions int `json:"dimensions,omitempty"`
+}
+
+// Validate reports the first invalid option.
+func (c Config) Validate() error {
+	if err := c.Options.Validate(); err != nil {
+		return err
+	}
+	if c.Dimensions < 0 {
+		return fmt.Errorf("option dimensions: must be >= 1, got %d", c.Dimensions)
+	}
+	return nil
+}
+
+// ParseConfig decodes models.options strictly (an unknown key is an error
+// naming it), validates it and applies the shared defaults.
+func ParseConfig(raw json.RawMessage) (Config, error) {
+	var c Config
+	if err := provider.DecodeStrict(raw, &c); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	c.Options = c.Options.WithDefaults()
+	return c, nil
+}

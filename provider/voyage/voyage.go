@@ -1,0 +1,104 @@
+package voyage
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/batch"
+	"github.com/pgimageai/pgimageai/provider/httpjson"
+)
+
+// Provider is the voyage provider of one pgimageai.models row. It
+// implements provider.Embedder and is safe for concurrent use: concurrent
+// EmbedImage calls are batched, and requests are bounded by the model's
+// max_concurrency and requests_per_minute.
+type Provider struct {
+	model   string
+	cfg     Config
+	url     string // {base_url}/multimodalembeddings
+	client  *httpjson.Client
+	batcher *batch.Batcher[string, provider.Embedding]
+}
+
+var _ provider.Embedder = (*Provider)(nil)
+
+// New builds the provider of model row m: base_url (default DefaultBaseURL; http or https),
+// options (decoded strictly, validated, defaulted) and the API key from the
+// environment variable m.APIKeyEnv names (none named = no Authorization
+// header). A nil env means os.LookupEnv.
+func New(m provider.Model, env provider.Env) (*Provider, error) {
+	if strings.TrimSpace(m.Model) == "" {
+		return nil, errors.New("model: the provider's model id is empty")
+	}
+	cfg, err := ParseConfig(m.Options)
+	if err != nil {
+		return nil, err
+	}
+	base, err := httpjson.BaseURL(m.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, err
+	}
+	key, err := httpjson.APIKey(m.APIKeyEnv, env)
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{
+		model:  m.Model,
+		cfg:    cfg,
+		url:    base + "/multimodalembeddings",
+		client: httpjson.New(cfg.Options, key, nil),
+	}
+	p.batcher = batch.New(cfg.BatchSize, time.Duration(cfg.BatchWait), p.send)
+	return p, nil
+}
+
+// Factory is New as a provider.Factory, for Registry.Register("voyage", voyage.Factory).
+func Factory(m provider.Model, env provider.Env) (provider.Provider, error) {
+	p, err := New(m, env)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return p, nil
+}
+
+// Options returns the model's shared options, defaults applied.
+func (p *Provider) Options() provider.Options { return p.cfg.Options }
+
+// EmbedImage returns img's vector, sent in a batch with the images of
+// concurrent calls, and its share of the request's total_tokens. Every error
+// is a *provider.Error.
+func (p *Provider) EmbedImage(ctx context.Context, img provider.Image) (provider.Embedding, error) {
+	f, ok := magic.ParseMIME(img.MIME)
+	if !ok {
+		return provider.Embedding{}, provider.Errorf(provider.Permanent,
+			"image type %q is not one of image/png, image/jpeg, image/gif, image/webp", img.MIME)
+	}
+	if len(img.Data) == 0 {
+		return provider.Embedding{}, provider.Errorf(provider.Permanent, "image is empty")
+	}
+	return p.batcher.Do(ctx, magic.DataURL(f, img.Data))
+}
+
+// send makes one request for a batch of data URLs.
+func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embedding, error) {
+	var a answer
+	if err := p.client.Post(ctx, p.url, newRequest(p.model, dataURLs), &a); err != nil {
+		return nil, err
+	}
+	vecs, err := httpjson.ByIndex(a.Data, len(dataURLs))
+	if err == nil {
+		err = httpjson.CheckDimensions(vecs, p.cfg.Dimensions)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]provider.Embedding, len(vecs))
+	for i, v := range vecs {
+		out[i] = provider.Embedding{Vector: v, Usage: provider.Usage{PromptTokens: batch.Share(a.Usage.TotalTokens, len(vecs), i)}}
+	}
+	return out, nil
+}
