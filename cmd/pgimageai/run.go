@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
@@ -37,6 +38,11 @@ const memoryHeadroom = 96 << 20
 
 // runBridge streams until ctx ends (SIGINT/SIGTERM), then stops gracefully.
 func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
+	if c.MetricsAddr != "" {
+		// Refused rather than ignored: a user who asks for metrics must not
+		// believe they are served.
+		return fmt.Errorf("%w: --metrics-addr / PGIMAGEAI_METRICS_ADDR: the metrics endpoint is not available in this version", errUsage)
+	}
 	// The byte budget bounds live image bytes; a soft memory limit keeps the
 	// garbage collector from letting the heap grow to twice that. An explicit
 	// GOMEMLIMIT wins.
