@@ -10,6 +10,18 @@ import (
 // options, key variable) and returns a clear error when the row is unusable.
 type Factory func(m Model, env Env) (Provider, error)
 
+// FactoryOf adapts a provider package's New to a Factory, taking care that a
+// failed New yields a nil interface rather than a typed nil.
+func FactoryOf[P Provider](newFn func(Model, Env) (P, error)) Factory {
+	return func(m Model, env Env) (Provider, error) {
+		p, err := newFn(m, env)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
 // Registry maps provider names ("openai", "local", ...) to factories. It is
 // filled explicitly by main, never from init, and is safe for concurrent use.
 type Registry struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -59,4 +60,41 @@ func APIKey(name string, env provider.Env) (string, error) {
 		return "", fmt.Errorf("api_key_env: environment variable %s is empty", name)
 	}
 	return key, nil
+}
+
+// Endpoint holds what every HTTP provider takes from its model row: the
+// provider's model id, the base URL (def when the row has none; "" makes it
+// required) and the API key from the environment variable the row names.
+type Endpoint struct {
+	Model, BaseURL, Key string
+}
+
+// NewEndpoint validates those parts of model row m.
+func NewEndpoint(m provider.Model, env provider.Env, def string) (Endpoint, error) {
+	if strings.TrimSpace(m.Model) == "" {
+		return Endpoint{}, errors.New("model: the provider's model id is empty")
+	}
+	base, err := BaseURL(m.BaseURL, def)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	key, err := APIKey(m.APIKeyEnv, env)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return Endpoint{Model: m.Model, BaseURL: base, Key: key}, nil
+}
+
+// CheckImage returns img's format, refusing an unknown media type or empty
+// data before anything is sent.
+func CheckImage(img provider.Image) (magic.Format, error) {
+	f, ok := magic.ParseMIME(img.MIME)
+	if !ok {
+		return 0, provider.Errorf(provider.Permanent,
+			"image type %q is not one of image/png, image/jpeg, image/gif, image/webp", img.MIME)
+	}
+	if len(img.Data) == 0 {
+		return 0, provider.Errorf(provider.Permanent, "image is empty")
+	}
+	return f, nil
 }

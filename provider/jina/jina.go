@@ -3,11 +3,8 @@ package jina
 import (
 	"context"
 	"encoding/base64"
-	"errors"
-	"strings"
 	"time"
 
-	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/batch"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
@@ -32,39 +29,26 @@ var _ provider.Embedder = (*Provider)(nil)
 // environment variable m.APIKeyEnv names (none named = no Authorization
 // header). A nil env means os.LookupEnv.
 func New(m provider.Model, env provider.Env) (*Provider, error) {
-	if strings.TrimSpace(m.Model) == "" {
-		return nil, errors.New("model: the provider's model id is empty")
+	ep, err := httpjson.NewEndpoint(m, env, DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := ParseConfig(m.Options)
-	if err != nil {
-		return nil, err
-	}
-	base, err := httpjson.BaseURL(m.BaseURL, DefaultBaseURL)
-	if err != nil {
-		return nil, err
-	}
-	key, err := httpjson.APIKey(m.APIKeyEnv, env)
 	if err != nil {
 		return nil, err
 	}
 	p := &Provider{
 		model:  m.Model,
 		cfg:    cfg,
-		url:    base + "/embeddings",
-		client: httpjson.New(cfg.Options, key, nil),
+		url:    ep.BaseURL + "/embeddings",
+		client: httpjson.New(cfg.Options, ep.Key, nil),
 	}
 	p.batcher = batch.New(cfg.BatchSize, time.Duration(cfg.BatchWait), p.send)
 	return p, nil
 }
 
 // Factory is New as a provider.Factory, for Registry.Register("jina", jina.Factory).
-func Factory(m provider.Model, env provider.Env) (provider.Provider, error) {
-	p, err := New(m, env)
-	if err != nil {
-		return nil, err // not a typed nil inside the interface
-	}
-	return p, nil
-}
+var Factory = provider.FactoryOf(New)
 
 // Options returns the model's shared options, defaults applied.
 func (p *Provider) Options() provider.Options { return p.cfg.Options }
@@ -73,12 +57,8 @@ func (p *Provider) Options() provider.Options { return p.cfg.Options }
 // concurrent calls, and its share of the request's prompt tokens. Every error
 // is a *provider.Error.
 func (p *Provider) EmbedImage(ctx context.Context, img provider.Image) (provider.Embedding, error) {
-	if _, ok := magic.ParseMIME(img.MIME); !ok {
-		return provider.Embedding{}, provider.Errorf(provider.Permanent,
-			"image type %q is not one of image/png, image/jpeg, image/gif, image/webp", img.MIME)
-	}
-	if len(img.Data) == 0 {
-		return provider.Embedding{}, provider.Errorf(provider.Permanent, "image is empty")
+	if _, err := httpjson.CheckImage(img); err != nil {
+		return provider.Embedding{}, err
 	}
 	return p.batcher.Do(ctx, base64.StdEncoding.EncodeToString(img.Data))
 }

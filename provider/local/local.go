@@ -40,13 +40,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 }
 
 // Factory is New as a provider.Factory, for Registry.Register("local", local.Factory).
-func Factory(m provider.Model, env provider.Env) (provider.Provider, error) {
-	p, err := New(m, env)
-	if err != nil {
-		return nil, err // not a typed nil inside the interface
-	}
-	return p, nil
-}
+var Factory = provider.FactoryOf(New)
 
 // Options returns the model's shared options, defaults applied.
 func (p *Provider) Options() provider.Options { return p.cfg.Options }

@@ -69,13 +69,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 }
 
 // Factory is New as a provider.Factory, for Registry.Register("openai", openai.Factory).
-func Factory(m provider.Model, env provider.Env) (provider.Provider, error) {
-	p, err := New(m, env)
-	if err != nil {
-		return nil, err // not a typed nil inside the interface
-	}
-	return p, nil
-}
+var Factory = provider.FactoryOf(New)
 
 // Options returns the model's shared options, defaults applied
 // (max_image_bytes, formats, ...), for the checks made before a call.
