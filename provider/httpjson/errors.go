@@ -23,22 +23,27 @@ func (c *Client) wrap(e *provider.Error) *provider.Error {
 	return e
 }
 
-// Scrub removes the API key from s. A gateway may echo request headers in
-// its error body, so every message taken from outside passes here.
-func (c *Client) Scrub(s string) string {
-	if c.key == "" {
+// Scrub removes the API key from s.
+func (c *Client) Scrub(s string) string { return Redact(s, c.key) }
+
+func (c *Client) scrubErr(err error) error { return RedactErr(err, c.key) }
+
+// Redact removes key from s. A gateway may echo request headers in its error
+// body, so every message taken from outside passes here.
+func Redact(s, key string) string {
+	if key == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, c.key, redacted)
+	return strings.ReplaceAll(s, key, redacted)
 }
 
-// scrubErr returns err, or a plain error with err's scrubbed text when that
-// text contains the key, so that not even the unwrapped chain leaks it.
-func (c *Client) scrubErr(err error) error {
-	if err == nil || c.key == "" || !strings.Contains(err.Error(), c.key) {
+// RedactErr returns err, or a plain error with err's redacted text when that
+// text contains key, so that not even the unwrapped chain leaks it.
+func RedactErr(err error, key string) error {
+	if err == nil || key == "" || !strings.Contains(err.Error(), key) {
 		return err
 	}
-	return errors.New(c.Scrub(err.Error()))
+	return errors.New(Redact(err.Error(), key))
 }
 
 // BodyMessage extracts the message of an error answer: OpenAI's, llama.cpp's

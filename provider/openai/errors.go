@@ -2,16 +2,15 @@ package openai
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"unicode/utf8"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
 // maxMessage bounds an error message taken from a response, which may be a
@@ -42,7 +41,7 @@ func (p *Provider) classify(ctx, attempt context.Context, ex *exchange, err erro
 	case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
 		e.Status = reqErr.HTTPStatusCode
 		e.Kind = provider.StatusKind(e.Status)
-		e.Message = bodyMessage(reqErr.Body)
+		e.Message = httpjson.BodyMessage(reqErr.Body)
 		e.RetryAfter = ex.retryAfter
 		e.Err = err
 	case ctx.Err() != nil:
@@ -83,56 +82,10 @@ func (p *Provider) badResponse(format string, args ...any) *provider.Error {
 	return e
 }
 
-// redacted replaces the API key wherever it appears.
-const redacted = "[REDACTED]"
+// scrub removes the API key from s (httpjson.Redact).
+func (p *Provider) scrub(s string) string { return httpjson.Redact(s, p.key) }
 
-// scrub removes the API key from s. A gateway may echo request headers in
-// its error body, so every message taken from outside passes here.
-func (p *Provider) scrub(s string) string {
-	if p.key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, p.key, redacted)
-}
-
-// scrubErr returns err, or a plain error with err's scrubbed text when that
-// text contains the key, so that not even the unwrapped chain leaks it.
-func (p *Provider) scrubErr(err error) error {
-	if err == nil || p.key == "" || !strings.Contains(err.Error(), p.key) {
-		return err
-	}
-	return errors.New(p.scrub(err.Error()))
-}
-
-// bodyMessage extracts a message from an error body that go-openai could not
-// decode as {"error":{"message":…}}: Ollama's {"error":"…"}, {"message":"…"},
-// FastAPI's {"detail":"…"}, or else the text itself, whitespace collapsed.
-func bodyMessage(body []byte) string {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  json.RawMessage `json:"detail"`
-	}
-	if json.Unmarshal(body, &v) == nil {
-		var s string
-		var obj struct {
-			Message string `json:"message"`
-		}
-		switch {
-		case json.Unmarshal(v.Error, &s) == nil && s != "":
-			return s
-		case json.Unmarshal(v.Error, &obj) == nil && obj.Message != "":
-			return obj.Message
-		case v.Message != "":
-			return v.Message
-		case json.Unmarshal(v.Detail, &s) == nil && s != "":
-			return s
-		case len(v.Detail) > 0:
-			return string(v.Detail)
-		}
-	}
-	return strings.Join(strings.Fields(string(body)), " ")
-}
+func (p *Provider) scrubErr(err error) error { return httpjson.RedactErr(err, p.key) }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
 // userMsg is the expected user message: the text part first, then the image.
@@ -241,7 +242,7 @@ func TestBodyMessage(t *testing.T) {
 		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := bodyMessage([]byte(tt.body)); got != tt.want {
+		if got := httpjson.BodyMessage([]byte(tt.body)); got != tt.want {
 			t.Errorf("bodyMessage(%q) = %q, want %q", tt.body, got, tt.want)
 		}
 	}
