@@ -2,7 +2,6 @@ package cohere
 
 import (
 	"context"
-	"time"
 
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
@@ -10,16 +9,12 @@ import (
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
-// Provider is the cohere provider of one pgimageai.models row. It
-// implements provider.Embedder and is safe for concurrent use: concurrent
-// EmbedImage calls are batched, and requests are bounded by the model's
-// max_concurrency and requests_per_minute.
+// Provider is the cohere provider of one pgimageai.models row: the shared
+// batching embedder (httpjson.Batched) with the cohere request and answer.
+// It is safe for concurrent use.
 type Provider struct {
-	model   string
-	cfg     Config
-	url     string // {base_url}/v2/embed
-	client  *httpjson.Client
-	batcher *batch.Batcher[string, provider.Embedding]
+	*httpjson.Batched
+	cfg Config
 }
 
 var _ provider.Embedder = (*Provider)(nil)
@@ -37,37 +32,18 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{
-		model:  m.Model,
-		cfg:    cfg,
-		url:    ep.BaseURL + "/v2/embed",
-		client: httpjson.New(cfg.Options, ep.Key, nil),
-	}
-	p.batcher = batch.New(cfg.BatchSize, time.Duration(cfg.BatchWait), p.send)
+	p := &Provider{cfg: cfg}
+	p.Batched = httpjson.NewBatched(ep, "/v2/embed", cfg.Options, cfg.Config, magic.DataURL, p.send)
 	return p, nil
 }
 
 // Factory is New as a provider.Factory, for Registry.Register("cohere", cohere.Factory).
 var Factory = provider.FactoryOf(New)
 
-// Options returns the model's shared options, defaults applied.
-func (p *Provider) Options() provider.Options { return p.cfg.Options }
-
-// EmbedImage returns img's vector, sent in a batch with the images of
-// concurrent calls, and its share of the request's billed input tokens. Every error
-// is a *provider.Error.
-func (p *Provider) EmbedImage(ctx context.Context, img provider.Image) (provider.Embedding, error) {
-	f, err := httpjson.CheckImage(img)
-	if err != nil {
-		return provider.Embedding{}, err
-	}
-	return p.batcher.Do(ctx, magic.DataURL(f, img.Data))
-}
-
 // send makes one request for a batch of data URLs.
 func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embedding, error) {
 	var a answer
-	if err := p.client.Post(ctx, p.url, newRequest(p.model, p.cfg, dataURLs), &a); err != nil {
+	if err := p.Client.Post(ctx, p.URL, newRequest(p.Model, p.cfg, dataURLs), &a); err != nil {
 		return nil, err
 	}
 	vecs, err := a.vectors(len(dataURLs))

@@ -25,7 +25,7 @@ var spec = fakeapi.Spec{
 		if err != nil {
 			return nil, err
 		}
-		p.client.Retrier.Sleep = sleep
+		p.Client.Retrier.Sleep = sleep
 		return p, nil
 	},
 	Suffix: "",
@@ -107,7 +107,7 @@ func TestRequestAndAnswer(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	p, err := New(provider.Model{Model: "embed-v4.0"}, nil)
-	if err != nil || p.url != "https://api.cohere.com/v2/embed" || p.cfg.BatchSize != DefaultBatchSize || p.cfg.InputType != "search_document" {
+	if err != nil || p.URL != "https://api.cohere.com/v2/embed" || p.cfg.BatchSize != DefaultBatchSize || p.cfg.InputType != "search_document" {
 		t.Fatalf("New = %+v, %v", p, err)
 	}
 	if _, err := ParseConfig(json.RawMessage(`{"input_type":"query"}`)); err == nil {

@@ -3,23 +3,19 @@ package jina
 import (
 	"context"
 	"encoding/base64"
-	"time"
 
+	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/batch"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
-// Provider is the jina provider of one pgimageai.models row. It
-// implements provider.Embedder and is safe for concurrent use: concurrent
-// EmbedImage calls are batched, and requests are bounded by the model's
-// max_concurrency and requests_per_minute.
+// Provider is the jina provider of one pgimageai.models row: the shared
+// batching embedder (httpjson.Batched) with the jina request and answer.
+// It is safe for concurrent use.
 type Provider struct {
-	model   string
-	cfg     Config
-	url     string // {base_url}/embeddings
-	client  *httpjson.Client
-	batcher *batch.Batcher[string, provider.Embedding]
+	*httpjson.Batched
+	cfg Config
 }
 
 var _ provider.Embedder = (*Provider)(nil)
@@ -37,36 +33,18 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{
-		model:  m.Model,
-		cfg:    cfg,
-		url:    ep.BaseURL + "/embeddings",
-		client: httpjson.New(cfg.Options, ep.Key, nil),
-	}
-	p.batcher = batch.New(cfg.BatchSize, time.Duration(cfg.BatchWait), p.send)
+	p := &Provider{cfg: cfg}
+	p.Batched = httpjson.NewBatched(ep, "/embeddings", cfg.Options, cfg.Config, base64Input, p.send)
 	return p, nil
 }
 
 // Factory is New as a provider.Factory, for Registry.Register("jina", jina.Factory).
 var Factory = provider.FactoryOf(New)
 
-// Options returns the model's shared options, defaults applied.
-func (p *Provider) Options() provider.Options { return p.cfg.Options }
-
-// EmbedImage returns img's vector, sent in a batch with the images of
-// concurrent calls, and its share of the request's prompt tokens. Every error
-// is a *provider.Error.
-func (p *Provider) EmbedImage(ctx context.Context, img provider.Image) (provider.Embedding, error) {
-	if _, err := httpjson.CheckImage(img); err != nil {
-		return provider.Embedding{}, err
-	}
-	return p.batcher.Do(ctx, base64.StdEncoding.EncodeToString(img.Data))
-}
-
 // send makes one request for a batch of base64-encoded images.
 func (p *Provider) send(ctx context.Context, images []string) ([]provider.Embedding, error) {
 	var a answer
-	if err := p.client.Post(ctx, p.url, newRequest(p.model, images), &a); err != nil {
+	if err := p.Client.Post(ctx, p.URL, newRequest(p.Model, images), &a); err != nil {
 		return nil, err
 	}
 	vecs, err := httpjson.ByIndex(a.Data, len(images))
@@ -82,3 +60,6 @@ func (p *Provider) send(ctx context.Context, images []string) ([]provider.Embedd
 	}
 	return out, nil
 }
+
+// base64Input encodes an image as Jina takes it: plain base64, no data URL.
+func base64Input(_ magic.Format, img []byte) string { return base64.StdEncoding.EncodeToString(img) }

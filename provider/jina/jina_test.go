@@ -24,7 +24,7 @@ var spec = fakeapi.Spec{
 		if err != nil {
 			return nil, err
 		}
-		p.client.Retrier.Sleep = sleep
+		p.Client.Retrier.Sleep = sleep
 		return p, nil
 	},
 	Suffix: "/v1",
@@ -72,7 +72,7 @@ func TestRequestAndAnswer(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	p, err := New(provider.Model{Model: "jina-clip-v2"}, nil)
-	if err != nil || p.url != "https://api.jina.ai/v1/embeddings" || p.cfg.BatchSize != DefaultBatchSize {
+	if err != nil || p.URL != "https://api.jina.ai/v1/embeddings" || p.cfg.BatchSize != DefaultBatchSize {
 		t.Fatalf("New = %+v, %v", p, err)
 	}
 }

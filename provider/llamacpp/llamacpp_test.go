@@ -27,7 +27,7 @@ var spec = fakeapi.Spec{
 		if err != nil {
 			return nil, err
 		}
-		p.client.Retrier.Sleep = sleep
+		p.Client.Retrier.Sleep = sleep
 		return p, nil
 	},
 	Suffix: "/v1",

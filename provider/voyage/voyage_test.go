@@ -27,7 +27,7 @@ var spec = fakeapi.Spec{
 		if err != nil {
 			return nil, err
 		}
-		p.client.Retrier.Sleep = sleep
+		p.Client.Retrier.Sleep = sleep
 		return p, nil
 	},
 	Suffix: "/v1",
@@ -118,7 +118,7 @@ func TestRequestAndAnswer(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	p, err := New(provider.Model{Model: "voyage-multimodal-3"}, nil)
-	if err != nil || p.url != "https://api.voyageai.com/v1/multimodalembeddings" || p.cfg.BatchSize != DefaultBatchSize {
+	if err != nil || p.URL != "https://api.voyageai.com/v1/multimodalembeddings" || p.cfg.BatchSize != DefaultBatchSize {
 		t.Fatalf("New = %+v, %v", p, err)
 	}
 }

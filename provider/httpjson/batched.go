@@ -1,0 +1,57 @@
+package httpjson
+
+import (
+	"context"
+	"time"
+
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/batch"
+)
+
+// Batched is what the embedding providers that send many images per request
+// (llamacpp, voyage, cohere, jina) have in common: the endpoint, the client
+// and the batcher. A provider embeds it and supplies how an image is encoded
+// and how a batch is sent. It implements provider.Embedder and is safe for
+// concurrent use: concurrent EmbedImage calls are batched, and requests are
+// bounded by the model's max_concurrency and requests_per_minute.
+type Batched struct {
+	Model  string  // the provider's model id
+	URL    string  // the endpoint, {base_url}/path
+	Client *Client // retries, limits, key redaction
+
+	opts    provider.Options
+	encode  func(magic.Format, []byte) string
+	batcher *batch.Batcher[string, provider.Embedding]
+}
+
+// Send makes one request for a batch of encoded images and returns one
+// embedding per input, in order.
+type Send func(ctx context.Context, inputs []string) ([]provider.Embedding, error)
+
+// NewBatched returns the shared part of a batching provider posting to
+// ep.BaseURL+path; encode turns an image into one input of a request.
+func NewBatched(ep Endpoint, path string, opts provider.Options, bc batch.Config, encode func(magic.Format, []byte) string, send Send) *Batched {
+	return &Batched{
+		Model:   ep.Model,
+		URL:     ep.BaseURL + path,
+		Client:  New(opts, ep.Key, nil),
+		opts:    opts,
+		encode:  encode,
+		batcher: batch.New(bc.BatchSize, time.Duration(bc.BatchWait), batch.Func[string, provider.Embedding](send)),
+	}
+}
+
+// Options returns the model's shared options, defaults applied.
+func (b *Batched) Options() provider.Options { return b.opts }
+
+// EmbedImage returns img's vector, sent in a batch with the images of
+// concurrent calls, and its share of the request's tokens. Every error is a
+// *provider.Error.
+func (b *Batched) EmbedImage(ctx context.Context, img provider.Image) (provider.Embedding, error) {
+	f, err := CheckImage(img)
+	if err != nil {
+		return provider.Embedding{}, err
+	}
+	return b.batcher.Do(ctx, b.encode(f, img.Data))
+}
