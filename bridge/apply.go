@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
@@ -33,6 +34,7 @@ type applier struct {
 	errorsN  int64
 	lastDone replication.LSN
 	usage    map[[2]string]*sink.Usage // by rule and model, for the batch being built
+	metrics  *metrics.Metrics
 }
 
 // run applies transactions from in until it is closed (then it flushes what
@@ -110,6 +112,9 @@ func (a *applier) flush(ctx context.Context, ops []sink.Op, end replication.LSN)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if errors.Is(err, sink.ErrFenced) {
+				return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+			}
 			a.log.Error("target write failed; retrying", "attempt", attempt, "ops", len(ops), "checkpoint", end.String(), "err", err)
 			d := wait/2 + rand.N(wait/2+1)
 			select {
@@ -121,12 +126,36 @@ func (a *applier) flush(ctx context.Context, ops []sink.Op, end replication.LSN)
 		}
 		a.written += int64(len(ops))
 		a.batches++
+		a.observe(ops)
 	}
 	if end != 0 {
 		a.lastDone = end
 		a.ack(end)
 	}
 	return nil
+}
+
+// observe records a committed batch in the metrics.
+func (a *applier) observe(ops []sink.Op) {
+	if a.metrics == nil {
+		return
+	}
+	rows, reasons := map[string]int{}, map[string]int{}
+	for _, op := range ops {
+		switch op := op.(type) {
+		case sink.Upsert:
+			rows["upsert"]++
+		case sink.Delete:
+			rows["delete"]++
+		case sink.Move:
+			rows["move"]++
+		case sink.Truncate:
+			rows["truncate"]++
+		case sink.Error:
+			reasons[op.Reason]++
+		}
+	}
+	a.metrics.Written(rows, reasons)
 }
 
 // count adds one answered call and its tokens to the batch's usage. Calls

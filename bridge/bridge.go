@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
@@ -20,6 +22,7 @@ const (
 	DefaultBatchOps     = 2000
 	DefaultCacheEntries = 10000
 	DefaultDrainTimeout = 2 * time.Minute
+	DefaultLeaderPoll   = time.Second
 )
 
 // Config configures a Bridge.
@@ -38,6 +41,11 @@ type Config struct {
 	// StatusInterval is how often the stream reports its position; 0 = the
 	// replication default.
 	StatusInterval time.Duration
+	// LeaderPoll is how often a standby tries the leader lock and a leader
+	// checks it still holds it (default 1s).
+	LeaderPoll time.Duration
+	// Metrics receives counters and the bridge's status; nil = none.
+	Metrics *metrics.Metrics
 }
 
 func (c Config) withDefaults() Config {
@@ -58,6 +66,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.LeaderPoll <= 0 {
+		c.LeaderPoll = DefaultLeaderPoll
 	}
 	return c
 }
@@ -80,6 +91,9 @@ type Bridge struct {
 	engine *engine
 	apply  *applier
 	budget *budget
+	stream atomic.Pointer[replication.Stream] // for status, read by scrapes
+	flight atomic.Pointer[budget]             // likewise
+	leader *leader
 }
 
 // New returns a Bridge; Run starts it.
@@ -87,11 +101,47 @@ func New(cfg Config) *Bridge {
 	return &Bridge{cfg: cfg.withDefaults()}
 }
 
-// Run checks the source, loads the rules, prepares the targets, the
-// publication and the slot, and streams until ctx ends. A cancelled ctx is a
-// graceful stop: transactions already read are finished, written and
-// confirmed, and Run returns nil. Any other return is a failure.
+// Run waits for the slot's leader lock (as a standby while another
+// instance holds it), then checks the source, loads the rules, prepares the
+// targets, the publication and the slot, and streams until ctx ends. A
+// cancelled ctx is a graceful stop: transactions already read are finished,
+// written and confirmed, and Run returns nil. Any other return is a
+// failure. A leader that loses its lock to another instance stops at once
+// and becomes a standby again.
 func (b *Bridge) Run(ctx context.Context) error {
+	b.leader = &leader{dsn: b.cfg.SourceDSN, slot: b.cfg.Slot, log: b.cfg.Logger, poll: b.cfg.LeaderPoll}
+	defer b.leader.release()
+	b.cfg.Metrics.SetStatus(b.status)
+	for {
+		if err := b.leader.acquire(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while a standby: nothing to finish
+			}
+			return err
+		}
+		err := b.lead(ctx)
+		if !errors.Is(err, ErrLeadershipLost) || ctx.Err() != nil {
+			return err
+		}
+		b.cfg.Logger.Warn("stepping down to standby", "slot", b.cfg.Slot, "err", err)
+	}
+}
+
+// status reports the bridge's state to metrics.
+func (b *Bridge) status() metrics.Status {
+	st := metrics.Status{Leader: b.leader != nil && b.leader.held.Load()}
+	if s := b.stream.Load(); s != nil {
+		rs := s.Status()
+		st.Streaming, st.ServerWALEnd, st.Confirmed, st.Reconnects = rs.Streaming, uint64(rs.ServerWALEnd), uint64(rs.Confirmed), rs.Reconnects
+	}
+	if bu := b.flight.Load(); bu != nil && st.Leader {
+		st.BytesInFlight, _ = bu.inUse()
+	}
+	return st
+}
+
+// lead is Run while this instance holds the leader lock.
+func (b *Bridge) lead(ctx context.Context) error {
 	cfg := b.cfg
 	log := cfg.Logger
 	connect := func(role, dsn string) (*pgx.Conn, error) {
@@ -172,8 +222,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 		ConnString: cfg.SourceDSN, Slot: cfg.Slot, Publication: cfg.Publication,
 		StatusInterval: cfg.StatusInterval, Logger: log,
 	})
-	app := &applier{log: log, w: w, ack: stream.Ack, maxOps: cfg.BatchOps, backoff: 200 * time.Millisecond}
+	app := &applier{log: log, w: w, ack: stream.Ack, maxOps: cfg.BatchOps, backoff: 200 * time.Millisecond, metrics: cfg.Metrics}
+	eng.metrics = cfg.Metrics
 	b.engine, b.apply, b.budget = eng, app, eng.budget
+	b.stream.Store(stream)
+	b.flight.Store(eng.budget)
+	defer b.stream.Store(nil)
 	return b.pipeline(ctx, hard, stream, checkpoint)
 }
 
@@ -188,6 +242,16 @@ func (b *Bridge) pipeline(ctx, hard context.Context, stream *replication.Stream,
 	queue := make(chan *txn, 256)
 	applyErr := make(chan error, 1)
 	go func() { applyErr <- b.apply.run(hard, queue) }()
+	lost := make(chan error, 1)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		b.leader.watch(streamCtx, lost)
+	}()
+	defer func() { // the lock's connection is the watcher's until it returns
+		stopStream()
+		<-watching
+	}()
 
 	var err error
 loop:
@@ -204,6 +268,10 @@ loop:
 			break loop
 		case err = <-applyErr:
 			err = fmt.Errorf("apply: %w", err)
+			break loop
+		case err = <-lost:
+			// Another instance leads now: stop at once, without a drain;
+			// it reads again what this one had not confirmed.
 			break loop
 		case <-ctx.Done():
 			break loop

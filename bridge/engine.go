@@ -6,12 +6,16 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 )
@@ -115,6 +119,7 @@ type engine struct {
 	backfilled map[string]int                // rows read by each running backfill, for the log
 	seen       map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
 	memo       promptMemo                    // last prompt per rule and row, for prompt templates
+	metrics    *metrics.Metrics
 	calls      atomic.Int64
 	hits       atomic.Int64
 	changes    atomic.Int64
@@ -130,6 +135,7 @@ func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *t
 			return fmt.Errorf("change at %s outside a transaction", ev.LSN)
 		}
 		e.changes.Add(1)
+		e.metrics.Change(strings.ToLower(ev.Op.String()))
 		return e.change(ctx, ev)
 	case replication.Commit:
 		if e.open == nil {
@@ -332,14 +338,37 @@ func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string) 
 		k := keyOf(r.Fn.Name(), r.Model, prompt, img)
 		c.result, c.hit, c.err = e.cache.do(e.callCtx, k, func() (functions.Result, error) {
 			e.calls.Add(1)
-			return r.Fn.CallPrompt(e.callCtx, img, true, prompt)
+			return e.call(r, img, prompt)
 		})
 		if c.hit {
 			e.hits.Add(1)
+			e.metrics.CacheHit(r.Name)
 		}
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// call calls r's function at the provider, observing it for metrics.
+func (e *engine) call(r *Rule, img []byte, prompt string) (functions.Result, error) {
+	ctx := e.callCtx
+	if m := e.metrics; m != nil {
+		ctx = provider.WithTrace(ctx, &provider.Trace{Retry: func(int, error, time.Duration) { m.Retry(r.Model) }})
+	}
+	t0 := time.Now()
+	res, err := r.Fn.CallPrompt(ctx, img, true, prompt)
+	outcome := "ok"
+	switch {
+	case err != nil && e.callCtx.Err() != nil:
+		outcome = "canceled"
+	case err != nil:
+		outcome = string(functions.ProviderError)
+		if reason := functions.ReasonOf(err); reason != "" {
+			outcome = string(reason)
+		}
+	}
+	e.metrics.Call(r.Name, r.Model, outcome, time.Since(t0))
+	return res, err
 }
 
 // relation returns the column positions of rel, computed once per Relation.

@@ -85,6 +85,7 @@ func (r Retrier) Do(ctx context.Context, call func(ctx context.Context) error) e
 			prev = decorrelated(base, prev, maxWait)
 			wait = prev
 		}
+		ContextTrace(ctx).retry(attempt, last, wait)
 		if err := sleep(ctx, wait); err != nil {
 			return stopped(err, last, attempt)
 		}

@@ -66,6 +66,12 @@ type Stream struct {
 	wake    chan struct{} // a pending Ack; capacity 1
 	running atomic.Bool
 
+	// What Status reports; written by the Run goroutine.
+	streaming  atomic.Bool
+	walEnd     atomic.Uint64 // highest server WAL end seen
+	confirmed  atomic.Uint64 // flush LSN of the last status update sent
+	reconnects atomic.Int64
+
 	mu        sync.Mutex
 	interrupt context.CancelFunc // cancels Run's current read, so an Ack is confirmed at once
 }
@@ -101,6 +107,34 @@ func (s *Stream) Ack(lsn LSN) {
 	s.mu.Unlock()
 }
 
+// Status is a Stream's state at one moment, for health checks and metrics.
+type Status struct {
+	Streaming    bool  // START_REPLICATION succeeded and the connection is up
+	ServerWALEnd LSN   // the highest WAL end the server reported (its sent position)
+	Confirmed    LSN   // the flush LSN of the last standby status update
+	Reconnects   int64 // connections lost and re-established (or being)
+}
+
+// Status returns the stream's state; it is safe for concurrent use.
+func (s *Stream) Status() Status {
+	return Status{
+		Streaming:    s.streaming.Load(),
+		ServerWALEnd: LSN(s.walEnd.Load()),
+		Confirmed:    LSN(s.confirmed.Load()),
+		Reconnects:   s.reconnects.Load(),
+	}
+}
+
+// sawWALEnd records a WAL end reported by the server.
+func (s *Stream) sawWALEnd(lsn LSN) {
+	for {
+		cur := s.walEnd.Load()
+		if uint64(lsn) <= cur || s.walEnd.CompareAndSwap(cur, uint64(lsn)) {
+			return
+		}
+	}
+}
+
 func (s *Stream) ackedLSN() LSN { return LSN(s.acked.Load()) }
 
 func (s *Stream) setInterrupt(cancel context.CancelFunc) {
@@ -132,9 +166,9 @@ func (s *Stream) setInterrupt(cancel context.CancelFunc) {
 // consumer takes. When the server shuts down while transactions it sent are
 // not acked yet, Run disconnects rather than hold the shutdown up (a
 // walsender of PostgreSQL 18 or older waits for the client's flush), and
-// resumes after the restart; while out is full it cannot notice, and the
-// shutdown waits for the consumer. Run must not be called concurrently with
-// itself.
+// resumes after the restart; while out is full it notices by probing the
+// server with a plain connection, which a server in shutdown refuses with
+// SQLSTATE 57P03. Run must not be called concurrently with itself.
 func (s *Stream) Run(ctx context.Context, start LSN, out chan<- Event) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("replication: Stream.Run is already running")
@@ -169,6 +203,7 @@ func (s *Stream) Run(ctx context.Context, start LSN, out chan<- Event) error {
 			failures = 0
 		}
 		failures++
+		s.reconnects.Add(1)
 		delay := bo.next()
 		log.Warn("replication connection lost; reconnecting", "err", err, "attempt", failures, "delay", delay.Round(time.Millisecond))
 		t := time.NewTimer(delay)

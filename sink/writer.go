@@ -46,6 +46,19 @@ func (w *Writer) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// ErrFenced reports a batch whose checkpoint is below the slot's stored one:
+// another instance applied those transactions and more (a leader replaced
+// while it was cut off). Nothing of the batch is written; the writer must
+// stop, not retry.
+var ErrFenced = errors.New("fenced: another pgimageai instance has applied this slot's changes beyond this batch")
+
+// checkpointSQL stores a batch's checkpoint unless the stored one is
+// greater. Equal is allowed: a batch of backfill pages carries the previous
+// batch's checkpoint.
+const checkpointSQL = `INSERT INTO pgimageai.checkpoints (slot, lsn, updated_at) VALUES ($1, $2, now())
+ON CONFLICT (slot) DO UPDATE SET lsn = EXCLUDED.lsn, updated_at = EXCLUDED.updated_at
+WHERE pgimageai.checkpoints.lsn <= EXCLUDED.lsn`
+
 // Write applies ops and stores checkpoint (unless 0) as the slot's
 // checkpoint, all in one transaction. When it returns nil the batch is durable and the caller
 // may confirm checkpoint to the replication slot; on error nothing of the
@@ -65,14 +78,26 @@ func (w *Writer) Write(ctx context.Context, ops []Op, checkpoint replication.LSN
 		}
 	}()
 	b := &pgx.Batch{}
+	if checkpoint != 0 { // 0: a batch of backfill pages only, before any source transaction
+		// First, so that it locks the checkpoint row: a second instance
+		// writing the same slot waits here, then finds itself fenced.
+		b.Queue(checkpointSQL, w.slot, checkpoint)
+	}
 	for _, op := range ops {
 		op.queue(b)
 	}
-	if checkpoint != 0 { // 0: a batch of backfill pages only, before any source transaction
-		b.Queue(`INSERT INTO pgimageai.checkpoints (slot, lsn, updated_at) VALUES ($1, $2, now())
-ON CONFLICT (slot) DO UPDATE SET lsn = EXCLUDED.lsn, updated_at = EXCLUDED.updated_at`, w.slot, checkpoint)
+	br := tx.SendBatch(ctx, b)
+	if checkpoint != 0 {
+		tag, err := br.Exec()
+		if err == nil && tag.RowsAffected() == 0 {
+			err = fmt.Errorf("%w: slot %s is checkpointed beyond %s", ErrFenced, w.slot, checkpoint)
+		}
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("write batch of %d ops up to %s: %w", len(ops), checkpoint, err)
+		}
 	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("write batch of %d ops up to %s: %w", len(ops), checkpoint, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

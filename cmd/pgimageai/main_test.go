@@ -59,7 +59,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, nil, exitUsage, "", `unknown command "frobnicate"`},
 		{"command help", []string{"migrate", "-h"}, nil, exitOK, "", "PGIMAGEAI_DSN"},
 		{"bad flag", []string{"migrate", "--bogus"}, nil, exitUsage, "", "flag provided but not defined"},
-		{"metrics not served yet", []string{"run", "--metrics-addr", ":9187"}, nil, exitUsage, "", "not available in this version"},
+		{"metrics address not an address", []string{"run", "--metrics-addr", "no-port-here"}, nil, exitUsage, "", "--metrics-addr"},
 		{"bad dsn is usage", []string{"migrate", "--dsn", "postgres://u:hunter2@[::1"}, nil, exitUsage, "", "source dsn"},
 		{"unreachable database", []string{"migrate", "--dsn", "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2"}, nil, exitFailure, "", "connect to source database u@127.0.0.1:1/db"},
 	}

@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/cohere"
 	"github.com/pgimageai/pgimageai/provider/jina"
@@ -38,10 +43,28 @@ const memoryHeadroom = 96 << 20
 
 // runBridge streams until ctx ends (SIGINT/SIGTERM), then stops gracefully.
 func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
+	log := c.logger(stderr)
+	var m *metrics.Metrics
 	if c.MetricsAddr != "" {
-		// Refused rather than ignored: a user who asks for metrics must not
-		// believe they are served.
-		return fmt.Errorf("%w: --metrics-addr / PGIMAGEAI_METRICS_ADDR: the metrics endpoint is not available in this version", errUsage)
+		// Listen before anything else: a taken port is a configuration
+		// error, reported at once rather than after connecting.
+		ln, err := net.Listen("tcp", c.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("%w: --metrics-addr: %v", errUsage, err)
+		}
+		m = metrics.New()
+		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics endpoint stopped", "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		log.Info("metrics endpoint listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz")
 	}
 	// The byte budget bounds live image bytes; a soft memory limit keeps the
 	// garbage collector from letting the heap grow to twice that. An explicit
@@ -57,7 +80,8 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Registry:    registry(),
 		Env:         os.LookupEnv,
 		ByteBudget:  c.ByteBudget,
-		Logger:      c.logger(stderr),
+		Logger:      log,
+		Metrics:     m,
 	})
 	return b.Run(ctx)
 }

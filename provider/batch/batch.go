@@ -44,9 +44,10 @@ type group[In, Out any] struct {
 }
 
 type call[In, Out any] struct {
-	in   In
-	out  Out
-	gone bool // the caller left
+	in    In
+	out   Out
+	gone  bool            // the caller left
+	trace *provider.Trace // of the caller's context, if any
 }
 
 // New returns a Batcher sending batches of up to size inputs through send.
@@ -80,7 +81,7 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 		return zero, stopped(err)
 	}
 
-	c := &call[In, Out]{in: in}
+	c := &call[In, Out]{in: in, trace: provider.ContextTrace(ctx)}
 	b.mu.Lock()
 	g := b.open
 	if g == nil {
@@ -154,6 +155,10 @@ func (b *Batcher[In, Out]) run(g *group[In, Out]) {
 	// The send belongs to no single caller: it ends when the last of them
 	// leaves, not when the first does.
 	ctx, cancel := context.WithCancel(context.Background())
+	if t := sent[0].trace; t != nil {
+		// Its retries are observed once, through its first caller's trace.
+		ctx = provider.WithTrace(ctx, t)
+	}
 	defer cancel()
 	g.cancel = cancel
 	b.mu.Unlock()

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -94,5 +95,24 @@ func TestConfig(t *testing.T) {
 	c := Config{}.WithDefaults(16)
 	if c.BatchSize != 16 || time.Duration(c.BatchWait) != DefaultWait {
 		t.Errorf("WithDefaults = %+v", c)
+	}
+}
+
+func TestSendCarriesFirstCallersTrace(t *testing.T) {
+	for _, size := range []int{1, 4} {
+		t.Run(fmt.Sprintf("size %d", size), func(t *testing.T) {
+			tr := &provider.Trace{}
+			var got *provider.Trace
+			b := New(size, time.Millisecond, func(ctx context.Context, in []int) ([]int, error) {
+				got = provider.ContextTrace(ctx)
+				return in, nil
+			})
+			if _, err := b.Do(provider.WithTrace(context.Background(), tr), 7); err != nil {
+				t.Fatal(err)
+			}
+			if got != tr {
+				t.Errorf("send saw trace %p, want the caller's %p", got, tr)
+			}
+		})
 	}
 }

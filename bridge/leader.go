@@ -1,0 +1,183 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrLeadershipLost reports that another pgimageai took the slot's leader
+// lock while this one had lost its connection to the source. Run answers it
+// by going back to standby; it is exported for callers of lower layers.
+var ErrLeadershipLost = errors.New("leadership lost: another pgimageai instance now holds the slot's leader lock")
+
+// Leadership: two `pgimageai run` on the same slot must not both stream and
+// write. The slot alone would let only one walsender stream, but both would
+// sync the publication, backfill and write. So Run first takes a
+// session-level advisory lock on the source, keyed by the slot name, on a
+// connection of its own; an instance that cannot take it waits as a standby
+// and polls. The lock dies with its session: when the leader is killed its
+// backend ends, the lock is released and a standby takes over within a
+// poll. The target's checkpoint fences a leader that was replaced while cut
+// off (sink.ErrFenced), so a stale one cannot overwrite newer results.
+//
+// The lock needs a session that lives as long as the leader: a connection
+// pooler in transaction mode in front of the source breaks it.
+const (
+	leaderLockSQL  = "SELECT pg_try_advisory_lock(hashtext('pgimageai.leader'), hashtext($1))"
+	leaderHeldSQL  = "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND classid = hashtext('pgimageai.leader')::oid AND objid = hashtext($1)::oid AND objsubid = 2)"
+	leaderOwnerSQL = `SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local')
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.classid = hashtext('pgimageai.leader')::oid AND l.objid = hashtext($1)::oid AND l.objsubid = 2`
+)
+
+// leader holds the leader lock of one slot. acquire and watch run on one
+// goroutine at a time; held is safe for concurrent use.
+type leader struct {
+	dsn, slot string
+	log       *slog.Logger
+	poll      time.Duration // standby poll and lock check interval
+	conn      *pgx.Conn     // the session holding the lock; nil when none
+	pid       uint32        // its backend PID, to recognise our own stale session
+	held      atomic.Bool
+}
+
+// acquire takes the lock, waiting as a standby while another instance holds
+// it, until ctx ends. The first connection error is returned (a wrong DSN
+// must fail fast); later ones, while waiting, are logged and retried.
+func (l *leader) acquire(ctx context.Context) error {
+	waiting := false
+	for first := true; ; first = false {
+		ok, err := l.try(ctx)
+		switch {
+		case ok:
+			if waiting {
+				l.log.Info("standby taking over: leader lock acquired", "slot", l.slot)
+			}
+			return nil
+		case err != nil && first:
+			return err
+		case err != nil:
+			l.log.Warn("standby: source unreachable; retrying", "slot", l.slot, "err", err)
+		case !waiting:
+			waiting = true
+			l.log.Info("standby: another pgimageai streams this slot; waiting to take over", "slot", l.slot, "leader", l.owner(ctx))
+		}
+		t := time.NewTimer(l.poll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// try connects if needed and tries the lock once. When the lock is held by
+// our own previous session (a connection we gave up for dead but the server
+// has not noticed yet), that session is terminated first.
+func (l *leader) try(ctx context.Context) (bool, error) {
+	if l.conn == nil || l.conn.IsClosed() {
+		conn, err := pgx.Connect(ctx, l.dsn)
+		if err != nil {
+			return false, fmt.Errorf("connect to source for the leader lock: %w", err)
+		}
+		l.conn = conn
+		old := l.pid
+		l.pid = conn.PgConn().PID()
+		if old != 0 {
+			// Ending a session of our own role needs no superuser; the
+			// timeout makes the call wait until the session is gone.
+			_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE pid = $1::int AND locktype = 'advisory'
+AND classid = hashtext('pgimageai.leader')::oid AND objid = hashtext($2)::oid AND objsubid = 2`, int64(old), l.slot)
+		}
+	}
+	var ok bool
+	if err := l.conn.QueryRow(ctx, leaderLockSQL, l.slot).Scan(&ok); err != nil {
+		l.drop()
+		return false, fmt.Errorf("take the leader lock of slot %s: %w", l.slot, err)
+	}
+	l.held.Store(ok)
+	return ok, nil
+}
+
+// owner describes the session holding the lock, for the standby's log.
+func (l *leader) owner(ctx context.Context) string {
+	var pid int
+	var app, addr string
+	if l.conn == nil || l.conn.QueryRow(ctx, leaderOwnerSQL, l.slot).Scan(&pid, &app, &addr) != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("pid %d, application %q, client %s", pid, app, addr)
+}
+
+// watch checks the lock every poll until ctx ends. A lost connection is
+// re-established and the lock taken again; when another instance got it
+// meanwhile, watch sends ErrLeadershipLost on lost and returns.
+func (l *leader) watch(ctx context.Context, lost chan<- error) {
+	t := time.NewTicker(l.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		if l.check(ctx) {
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		ok, err := l.try(ctx)
+		switch {
+		case err != nil:
+			l.log.Warn("leader lock connection lost; retrying", "slot", l.slot, "err", err)
+		case ok:
+			l.log.Info("leader lock re-acquired", "slot", l.slot)
+		default:
+			l.held.Store(false)
+			select {
+			case lost <- fmt.Errorf("%w (%s)", ErrLeadershipLost, l.owner(ctx)):
+			case <-ctx.Done():
+			}
+			return
+		}
+	}
+}
+
+// check reports whether the lock session is alive and still holds the lock.
+func (l *leader) check(ctx context.Context) bool {
+	if l.conn == nil || l.conn.IsClosed() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(l.poll, 5*time.Second))
+	defer cancel()
+	var ok bool
+	if err := l.conn.QueryRow(cctx, leaderHeldSQL, l.slot).Scan(&ok); err != nil {
+		l.drop()
+		return false
+	}
+	return ok
+}
+
+// drop closes the lock session; the server releases the lock when it notices.
+func (l *leader) drop() {
+	if l.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = l.conn.Close(ctx)
+		l.conn = nil
+	}
+}
+
+// release closes the session, which releases its advisory locks.
+func (l *leader) release() {
+	l.held.Store(false)
+	l.drop()
+}

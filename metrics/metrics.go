@@ -1,0 +1,163 @@
+package metrics
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "pgimageai"
+
+// Status is the bridge's state at one moment, read at scrape time.
+type Status struct {
+	Streaming     bool   // the replication stream is connected and streaming
+	Leader        bool   // this process holds the slot's leader lock (standby: false)
+	ServerWALEnd  uint64 // the latest server WAL end seen on the stream
+	Confirmed     uint64 // the flush LSN last confirmed to the slot
+	BytesInFlight int64  // image bytes (plus per-call overhead) held by calls in flight
+	Reconnects    int64  // replication connections lost and re-established
+}
+
+// LagBytes is the replication lag: server WAL end minus confirmed, 0 when
+// nothing is known yet or the slot is ahead.
+func (s Status) LagBytes() uint64 {
+	if s.Confirmed == 0 || s.ServerWALEnd <= s.Confirmed {
+		return 0
+	}
+	return s.ServerWALEnd - s.Confirmed
+}
+
+// Metrics is the set of pgimageai's collectors on a registry of its own.
+// The zero value is not usable; a nil *Metrics records nothing.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	changes     *prometheus.CounterVec   // op
+	calls       *prometheus.CounterVec   // rule, model, outcome
+	latency     *prometheus.HistogramVec // rule, model
+	retries     *prometheus.CounterVec   // model
+	cacheHits   *prometheus.CounterVec   // rule
+	errors      *prometheus.CounterVec   // reason
+	rowsWritten *prometheus.CounterVec   // op
+	batches     prometheus.Counter
+
+	status atomic.Pointer[func() Status]
+}
+
+// New returns Metrics registered on a new registry, with the Go runtime and
+// process collectors.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	}
+	m.changes = counter("changes_total", "Row changes read from the replication stream, by operation.", "op")
+	m.calls = counter("provider_calls_total", "Provider calls finished, by rule, model and outcome (ok or a reason code).", "rule", "model", "outcome")
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "provider_call_duration_seconds",
+		Help: "Time of one function call at the provider, retries and rate-limit waits included.",
+		// 10 ms to ~82 s: local models answer in milliseconds, vision chat in seconds.
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	}, []string{"rule", "model"})
+	m.retries = counter("provider_retries_total", "Provider requests retried after a transient failure, by model.", "model")
+	m.cacheHits = counter("cache_hits_total", "Calls saved by the result cache or an identical call in flight, by rule.", "rule")
+	m.errors = counter("errors_total", "Rows written to pgimageai.errors, by reason.", "reason")
+	m.rowsWritten = counter("rows_written_total", "Target rows written (committed), by operation.", "op")
+	m.batches = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "batches_total", Help: "Target transactions committed."})
+
+	gauge := func(name, help string, f func(Status) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help},
+			func() float64 { return f(m.Status()) })
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches,
+		gauge("streaming", "1 while the replication stream is streaming, else 0.", func(s Status) float64 { return b2f(s.Streaming) }),
+		gauge("leader", "1 while this process holds the slot's leader lock, 0 while it waits as a standby.", func(s Status) float64 { return b2f(s.Leader) }),
+		gauge("replication_lag_bytes", "Server WAL end minus the LSN confirmed to the slot.", func(s Status) float64 { return float64(s.LagBytes()) }),
+		gauge("confirmed_lsn", "The flush LSN last confirmed to the slot, as a number.", func(s Status) float64 { return float64(s.Confirmed) }),
+		gauge("bytes_in_flight", "Image bytes held by provider calls in flight (the byte budget in use).", func(s Status) float64 { return float64(s.BytesInFlight) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "replication_reconnects_total",
+			Help: "Replication connections lost and re-established."}, func() float64 { return float64(m.Status().Reconnects) }),
+	)
+	return m
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Registry returns the registry the collectors are on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SetStatus installs the function that reports the bridge's state; the last
+// one installed wins. f must be safe for concurrent use and fast.
+func (m *Metrics) SetStatus(f func() Status) {
+	if m != nil {
+		m.status.Store(&f)
+	}
+}
+
+// Status returns the state reported by the installed function, or the zero
+// Status (not streaming) when there is none.
+func (m *Metrics) Status() Status {
+	if m == nil {
+		return Status{}
+	}
+	if f := m.status.Load(); f != nil {
+		return (*f)()
+	}
+	return Status{}
+}
+
+// Change counts one row change read, by its operation (insert, update, ...).
+func (m *Metrics) Change(op string) {
+	if m != nil {
+		m.changes.WithLabelValues(op).Inc()
+	}
+}
+
+// Call records one finished provider call of rule on model: its outcome
+// ("ok" or a reason code) and how long it took.
+func (m *Metrics) Call(rule, model, outcome string, d time.Duration) {
+	if m != nil {
+		m.calls.WithLabelValues(rule, model, outcome).Inc()
+		m.latency.WithLabelValues(rule, model).Observe(d.Seconds())
+	}
+}
+
+// Retry counts one retried provider request of model.
+func (m *Metrics) Retry(model string) {
+	if m != nil {
+		m.retries.WithLabelValues(model).Inc()
+	}
+}
+
+// CacheHit counts one call of rule served without the provider.
+func (m *Metrics) CacheHit(rule string) {
+	if m != nil {
+		m.cacheHits.WithLabelValues(rule).Inc()
+	}
+}
+
+// Written records a committed target transaction: rows written by
+// operation, and errors rows by reason.
+func (m *Metrics) Written(rows map[string]int, errorsByReason map[string]int) {
+	if m == nil {
+		return
+	}
+	m.batches.Inc()
+	for op, n := range rows {
+		m.rowsWritten.WithLabelValues(op).Add(float64(n))
+	}
+	for reason, n := range errorsByReason {
+		m.errors.WithLabelValues(reason).Add(float64(n))
+	}
+}

@@ -1,0 +1,35 @@
+package provider
+
+import (
+	"context"
+	"time"
+)
+
+// Trace observes the requests of a provider call, the way
+// net/http/httptrace.ClientTrace observes an HTTP request: the caller puts
+// it in the call's context with WithTrace, and the provider machinery
+// (Retrier) reports to it. Its functions may be called from any goroutine.
+type Trace struct {
+	// Retry is called before the wait that precedes a retry, with the
+	// number of attempts made so far and the error that caused the retry.
+	Retry func(attempt int, err error, wait time.Duration)
+}
+
+type traceKey struct{}
+
+// WithTrace returns a context that carries t.
+func WithTrace(ctx context.Context, t *Trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+// ContextTrace returns the Trace in ctx, or nil.
+func ContextTrace(ctx context.Context) *Trace {
+	t, _ := ctx.Value(traceKey{}).(*Trace)
+	return t
+}
+
+func (t *Trace) retry(attempt int, err error, wait time.Duration) {
+	if t != nil && t.Retry != nil {
+		t.Retry(attempt, err, wait)
+	}
+}
