@@ -1,0 +1,86 @@
+package integration_test
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/magic"
+)
+
+// TestStandbyTakesOver runs two `pgimageai run` on one slot: exactly one
+// streams, the other waits as a standby. SIGKILL of the leader in the
+// middle of a backlog: the standby takes over within 15 s, and the target
+// ends up exactly as one uninterrupted run would leave it.
+func TestStandbyTakesOver(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	ai.Set(20*time.Millisecond, nil)
+	s.model(t, "vision", ai, `{"max_concurrency": 8}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	a := s.runProcess(t, "PGIMAGEAI_METRICS_ADDR="+addrA)
+	waitHealth(t, "http://"+addrA, 20*time.Second, http.StatusOK, "streaming")
+	b := s.runProcess(t, "PGIMAGEAI_METRICS_ADDR="+addrB)
+	waitHealth(t, "http://"+addrB, 20*time.Second, http.StatusServiceUnavailable, "standby")
+
+	want := map[int]string{}
+	insertRows(t, s, 1, 301, 10, want)
+	waitFor(t, 60*time.Second, "100 results before the kill", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'captions'") == 1 &&
+			queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= 100
+	})
+	// Exactly one streams: one walsender on this database, and B still waits.
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender' AND datname = current_database()"); n != 1 {
+		t.Errorf("%d walsenders on the database, want 1", n)
+	}
+	if code, state := health(t, "http://"+addrB); code != http.StatusServiceUnavailable || state != "standby" {
+		t.Errorf("B: /healthz %d %s, want 503 standby", code, state)
+	}
+	if m := scrape(t, "http://"+addrB); m["pgimageai_leader"] != 0 || m[`pgimageai_changes_total{op="insert"}`] != 0 {
+		t.Errorf("standby B: leader %v, inserts read %v; want 0 and 0", m["pgimageai_leader"], m[`pgimageai_changes_total{op="insert"}`])
+	}
+
+	if err := a.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("A exited cleanly on SIGKILL?")
+	}
+	killed := time.Now()
+	atKill, before := captions(t, s.conn), ai.Count()
+	insertRows(t, s, 301, 601, 10, want)
+	waitHealth(t, "http://"+addrB, 15*time.Second, http.StatusOK, "streaming")
+	t.Logf("standby streaming %s after the kill", time.Since(killed).Round(time.Millisecond))
+	s.sync(t, 120*time.Second)
+	t.Logf("backlog applied %s after the kill", time.Since(killed).Round(time.Millisecond))
+	if err := b.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("graceful stop of B: %v", err)
+	}
+	assertCaptions(t, captions(t, s.conn), want)
+
+	// B requested exactly the rows A had not committed, each once.
+	again := map[string]int{}
+	after := ai.Requests()[before:]
+	for _, r := range after {
+		again[r.DataURL]++
+	}
+	for id := 1; id <= 600; id++ {
+		url := magic.DataURL(magic.PNG, pngImage(t, id))
+		_, done := atKill[id]
+		switch {
+		case done && again[url] != 0:
+			t.Errorf("row %d was committed by A but requested again", id)
+		case !done && again[url] != 1:
+			t.Errorf("row %d: %d requests after the kill, want 1", id, again[url])
+		}
+	}
+	t.Logf("A committed %d rows and made %d requests; B made %d requests for the other %d rows", len(atKill), before, len(after), 600-len(atKill))
+	logB, _ := os.ReadFile(b.log.Name())
+	for _, want := range []string{"standby: another pgimageai streams this slot", "standby taking over"} {
+		if !strings.Contains(string(logB), want) {
+			t.Errorf("B's log lacks %q", want)
+		}
+	}
+}
