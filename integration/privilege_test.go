@@ -1,0 +1,102 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/magic"
+)
+
+// readmeBlock returns the SQL between <!-- name:begin --> and <!-- name:end -->
+// in the README, without the code fence.
+func readmeBlock(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	begin, end := "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README has no %s block", name)
+	}
+	block := strings.TrimSpace(s[i+len(begin) : j])
+	block = strings.TrimPrefix(block, "```sql")
+	return strings.TrimSuffix(block, "```")
+}
+
+// TestLeastPrivilegeRole runs the README's least-privilege grant block and
+// then the bridge as that role: it creates its slot and target, backfills
+// existing rows, streams new ones, and writes errors and checkpoints.
+func TestLeastPrivilegeRole(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, 'not an image'::bytea)", pngImage(t, 1))
+
+	role := "lp_" + s.slot
+	password := "pw-" + role
+	sql := readmeBlock(t, "least-privilege")
+	sql = strings.ReplaceAll(sql, "pgimageai_bridge", role)
+	sql = strings.ReplaceAll(sql, "'change-me'", "'"+password+"'")
+	sql = strings.ReplaceAll(sql, "CREATE PUBLICATION pgimageai ", "CREATE PUBLICATION "+s.slot+" ")
+	if !strings.Contains(sql, "CREATE PUBLICATION "+s.slot) || !strings.Contains(sql, "REPLICATION") {
+		t.Fatalf("unexpected README block:\n%s", sql)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pg := s.db.Postgres()
+		_ = pg.Exec(ctx, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		// The role owns the target it created: hand it back before the drop.
+		_ = pg.Exec(ctx, s.db.Name, fmt.Sprintf("REASSIGN OWNED BY %[1]s TO postgres; DROP OWNED BY %[1]s", pgx.Identifier{role}.Sanitize()))
+		if err := pg.Exec(ctx, "postgres", "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	s.exec(t, sql)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+
+	cfg := s.config(t)
+	u, err := url.Parse(cfg.SourceDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	cfg.SourceDSN = u.String()
+	_, stop := s.start(t, cfg)
+
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (3, $1)", pngImage(t, 3))
+	waitFor(t, 30*time.Second, "the backfill of rows 1 and 2", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
+	})
+	s.sync(t, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	got := captions(t, s.conn)
+	want := map[int]string{1: captionOf(magic.DataURL(magic.PNG, pngImage(t, 1))), 2: "<NULL>", 3: captionOf(magic.DataURL(magic.PNG, pngImage(t, 3)))}
+	assertCaptions(t, got, want)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE reason = 'unknown_format' AND source_key = '{\"id\": 2}'"); n != 1 {
+		t.Errorf("%d unknown_format rows for id 2, want 1", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.checkpoints WHERE slot = $1", s.slot); n != 1 {
+		t.Errorf("no checkpoint written by the role")
+	}
+	var owner string
+	if err := s.conn.QueryRow(context.Background(), "SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = 'captions'").Scan(&owner); err != nil || owner != role {
+		t.Errorf("target owner %q (%v), want the bridge role %s", owner, err, role)
+	}
+	var super bool
+	if err := s.conn.QueryRow(context.Background(), "SELECT rolsuper FROM pg_roles WHERE rolname = $1", role).Scan(&super); err != nil || super {
+		t.Fatalf("role superuser %v (%v)", super, err)
+	}
+}
