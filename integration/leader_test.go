@@ -1,0 +1,116 @@
+package integration_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/sink"
+)
+
+// lockedBuffer is a log destination shared by a bridge's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLeaderStepsDown cuts the leader's lock session (as a network cut
+// would) while a standby polls: the standby takes the lock, the old leader
+// finds it taken when it checks, stops streaming and waits as a standby; the
+// new leader streams, and the target is complete.
+func TestLeaderStepsDown(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+
+	var logA lockedBuffer
+	cfgA := s.config(t)
+	cfgA.LeaderPoll = 3 * time.Second // A checks its lock seldom: B wins the race
+	cfgA.Logger = slog.New(slog.NewTextHandler(&logA, nil))
+	_, stopA := s.start(t, cfgA)
+	want := map[int]string{}
+	insertRows(t, s, 1, 51, 10, want)
+	s.sync(t, 30*time.Second)
+
+	cfgB := s.config(t)
+	cfgB.LeaderPoll = 100 * time.Millisecond
+	ctxB, cancelB := context.WithCancel(context.Background())
+	doneB := make(chan error, 1)
+	go func() { doneB <- bridge.New(cfgB).Run(ctxB) }()
+	var errB error
+	stopB := sync.OnceFunc(func() { cancelB(); errB = <-doneB })
+	t.Cleanup(stopB)
+	time.Sleep(500 * time.Millisecond) // B polls as a standby meanwhile
+
+	// End A's lock session, as the server does when A's connection is cut.
+	n := queryInt(t, s.conn, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND classid = hashtext('pgimageai.leader')::oid AND objid = hashtext($1)::oid AND objsubid = 2`, s.slot)
+	if n != 1 {
+		t.Fatalf("terminated %d lock sessions, want 1", n)
+	}
+	waitFor(t, 20*time.Second, "A to step down", func() bool { return strings.Contains(logA.String(), "stepping down to standby") })
+	insertRows(t, s, 51, 101, 10, want)
+	s.sync(t, 60*time.Second) // only B can confirm these
+	assertCaptions(t, captions(t, s.conn), want)
+	if !strings.Contains(logA.String(), "standby: another pgimageai streams this slot") {
+		t.Errorf("A does not wait as a standby; its log:\n%s", logA.String())
+	}
+	if err := stopA(); err != nil {
+		t.Errorf("A's stop as a standby: %v", err)
+	}
+	if stopB(); errB != nil {
+		t.Errorf("B: %v", errB)
+	}
+	if n := ai.Count(); n > 100+8 {
+		t.Errorf("%d requests for 100 rows", n)
+	}
+}
+
+// TestCheckpointFencing writes as two instances would after a failover: a
+// batch whose checkpoint is below the stored one is refused with ErrFenced
+// and writes nothing, one at or above it is applied.
+func TestCheckpointFencing(t *testing.T) {
+	s := newSource(t)
+	ctx := context.Background()
+	w := sink.NewWriter(s.db.Connect(t), s.db.DSN(), s.slot)
+	stale := sink.NewWriter(s.db.Connect(t), s.db.DSN(), s.slot)
+	if err := w.Write(ctx, []sink.Op{sink.OwnWrites{}}, replication.LSN(0x2000)); err != nil {
+		t.Fatal(err)
+	}
+	err := stale.Write(ctx, []sink.Op{sink.Error{Rule: "r", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Reason: "provider_error", Detail: "stale"}}, replication.LSN(0x1000))
+	if !errors.Is(err, sink.ErrFenced) {
+		t.Fatalf("stale write = %v, want ErrFenced", err)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors"); n != 0 {
+		t.Errorf("the fenced batch wrote %d errors rows", n)
+	}
+	for _, lsn := range []replication.LSN{0x2000, 0x3000} { // equal: a batch of backfill pages
+		if err := stale.Write(ctx, []sink.Op{sink.Error{Rule: "r", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Reason: "provider_error", Detail: "ok"}}, lsn); err != nil {
+			t.Errorf("write at %s: %v", lsn, err)
+		}
+	}
+	var got replication.LSN
+	if err := s.conn.QueryRow(ctx, "SELECT lsn FROM pgimageai.checkpoints WHERE slot = $1", s.slot).Scan(&got); err != nil || got != 0x3000 {
+		t.Errorf("checkpoint %s (%v), want 0/3000", got, err)
+	}
+}
