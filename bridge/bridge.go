@@ -264,7 +264,9 @@ loop:
 		case p := <-b.engine.pages:
 			b.engine.register(p)
 		case err = <-streamErr:
-			err = fmt.Errorf("replication: %w", err)
+			if !errors.Is(err, replication.ErrSlotInvalidated) { // says it all, with what to do
+				err = fmt.Errorf("replication: %w", err)
+			}
 			break loop
 		case err = <-applyErr:
 			err = fmt.Errorf("apply: %w", err)

@@ -116,12 +116,16 @@ func explain(err error, user string) error {
 	return err
 }
 
-// slotInvalidated returns ErrSlotInvalidated with the recovery procedure.
+// slotInvalidated returns ErrSlotInvalidated with the recovery procedure:
+// the pgimageai command that does it, and what it does, so that a person
+// without the command knows what to do by hand.
 func slotInvalidated(slot, why string) error {
 	name := "<slot>"
 	if slot != "" {
 		name = slot
 	}
-	return fmt.Errorf("%w: slot %s %s; to recover, drop it (SELECT pg_drop_replication_slot('%s')) and restart pgimageai, which re-creates it; rows changed in the meantime need a backfill (disable and re-enable the rules)",
+	return fmt.Errorf("%w: slot %s %s; changes made since cannot be streamed any more. To recover, run pgimageai recover-slot with the settings of pgimageai run: "+
+		"it drops the slot (SELECT pg_drop_replication_slot('%s')) and re-creates it, deletes the results of source rows deleted meanwhile, "+
+		"and makes every enabled rule backfill; then start pgimageai run again",
 		ErrSlotInvalidated, name, why, name)
 }

@@ -15,6 +15,7 @@ type queryFlags struct {
 	Rule   string           // only this rule; "" = all (errors, retry)
 	Reason functions.Reason // only this reason; "" = all (errors, retry)
 	Limit  int              // rows to list, 0 = all (errors)
+	Force  bool             // recover a slot that can still stream (recover-slot)
 }
 
 // Output formats of --format.
@@ -62,6 +63,9 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 			}
 			return q.checkFormat()
 		}
+	case "recover-slot":
+		fs.BoolVar(&q.Force, "force", false, "recover the slot even though it can still stream (every rule backfills again)")
+		return func() error { return nil }
 	case "retry":
 		filters("all but invalid_rule")
 		return func() error {

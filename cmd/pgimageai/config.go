@@ -59,6 +59,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: pgimageai %s [flags]\n\nFlags:\n", cmd)
 		fs.PrintDefaults()
+		fmt.Fprint(stderr, commandHelp[cmd])
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -34,6 +34,9 @@ Commands:
              [--rule NAME] [--reason CODE] [--limit N (default 50, 0 = all)] [--format table|json]
   retry      ask the running bridge to reprocess the source rows behind open errors
              [--rule NAME] [--reason CODE]
+  recover-slot
+             after the slot was invalidated (wal_status lost) or dropped: drop and re-create it,
+             delete results of source rows deleted meanwhile, make every rule backfill [--force]
   demo       one command, no setup: throwaway PostgreSQL, sample images, the bridge, the results
 
 Settings (flag or environment):
@@ -60,12 +63,13 @@ func main() {
 type command func(ctx context.Context, c config, stdout, stderr io.Writer) error
 
 var commands = map[string]command{
-	"migrate": migrate,
-	"run":     runBridge,
-	"status":  status,
-	"errors":  listErrors,
-	"retry":   retry,
-	"demo":    demo,
+	"migrate":      migrate,
+	"run":          runBridge,
+	"status":       status,
+	"errors":       listErrors,
+	"retry":        retry,
+	"recover-slot": recoverSlot,
+	"demo":         demo,
 }
 
 // run executes the command line and returns the exit code.

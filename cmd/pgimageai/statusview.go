@@ -52,10 +52,11 @@ func writeSlotTable(buf *bytes.Buffer, s slotStatus, cp *checkpoint) {
 		if s.HasSafeWALSize {
 			t.row("safe_wal_size", safeWALSize(s))
 		}
-		if s.InvalidationReason != "" {
-			t.row("invalidated", s.InvalidationReason+" (drop the slot and run pgimageai run to start over)")
-		} else if s.Conflicting {
-			t.row("invalidated", "conflict with recovery (drop the slot and run pgimageai run to start over)")
+		switch health, advice := s.health(); health {
+		case slotInvalidated:
+			t.row("invalidated", advice)
+		case slotAtRisk:
+			t.row("warning", advice)
 		}
 		t.row("confirmed_flush_lsn", s.ConfirmedFlushLSN.String())
 		t.row("current_wal_lsn", s.CurrentLSN.String())
@@ -67,6 +68,36 @@ func writeSlotTable(buf *bytes.Buffer, s slotStatus, cp *checkpoint) {
 		t.row("checkpoint", "none stored yet")
 	}
 	t.flush()
+}
+
+// Slot health as status reports it.
+const (
+	slotOK          = "ok"
+	slotAtRisk      = "at_risk"     // wal_status unreserved: WAL it needs goes at the next checkpoint
+	slotInvalidated = "invalidated" // it can never stream again
+	slotAbsent      = "missing"     // table output only: JSON says "exists": false
+)
+
+// recoverAdvice is what status says to do about an invalidated slot.
+const recoverAdvice = "the slot can no longer stream; stop pgimageai run if it still runs, then run pgimageai recover-slot and start pgimageai run again (every rule backfills)"
+
+// health says whether the slot can stream, and what to do when it cannot or
+// soon will not. See wal_status in
+// https://www.postgresql.org/docs/current/view-pg-replication-slots.html
+func (s slotStatus) health() (health, advice string) {
+	switch {
+	case !s.Found:
+		return slotAbsent, slotMissing
+	case s.InvalidationReason != "":
+		return slotInvalidated, s.InvalidationReason + ": " + recoverAdvice
+	case s.Conflicting:
+		return slotInvalidated, "conflict with recovery: " + recoverAdvice
+	case s.WALStatus == "lost":
+		return slotInvalidated, "WAL lost: " + recoverAdvice
+	case s.WALStatus == "unreserved":
+		return slotAtRisk, "wal_status unreserved: the slot is behind by more than max_slot_wal_keep_size and the next checkpoint removes WAL it needs, invalidating it; let pgimageai run catch up (is it running?) or raise max_slot_wal_keep_size"
+	}
+	return slotOK, ""
 }
 
 func safeWALSize(s slotStatus) string {
@@ -185,7 +216,13 @@ type (
 		ActivePID          *int32 `json:"active_pid,omitempty"`
 		WALStatus          string `json:"wal_status,omitempty"`
 		InvalidationReason string `json:"invalidation_reason,omitempty"`
-		// SafeWALSize is absent where the server lacks it, null when unlimited.
+		// Health is ok, at_risk (wal_status unreserved) or invalidated, and
+		// absent with the slot; Advice says what to do unless ok.
+		Health string `json:"health,omitempty"`
+		Advice string `json:"advice,omitempty"`
+		// SafeWALSize is absent where the server lacks it, null when no
+		// limit applies (max_slot_wal_keep_size = -1) or the WAL is lost
+		// (health invalidated).
 		SafeWALSize       json.RawMessage `json:"safe_wal_size,omitempty"`
 		ConfirmedFlushLSN string          `json:"confirmed_flush_lsn,omitempty"`
 		CurrentWALLSN     string          `json:"current_wal_lsn,omitempty"`
@@ -233,6 +270,7 @@ func statusDocument(r statusReport) statusJSON {
 		},
 	}
 	if s := r.Slot; s.Found {
+		doc.Slot.Health, doc.Slot.Advice = s.health()
 		lag := s.Lag()
 		doc.Slot.Plugin, doc.Slot.Database, doc.Slot.Active, doc.Slot.WALStatus = s.Plugin, s.Database, &s.Active, s.WALStatus
 		doc.Slot.InvalidationReason = s.InvalidationReason

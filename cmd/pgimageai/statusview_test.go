@@ -15,6 +15,12 @@ func TestWriteStatusTable(t *testing.T) {
 	lost.Slot.CurrentLSN = lost.Slot.ConfirmedFlushLSN
 	lost.Checkpoint, lost.Rules, lost.Backfills, lost.OpenErrors, lost.Usage = nil, nil, nil, nil, nil
 
+	atRisk := sampleStatus()
+	atRisk.Slot.WALStatus, atRisk.Slot.SafeWALSize = "unreserved", pointerTo[int64](-8192)
+	atRisk.Rules, atRisk.Backfills, atRisk.OpenErrors, atRisk.Usage = nil, nil, nil, nil
+	lostOld := lost // PostgreSQL 13 to 16: no invalidation_reason
+	lostOld.Slot.InvalidationReason = ""
+
 	tests := []struct {
 		name string
 		r    statusReport
@@ -79,7 +85,49 @@ Usage (last 7 days, UTC): none
   active               no
   wal_status           lost
   safe_wal_size        none (WAL lost)
-  invalidated          wal_removed (drop the slot and run pgimageai run to start over)
+  invalidated          wal_removed: the slot can no longer stream; stop pgimageai run if it still runs, then run pgimageai recover-slot and start pgimageai run again (every rule backfills)
+  confirmed_flush_lsn  0/1A2B3C0
+  current_wal_lsn      0/1A2B3C0
+  lag                  0 bytes
+  checkpoint           none stored yet
+
+Rules: none (insert rows into pgimageai.rules)
+
+Backfills: none
+
+Open errors: none
+
+Usage (last 7 days, UTC): none
+`},
+		{"slot at risk", atRisk, `Slot
+  name                 pgimageai
+  plugin               pgoutput
+  database             shop
+  active               yes (pid 4242)
+  wal_status           unreserved
+  safe_wal_size        -8192 bytes (the slot is about to lose WAL it needs)
+  warning              wal_status unreserved: the slot is behind by more than max_slot_wal_keep_size and the next checkpoint removes WAL it needs, invalidating it; let pgimageai run catch up (is it running?) or raise max_slot_wal_keep_size
+  confirmed_flush_lsn  0/1A2B3C0
+  current_wal_lsn      0/1F2B892
+  lag                  5244114 bytes (5.0 MiB)
+  checkpoint           0/1A2B3C0 (updated 2025-03-01T12:04:05Z)
+
+Rules: none (insert rows into pgimageai.rules)
+
+Backfills: none
+
+Open errors: none
+
+Usage (last 7 days, UTC): none
+`},
+		{"slot lost without invalidation_reason", lostOld, `Slot
+  name                 pgimageai
+  plugin               pgoutput
+  database             shop
+  active               no
+  wal_status           lost
+  safe_wal_size        none (WAL lost)
+  invalidated          WAL lost: the slot can no longer stream; stop pgimageai run if it still runs, then run pgimageai recover-slot and start pgimageai run again (every rule backfills)
   confirmed_flush_lsn  0/1A2B3C0
   current_wal_lsn      0/1A2B3C0
   lag                  0 bytes
@@ -153,7 +201,7 @@ func TestWriteStatusJSON(t *testing.T) {
 		"slot": map[string]any{
 			"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
 			"wal_status": "reserved", "safe_wal_size": nil, "confirmed_flush_lsn": "0/1A2B3C0",
-			"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0,
+			"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "ok",
 		},
 		"checkpoint": map[string]any{"lsn": "0/1A2B3C0", "updated_at": "2025-03-01T12:04:05Z"},
 		"open_errors": map[string]any{
@@ -202,11 +250,23 @@ func TestWriteStatusJSONSlot(t *testing.T) {
 		{"missing", statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "s"}}}, map[string]any{"name": "s", "exists": false}},
 		{"no safe_wal_size before PostgreSQL 13", found(func(s *slotStatus) { s.HasSafeWALSize, s.Active, s.ActivePID = false, false, 0 }),
 			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": false, "wal_status": "reserved",
-				"confirmed_flush_lsn": "0/1A2B3C0", "current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0}},
+				"confirmed_flush_lsn": "0/1A2B3C0", "current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "ok"}},
 		{"limited safe_wal_size", found(func(s *slotStatus) { s.SafeWALSize = pointerTo[int64](1 << 30) }),
 			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
 				"wal_status": "reserved", "safe_wal_size": 1073741824.0, "confirmed_flush_lsn": "0/1A2B3C0",
-				"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0}},
+				"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "ok"}},
+		{"at risk", found(func(s *slotStatus) { s.WALStatus, s.SafeWALSize = "unreserved", pointerTo[int64](-8192) }),
+			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
+				"wal_status": "unreserved", "safe_wal_size": -8192.0, "confirmed_flush_lsn": "0/1A2B3C0",
+				"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "at_risk",
+				"advice": "wal_status unreserved: the slot is behind by more than max_slot_wal_keep_size and the next checkpoint removes WAL it needs, invalidating it; let pgimageai run catch up (is it running?) or raise max_slot_wal_keep_size"}},
+		{"lost", found(func(s *slotStatus) {
+			s.WALStatus, s.InvalidationReason, s.SafeWALSize, s.Active, s.ActivePID = "lost", "wal_removed", nil, false, 0
+		}),
+			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": false,
+				"wal_status": "lost", "invalidation_reason": "wal_removed", "safe_wal_size": nil, "confirmed_flush_lsn": "0/1A2B3C0",
+				"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "invalidated",
+				"advice": "wal_removed: the slot can no longer stream; stop pgimageai run if it still runs, then run pgimageai recover-slot and start pgimageai run again (every rule backfills)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
