@@ -163,6 +163,14 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr ruleRow) (*Rule,
 	case len(source.PrimaryKey) == 0:
 		return nil, fmt.Errorf("source table %s has no primary key; add one so results can be keyed", source)
 	}
+	// The prompt is checked before the target is ensured, so that an invalid
+	// rule leaves no target table behind.
+	var tpl *template
+	if rr.Prompt != nil {
+		if tpl, err = parseTemplate(*rr.Prompt, source); err != nil {
+			return nil, err
+		}
+	}
 	typ := sink.TextResult
 	switch {
 	case fn.Name() == functions.Embed:
@@ -177,12 +185,9 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr ruleRow) (*Rule,
 	if target.WriteBack && rr.TargetColumn == rr.ImageColumn {
 		return nil, fmt.Errorf("write-back rule would overwrite its own image column %q", rr.ImageColumn)
 	}
-	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target}
+	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target, Template: tpl}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
-		if r.Template, err = parseTemplate(r.Prompt, source); err != nil {
-			return nil, err
-		}
 	}
 	for _, k := range source.PrimaryKey {
 		c, _ := source.Column(k)

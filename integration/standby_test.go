@@ -1,8 +1,10 @@
 package integration_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,7 +27,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	a := s.runProcess(t, "PGIMAGEAI_METRICS_ADDR="+addrA)
 	waitHealth(t, "http://"+addrA, 20*time.Second, http.StatusOK, "streaming")
-	b := s.runProcess(t, "PGIMAGEAI_METRICS_ADDR="+addrB)
+	b := s.runProcess(t, "PGIMAGEAI_METRICS_ADDR="+addrB, "PGIMAGEAI_LOG_FORMAT=json")
 	waitHealth(t, "http://"+addrB, 20*time.Second, http.StatusServiceUnavailable, "standby")
 
 	want := map[int]string{}
@@ -50,9 +52,9 @@ func TestStandbyTakesOver(t *testing.T) {
 	}
 	killed := time.Now()
 	atKill, before := captions(t, s.conn), ai.Count()
-	insertRows(t, s, 301, 601, 10, want)
 	waitHealth(t, "http://"+addrB, 15*time.Second, http.StatusOK, "streaming")
 	t.Logf("standby streaming %s after the kill", time.Since(killed).Round(time.Millisecond))
+	insertRows(t, s, 301, 601, 10, want)
 	s.sync(t, 120*time.Second)
 	t.Logf("backlog applied %s after the kill", time.Since(killed).Round(time.Millisecond))
 	if err := b.signal(t, syscall.SIGTERM); err != nil {
@@ -77,10 +79,21 @@ func TestStandbyTakesOver(t *testing.T) {
 		}
 	}
 	t.Logf("A committed %d rows and made %d requests; B made %d requests for the other %d rows", len(atKill), before, len(after), 600-len(atKill))
+	// B logs JSON (--log-format json): one object per line, with the
+	// standby's story in it.
 	logB, _ := os.ReadFile(b.log.Name())
-	for _, want := range []string{"standby: another pgimageai streams this slot", "standby taking over"} {
-		if !strings.Contains(string(logB), want) {
-			t.Errorf("B's log lacks %q", want)
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(logB)), "\n") {
+		var rec struct{ Time, Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Time == "" || rec.Level == "" || rec.Msg == "" {
+			t.Errorf("B's log line is not a JSON record (%v): %s", err, line)
+			continue
+		}
+		msgs = append(msgs, rec.Msg)
+	}
+	for _, want := range []string{"standby: another pgimageai streams this slot; waiting to take over", "standby taking over: leader lock acquired", "stopped"} {
+		if !slices.Contains(msgs, want) {
+			t.Errorf("B's log lacks %q; messages: %q", want, msgs)
 		}
 	}
 }

@@ -57,13 +57,20 @@ func (r *Registry) Names() []string {
 	return names
 }
 
-// New builds the provider of model m.
+// New builds the provider of model m. A base URL that is set must pass
+// ParseBaseURL whatever the provider, so that one a provider ignores (local)
+// is refused too rather than silently unused.
 func (r *Registry) New(m Model, env Env) (Provider, error) {
 	r.mu.RLock()
 	f, ok := r.factories[m.Provider]
 	r.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("model %q: unknown provider %q (known: %v)", m.Name, m.Provider, r.Names())
+	}
+	if m.BaseURL != "" {
+		if _, err := ParseBaseURL(m.BaseURL); err != nil {
+			return nil, fmt.Errorf("model %q: %w", m.Name, err)
+		}
 	}
 	p, err := f(m, env)
 	if err != nil {

@@ -21,9 +21,15 @@ func TestRegistry(t *testing.T) {
 	tests := []struct {
 		name     string
 		provider string
+		baseURL  string
 		wantErr  []string // substrings
 	}{
 		{name: "known", provider: "zeta"},
+		{name: "http base URL passed on", provider: "zeta", baseURL: "http://127.0.0.1:11434/v1"},
+		{name: "base URL checked for a provider that ignores it", provider: "zeta", baseURL: "file:///etc/passwd",
+			wantErr: []string{`model "m"`, `scheme must be http or https, got "file"`}},
+		{name: "credentials refused before the factory runs", provider: "zeta", baseURL: "http://u:hunter2@h/v1",
+			wantErr: []string{`model "m"`, "must not contain credentials"}},
 		{name: "unknown lists known names", provider: "antropic",
 			wantErr: []string{`model "m"`, `unknown provider "antropic"`, "alpha", "zeta"}},
 		{name: "factory error wrapped with model name", provider: "alpha",
@@ -31,7 +37,7 @@ func TestRegistry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := r.New(Model{Name: "m", Provider: tt.provider}, nil)
+			p, err := r.New(Model{Name: "m", Provider: tt.provider, BaseURL: tt.baseURL}, nil)
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatal(err)
@@ -43,6 +49,9 @@ func TestRegistry(t *testing.T) {
 			}
 			if err == nil {
 				t.Fatal("want an error")
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("err = %q shows the password", err)
 			}
 			for _, s := range tt.wantErr {
 				if !strings.Contains(err.Error(), s) {

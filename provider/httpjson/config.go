@@ -3,7 +3,6 @@ package httpjson
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 
@@ -12,9 +11,10 @@ import (
 )
 
 // BaseURL returns models.base_url, or def when it is empty (def "" makes
-// base_url required), once it is an absolute http or https URL without query
-// or fragment, with any trailing slash removed so that paths can be appended
-// as strings. Error messages show the URL with any password redacted.
+// base_url required), once provider.ParseBaseURL accepts it (http or https,
+// a host, no query, fragment or credentials), with any trailing slash removed
+// so that paths can be appended as strings. Error messages never show
+// credentials.
 func BaseURL(raw, def string) (string, error) {
 	if raw == "" {
 		if def == "" {
@@ -22,21 +22,8 @@ func BaseURL(raw, def string) (string, error) {
 		}
 		raw = def
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error repeats the URL, password included
-		}
-		return "", fmt.Errorf("base_url: not a valid URL: %v", err)
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("base_url %q: scheme must be http or https, got %q", u.Redacted(), u.Scheme)
-	case u.Host == "":
-		return "", fmt.Errorf("base_url %q: no host", u.Redacted())
-	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return "", fmt.Errorf("base_url %q: must not have a query or fragment", u.Redacted())
+	if _, err := provider.ParseBaseURL(raw); err != nil {
+		return "", err
 	}
 	return strings.TrimRight(raw, "/"), nil
 }

@@ -17,7 +17,10 @@ func TestBaseURL(t *testing.T) {
 		{name: "scheme", raw: "ftp://h/v1", wantErr: "scheme"},
 		{name: "no host", raw: "http:///v1", wantErr: "no host"},
 		{name: "query", raw: "http://h/v1?x=1", wantErr: "query"},
-		{name: "password redacted", raw: "ftp://u:pw-123@h", wantErr: "xxxxx"},
+		{name: "password not shown", raw: "ftp://u:pw-123@h", wantErr: "scheme"},
+		{name: "credentials refused", raw: "http://u:pw-123@h/v1", wantErr: "must not contain credentials"},
+		{name: "file", raw: "file:///etc/passwd", wantErr: "scheme"},
+		{name: "empty host", raw: "http://", wantErr: "no host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 
 	"github.com/pgimageai/pgimageai/provider"
@@ -77,28 +76,15 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 }
 
 // parseBaseURL returns models.base_url, or the default when it is empty, once
-// it is an absolute http or https URL without query or fragment (go-openai
-// appends "/chat/completions" to it as a string). Error messages show the URL
-// with any password redacted.
+// provider.ParseBaseURL accepts it: http or https, a host, no query, fragment
+// or credentials (go-openai appends "/chat/completions" to it as a string).
+// Error messages never show credentials.
 func parseBaseURL(raw string) (string, error) {
 	if raw == "" {
 		return DefaultBaseURL, nil
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error repeats the URL, password included
-		}
-		return "", fmt.Errorf("base_url: not a valid URL: %v", err)
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("base_url %q: scheme must be http or https, got %q", u.Redacted(), u.Scheme)
-	case u.Host == "":
-		return "", fmt.Errorf("base_url %q: no host", u.Redacted())
-	case u.RawQuery != "" || u.Fragment != "":
-		return "", fmt.Errorf("base_url %q: must not have a query or fragment", u.Redacted())
+	if _, err := provider.ParseBaseURL(raw); err != nil {
+		return "", err
 	}
 	return raw, nil
 }

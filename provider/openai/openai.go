@@ -192,7 +192,8 @@ func (p *Provider) completion(resp goopenai.ChatCompletionResponse) (provider.Co
 	}
 	if p.cfg.ResponseFormat != nil {
 		if err := checkStructured(p.cfg.ResponseFormat, text); err != nil {
-			return provider.Completion{}, p.badResponse("%v: %s", err, first(text, 200))
+			// Scrubbed before it is cut: a cut key would escape Redact.
+			return provider.Completion{}, p.badResponse("%v: %s", err, first(p.scrub(text), 200))
 		}
 	}
 	return provider.Completion{

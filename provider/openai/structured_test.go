@@ -58,3 +58,28 @@ func TestStructuredOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestStructuredOutputKeyCut: a structured answer that is not JSON is quoted
+// up to 200 characters; a key the server echoes across that cut must not
+// leave its first characters behind.
+func TestStructuredOutputKeyCut(t *testing.T) {
+	const key = "sk-secret-0123456789abcdef"
+	schema := `{"type":"object"}`
+	content, _ := json.Marshal(strings.Repeat("x", 180) + " {{auth}}")
+	srv := newFakeServer(t, answer{status: 200, body: `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` +
+		string(content) + `},"finish_reason":"stop"}]}`})
+	m := testModel(srv.URL, `{"response_format":`+schema+`}`)
+	m.APIKeyEnv = "KEY"
+	p, _ := newTestProvider(t, m, map[string]string{"KEY": key})
+	_, err := p.GenerateText(context.Background(), pngImage, "x")
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Kind != provider.BadResponse {
+		t.Fatalf("err = %v, want a bad response", err)
+	}
+	if r := srv.requests(); len(r) != 1 || r[0].auth != "Bearer "+key {
+		t.Fatalf("the server did not see the key: %+v", r)
+	}
+	if strings.Contains(pe.Message, key[:9]) || !strings.Contains(pe.Message, "xxxx") {
+		t.Fatalf("message %q shows the start of the key", pe.Message)
+	}
+}
