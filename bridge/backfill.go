@@ -169,7 +169,7 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 			state = "done" // an empty table: nothing to do
 		}
 		_, err = e.live.tgt.Exec(ctx, `INSERT INTO pgimageai.backfills (rule, state, fingerprint, stop_key, rows_total, finished_at)
-VALUES ($1, $2, $3, $4, (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $5), CASE WHEN $2 = 'done' THEN now() END)
+VALUES ($1, $2, $3, $4, (SELECT CASE WHEN reltuples >= 0 THEN reltuples::bigint END FROM pg_class WHERE oid = $5), CASE WHEN $2 = 'done' THEN now() END)
 ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.fingerprint, last_key = NULL,
   stop_key = EXCLUDED.stop_key, rows_done = 0, rows_total = EXCLUDED.rows_total, started_at = now(), updated_at = now(),
   finished_at = EXCLUDED.finished_at`, r.Name, state, r.Fingerprint, nullable(stop), r.Source.OID)
