@@ -32,6 +32,9 @@ type fakeAI struct {
 	// an OpenAI error body with that status.
 	respond func(r aiRequest) (status int, text string)
 	delay   time.Duration
+	// hook, when set, sees each request after it was recorded and may answer
+	// it itself (hang, garbage, a cut body): it returns true when it did.
+	hook func(w http.ResponseWriter, r *http.Request, req aiRequest) bool
 }
 
 func newFakeAI(tb testing.TB) *fakeAI {
@@ -67,8 +70,11 @@ func (f *fakeAI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
-	respond, delay := f.respond, f.delay
+	respond, delay, hook := f.respond, f.delay, f.hook
 	f.mu.Unlock()
+	if hook != nil && hook(w, r, req) {
+		return
+	}
 	if delay > 0 {
 		time.Sleep(delay)
 	}
@@ -108,6 +114,14 @@ func (f *fakeAI) Count() int {
 func (f *fakeAI) Set(delay time.Duration, respond func(aiRequest) (int, string)) {
 	f.mu.Lock()
 	f.delay, f.respond = delay, respond
+	f.mu.Unlock()
+}
+
+// SetHook installs (or, with nil, removes) a hook that may answer requests
+// itself; see fakeAI.hook.
+func (f *fakeAI) SetHook(hook func(w http.ResponseWriter, r *http.Request, req aiRequest) bool) {
+	f.mu.Lock()
+	f.hook = hook
 	f.mu.Unlock()
 }
 

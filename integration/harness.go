@@ -433,6 +433,55 @@ func (p *Postgres) Unpause(ctx context.Context) error {
 	return nil
 }
 
+// Disconnect cuts the container off every Docker network it is on (docker network
+// disconnect): the engine's proxy for the published port goes away with the network, so
+// clients' connections through it end, new ones are refused, and nothing reaches the
+// server until Reconnect. The server keeps running; its side of the old connections
+// learns of the cut only when it sends (or by wal_sender_timeout, tcp_keepalives_*).
+func (p *Postgres) Disconnect(ctx context.Context) error {
+	c, err := p.pool.Client.InspectContainerWithContext(p.res.Container.ID, ctx)
+	if err != nil {
+		return fmt.Errorf("disconnect postgres: %w", err)
+	}
+	for name, n := range c.NetworkSettings.Networks {
+		err := p.pool.Client.DisconnectNetwork(n.NetworkID, docker.NetworkConnectionOptions{
+			Container: p.res.Container.ID, Force: true, Context: ctx,
+		})
+		if err != nil {
+			return fmt.Errorf("disconnect postgres from network %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Reconnect attaches the container again to the networks it was created on, which
+// Disconnect took it off, and waits until the server accepts connections. The published
+// port is kept (the engine maps it again), so DSNs stay valid.
+func (p *Postgres) Reconnect(ctx context.Context) error {
+	c, err := p.pool.Client.InspectContainerWithContext(p.res.Container.ID, ctx)
+	if err != nil {
+		return fmt.Errorf("reconnect postgres: %w", err)
+	}
+	for name, n := range p.res.Container.NetworkSettings.Networks {
+		if _, ok := c.NetworkSettings.Networks[name]; ok {
+			continue
+		}
+		err := p.pool.Client.ConnectNetwork(n.NetworkID, docker.NetworkConnectionOptions{
+			Container: p.res.Container.ID, Context: ctx,
+		})
+		if err != nil {
+			return fmt.Errorf("reconnect postgres to network %s: %w", name, err)
+		}
+	}
+	if err := p.refresh(ctx); err != nil {
+		return fmt.Errorf("reconnect postgres: %w", err)
+	}
+	if err := p.waitReady(ctx); err != nil {
+		return fmt.Errorf("reconnect postgres: %w", err)
+	}
+	return nil
+}
+
 // Purge removes the container and its volumes, whatever its state.
 func (p *Postgres) Purge() error {
 	return p.pool.Purge(p.res)

@@ -42,6 +42,8 @@ func (ss *session) run(ctx context.Context) error {
 		return explain(err, ss.user)
 	}
 	ss.streamed = true
+	ss.s.streaming.Store(true)
+	defer ss.s.streaming.Store(false)
 	if ss.resumed {
 		ss.log.Info("replication stream resumed", "lsn", startLSN)
 	} else {
@@ -125,6 +127,7 @@ func (ss *session) handle(ctx context.Context, msg pgproto3.BackendMessage) erro
 				return fmt.Errorf("%w: %v", ErrProtocol, err)
 			}
 			ss.p.receive(ka.ServerWALEnd)
+			ss.s.sawWALEnd(ka.ServerWALEnd)
 			advanced := ss.p.idle(ka.ServerWALEnd, ss.s.ackedLSN())
 			if ss.serverStopping(ka) {
 				return errServerStopping
@@ -139,6 +142,7 @@ func (ss *session) handle(ctx context.Context, msg pgproto3.BackendMessage) erro
 				return fmt.Errorf("%w: %v", ErrProtocol, err)
 			}
 			ss.p.receive(max(xld.WALStart, xld.ServerWALEnd))
+			ss.s.sawWALEnd(max(xld.WALStart, xld.ServerWALEnd))
 			ev, err := ss.dec.decode(xld.WALStart, xld.WALData)
 			if err != nil {
 				return err
@@ -233,6 +237,14 @@ func (ss *session) event(ctx context.Context, ev Event) error {
 // emit sends ev on out. While out is full it keeps the server informed:
 // status updates go out every StatusInterval and on acks, and no message is
 // read, so the walsender waits for us without timing out.
+//
+// Not reading, emit cannot see the keepalives by which serverStopping
+// notices a walsender in shutdown, and that walsender would wait for our
+// flush position as long as the consumer is stuck (a target refusing
+// writes), holding up the server's fast shutdown. So once emit has been
+// blocked for a StatusInterval, it probes the server with each status update
+// (probeStopping, one probe at a time) and gives the connection up with
+// errServerStopping when the server refuses new connections with 57P03.
 func (ss *session) emit(ctx context.Context, ev Event) error {
 	select {
 	case ss.out <- ev:
@@ -242,6 +254,8 @@ func (ss *session) emit(ctx context.Context, ev Event) error {
 	defer func() { ss.lastRecv = time.Now() }() // we were not listening meanwhile
 	t := time.NewTimer(time.Until(ss.lastStatus.Add(ss.s.cfg.StatusInterval)))
 	defer t.Stop()
+	blocked := time.Now()
+	var probe chan bool // the probe in flight, nil when none
 	for {
 		select {
 		case ss.out <- ev:
@@ -251,6 +265,17 @@ func (ss *session) emit(ctx context.Context, ev Event) error {
 				return err
 			}
 			t.Reset(ss.s.cfg.StatusInterval)
+			if probe == nil && time.Since(blocked) >= ss.s.cfg.StatusInterval {
+				// Buffered and not cancelled on return: a probe ends by its
+				// own timeout, never half-way through a connection.
+				probe = make(chan bool, 1)
+				go func(c chan<- bool) { c <- ss.s.probeStopping(context.WithoutCancel(ctx)) }(probe)
+			}
+		case stopping := <-probe:
+			probe = nil
+			if stopping {
+				return errServerStopping
+			}
 		case <-ss.s.wake:
 			if err := ss.status(ctx, false); err != nil {
 				return err
@@ -289,6 +314,7 @@ func (ss *session) status(ctx context.Context, force bool) error {
 		return fmt.Errorf("send standby status: %w", err)
 	}
 	ss.p.sent = lsn
+	ss.s.confirmed.Store(uint64(lsn))
 	ss.lastStatus = time.Now()
 	return nil
 }
