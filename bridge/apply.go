@@ -20,6 +20,10 @@ type writer interface {
 	Write(ctx context.Context, ops []sink.Op, checkpoint replication.LSN) error
 }
 
+// maxWriteBackoff caps the wait between attempts of a failed target write:
+// short, so that the bridge catches up soon after the target is back.
+const maxWriteBackoff = 5 * time.Second
+
 // applier turns committed transactions into sink ops in source commit order,
 // waits for their calls, writes batches of transactions in one target
 // transaction each, and acks each batch's end LSN. It runs on one goroutine.
@@ -122,7 +126,7 @@ func (a *applier) flush(ctx context.Context, ops []sink.Op, end replication.LSN)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			wait = min(wait*2, 30*time.Second)
+			wait = min(wait*2, maxWriteBackoff)
 		}
 		a.written += int64(len(ops))
 		a.batches++

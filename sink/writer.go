@@ -75,6 +75,10 @@ func (w *Writer) Write(ctx context.Context, ops []Op, checkpoint replication.LSN
 	defer func() {
 		if err != nil {
 			tx.Rollback(context.WithoutCancel(ctx))
+			// A fresh session for the next attempt: this one may be broken,
+			// or stuck in a state that caused the failure (a session that
+			// began while the database was read-only stays read-only).
+			w.Close(context.WithoutCancel(ctx))
 		}
 	}()
 	b := &pgx.Batch{}
