@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -77,8 +78,21 @@ INSERT INTO pgimageai.errors (rule, source_table, source_key, reason, detail, cr
 func (e *cliEnv) run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	all := append([]string{args[0], "--dsn", e.source.DSN(), "--target-dsn", e.target.DSN(), "--slot", e.slot}, args[1:]...)
-	cmd := exec.Command(pgimageaiBinary(t), all...)
-	cmd.Env = append(cmd.Environ(), "CLI_TEST_SECRET_KEY=sk-cli-test-secret")
+	stdout, stderr, code = cli(t, []string{"CLI_TEST_SECRET_KEY=sk-cli-test-secret"}, all...)
+	for _, secret := range []string{"pgimageai-test", "sk-cli-test-secret"} {
+		if strings.Contains(stdout+stderr, secret) {
+			t.Fatalf("pgimageai %s printed a secret:\n%s%s", args[0], stdout, stderr)
+		}
+	}
+	return stdout, stderr, code
+}
+
+// cli runs the pgimageai binary with env added to the environment and
+// returns its output and exit code.
+func cli(t testing.TB, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(pgimageaiBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -88,11 +102,6 @@ func (e *cliEnv) run(t *testing.T, args ...string) (stdout, stderr string, code 
 		code = exit.ExitCode()
 	case err != nil:
 		t.Fatal(err)
-	}
-	for _, secret := range []string{"pgimageai-test", "sk-cli-test-secret"} {
-		if strings.Contains(out.String()+errOut.String(), secret) {
-			t.Fatalf("pgimageai %s printed a secret:\n%s%s", args[0], out.String(), errOut.String())
-		}
 	}
 	return out.String(), errOut.String(), code
 }

@@ -40,10 +40,7 @@ func TestFaultPausedServer(t *testing.T) {
 
 	want := map[int]string{}
 	insertRows(t, s, 1, 201, 10, want)
-	waitFor(t, 30*time.Second, "50 results before the pause", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'captions'") == 1 &&
-			queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= 50
-	})
+	waitResults(t, s, 50, "before the pause")
 	pid := s.walsenderPID(t)
 	ctx := t.Context()
 	if err := pg.Pause(ctx); err != nil {
@@ -85,10 +82,7 @@ func TestFaultNetworkCut(t *testing.T) {
 
 	want := map[int]string{}
 	insertRows(t, s, 1, 201, 10, want)
-	waitFor(t, 30*time.Second, "50 results before the cut", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'captions'") == 1 &&
-			queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= 50
-	})
+	waitResults(t, s, 50, "before the cut")
 	pid := s.walsenderPID(t)
 	dsn := s.db.DSN()
 	ctx := t.Context()

@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,24 +14,6 @@ import (
 	"github.com/pgimageai/pgimageai/sink"
 )
 
-// lockedBuffer is a log destination shared by a bridge's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestLeaderStepsDown cuts the leader's lock session (as a network cut
 // would) while a standby polls: the standby takes the lock, the old leader
 // finds it taken when it checks, stops streaming and waits as a standby; the
@@ -43,7 +24,7 @@ func TestLeaderStepsDown(t *testing.T) {
 	s.model(t, "vision", ai, `{}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 
-	var logA lockedBuffer
+	var logA syncBuffer
 	cfgA := s.config(t)
 	cfgA.LeaderPoll = 3 * time.Second // A checks its lock seldom: B wins the race
 	cfgA.Logger = slog.New(slog.NewTextHandler(&logA, nil))

@@ -119,6 +119,40 @@ func insertRows(t testing.TB, s *source, from, to, per int, want map[int]string)
 	}
 }
 
+// waitResults waits until public.captions exists and holds at least n rows.
+func waitResults(t testing.TB, s *source, n int, what string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d results %s", n, what), func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'captions'") == 1 &&
+			queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= n
+	})
+}
+
+// assertRequestedOnceAfter checks that the requests after the first before
+// ones asked for exactly the PNG rows of ids that were not committed (not in
+// done), each once: what a restart or a failover must cost.
+func assertRequestedOnceAfter(t testing.TB, ai *fakeAI, before int, done map[int]string, ids int) {
+	t.Helper()
+	after := ai.Requests()[before:]
+	again := map[string]int{}
+	for _, r := range after {
+		again[r.DataURL]++
+	}
+	for id := 1; id <= ids; id++ {
+		url := magic.DataURL(magic.PNG, pngImage(t, id))
+		_, committed := done[id]
+		switch {
+		case committed && again[url] != 0:
+			t.Errorf("row %d was committed before the fault but requested again", id)
+		case !committed && again[url] != 1:
+			t.Errorf("row %d: %d requests after the fault, want 1", id, again[url])
+		}
+	}
+	if len(after) != ids-len(done) {
+		t.Errorf("%d requests after the fault, want %d", len(after), ids-len(done))
+	}
+}
+
 // captions reads the target table.
 func captions(t testing.TB, conn *pgx.Conn) map[int]string {
 	t.Helper()
@@ -173,10 +207,7 @@ func TestExactlyOnceAfterKill(t *testing.T) {
 	p1 := s.runProcess(t)
 	want := map[int]string{}
 	insertRows(t, s, 1, 2001, 20, want)
-	waitFor(t, 60*time.Second, "400 results before the kill", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'captions'") == 1 &&
-			queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= 400
-	})
+	waitResults(t, s, 400, "before the kill")
 	p1.signal(t, syscall.SIGKILL)
 	atKill := captions(t, s.conn)
 	before := len(ai.Requests())
@@ -194,24 +225,7 @@ func TestExactlyOnceAfterKill(t *testing.T) {
 
 	// After the restart, exactly the rows not committed at the kill were
 	// requested, each once.
-	after := ai.Requests()[before:]
-	again := map[string]int{}
-	for _, r := range after {
-		again[r.DataURL]++
-	}
-	for id := 1; id <= 2000; id++ {
-		url := magic.DataURL(magic.PNG, pngImage(t, id))
-		_, done := atKill[id]
-		switch {
-		case done && again[url] != 0:
-			t.Errorf("row %d was committed before the kill but requested again", id)
-		case !done && again[url] != 1:
-			t.Errorf("row %d: %d requests after the restart, want 1", id, again[url])
-		}
-	}
-	if len(after) != 2000-len(atKill) {
-		t.Errorf("%d requests after the restart, want %d", len(after), 2000-len(atKill))
-	}
+	assertRequestedOnceAfter(t, ai, before, atKill, 2000)
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors"); n != 0 {
 		t.Errorf("%d errors rows", n)
 	}
@@ -262,10 +276,7 @@ func TestReconnect(t *testing.T) {
 			s.start(t, s.config(t))
 			want := map[int]string{}
 			insertRows(t, s, 1, 501, 10, want)
-			waitFor(t, 60*time.Second, "100 results", func() bool {
-				return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'captions'") == 1 &&
-					queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= 100
-			})
+			waitResults(t, s, 100, "before the interruption")
 			tc.interrupt(t, pg, s)
 			insertRows(t, s, 501, 1001, 10, want)
 			s.sync(t, 120*time.Second)

@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,25 +25,6 @@ import (
 // Slot health and recovery: an invalidated slot stops the bridge with one
 // message, pgimageai recover-slot gets it going again, and WAL of tables no
 // rule reads never makes the slot hold WAL back.
-
-// cli runs the pgimageai binary with env added to the environment and
-// returns its output and exit code.
-func cli(t testing.TB, env []string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := exec.Command(pgimageaiBinary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	return out.String(), errOut.String(), code
-}
 
 // wantCLI runs cli and fails unless the exit code is code and the combined
 // output holds every one of want.

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/pgimageai/pgimageai/magic"
 )
 
 // TestStandbyTakesOver runs two `pgimageai run` on one slot: exactly one
@@ -32,10 +30,7 @@ func TestStandbyTakesOver(t *testing.T) {
 
 	want := map[int]string{}
 	insertRows(t, s, 1, 301, 10, want)
-	waitFor(t, 60*time.Second, "100 results before the kill", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'captions'") == 1 &&
-			queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= 100
-	})
+	waitResults(t, s, 100, "before the kill")
 	// Exactly one streams: one walsender on this database, and B still waits.
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender' AND datname = current_database()"); n != 1 {
 		t.Errorf("%d walsenders on the database, want 1", n)
@@ -63,22 +58,9 @@ func TestStandbyTakesOver(t *testing.T) {
 	assertCaptions(t, captions(t, s.conn), want)
 
 	// B requested exactly the rows A had not committed, each once.
-	again := map[string]int{}
-	after := ai.Requests()[before:]
-	for _, r := range after {
-		again[r.DataURL]++
-	}
-	for id := 1; id <= 600; id++ {
-		url := magic.DataURL(magic.PNG, pngImage(t, id))
-		_, done := atKill[id]
-		switch {
-		case done && again[url] != 0:
-			t.Errorf("row %d was committed by A but requested again", id)
-		case !done && again[url] != 1:
-			t.Errorf("row %d: %d requests after the kill, want 1", id, again[url])
-		}
-	}
-	t.Logf("A committed %d rows and made %d requests; B made %d requests for the other %d rows", len(atKill), before, len(after), 600-len(atKill))
+	assertRequestedOnceAfter(t, ai, before, atKill, 600)
+	after := ai.Count() - before
+	t.Logf("A committed %d rows and made %d requests; B made %d requests for the other %d rows", len(atKill), before, after, 600-len(atKill))
 	// B logs JSON (--log-format json): one object per line, with the
 	// standby's story in it.
 	logB, _ := os.ReadFile(b.log.Name())
