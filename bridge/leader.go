@@ -51,9 +51,21 @@ type leader struct {
 // it, until ctx ends. The first connection error is returned (a wrong DSN
 // must fail fast); later ones, while waiting, are logged and retried.
 func (l *leader) acquire(ctx context.Context) error {
-	waiting := false
+	waiting, unreachable := false, false
 	for first := true; ; first = false {
+		if !first {
+			t := time.NewTimer(l.poll)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
 		ok, err := l.try(ctx)
+		if err == nil {
+			unreachable = false
+		}
 		switch {
 		case ok:
 			if waiting {
@@ -63,17 +75,13 @@ func (l *leader) acquire(ctx context.Context) error {
 		case err != nil && first:
 			return err
 		case err != nil:
-			l.log.Warn("standby: source unreachable; retrying", "slot", l.slot, "err", err)
+			if !unreachable { // once per outage, not once per poll
+				l.log.Warn("standby: source unreachable; retrying", "slot", l.slot, "err", err)
+			}
+			unreachable = true
 		case !waiting:
 			waiting = true
 			l.log.Info("standby: another pgimageai streams this slot; waiting to take over", "slot", l.slot, "leader", l.owner(ctx))
-		}
-		t := time.NewTimer(l.poll)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
 		}
 	}
 }
@@ -122,6 +130,7 @@ func (l *leader) owner(ctx context.Context) string {
 func (l *leader) watch(ctx context.Context, lost chan<- error) {
 	t := time.NewTicker(l.poll)
 	defer t.Stop()
+	unreachable := false
 	for {
 		select {
 		case <-t.C:
@@ -129,6 +138,7 @@ func (l *leader) watch(ctx context.Context, lost chan<- error) {
 			return
 		}
 		if l.check(ctx) {
+			unreachable = false
 			continue
 		}
 		if ctx.Err() != nil {
@@ -137,8 +147,12 @@ func (l *leader) watch(ctx context.Context, lost chan<- error) {
 		ok, err := l.try(ctx)
 		switch {
 		case err != nil:
-			l.log.Warn("leader lock connection lost; retrying", "slot", l.slot, "err", err)
+			if !unreachable { // once per outage, not once per poll
+				l.log.Warn("leader lock connection lost; retrying", "slot", l.slot, "err", err)
+			}
+			unreachable = true
 		case ok:
+			unreachable = false
 			l.log.Info("leader lock re-acquired", "slot", l.slot)
 		default:
 			l.held.Store(false)
