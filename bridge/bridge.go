@@ -93,7 +93,10 @@ type Bridge struct {
 	budget *budget
 	stream atomic.Pointer[replication.Stream] // for status, read by scrapes
 	flight atomic.Pointer[budget]             // likewise
-	leader *leader
+	// reconnects of the streams of earlier leaderships, so that the
+	// metric stays monotonic across a step-down
+	reconnects atomic.Int64
+	leader     *leader
 }
 
 // New returns a Bridge; Run starts it.
@@ -134,6 +137,7 @@ func (b *Bridge) status() metrics.Status {
 		rs := s.Status()
 		st.Streaming, st.ServerWALEnd, st.Confirmed, st.Reconnects = rs.Streaming, uint64(rs.ServerWALEnd), uint64(rs.Confirmed), rs.Reconnects
 	}
+	st.Reconnects += b.reconnects.Load()
 	if bu := b.flight.Load(); bu != nil && st.Leader {
 		st.BytesInFlight, _ = bu.inUse()
 	}
@@ -227,7 +231,10 @@ func (b *Bridge) lead(ctx context.Context) error {
 	b.engine, b.apply, b.budget = eng, app, eng.budget
 	b.stream.Store(stream)
 	b.flight.Store(eng.budget)
-	defer b.stream.Store(nil)
+	defer func() {
+		b.reconnects.Add(stream.Status().Reconnects)
+		b.stream.Store(nil)
+	}()
 	return b.pipeline(ctx, hard, stream, checkpoint)
 }
 

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -84,7 +86,22 @@ func BenchmarkLargeTransaction(b *testing.B) {
 	s.model(b, "vision", ai, `{"max_concurrency": 16}`)
 	s.rule(b, "caption", "vision", "public.captions", "caption")
 	const rows, size = 10000, 100 << 10
-	p := s.runProcess(b, "PGIMAGEAI_BYTE_BUDGET="+strconv.Itoa(64<<20))
+	addr := freeAddr(b)
+	p := s.runProcess(b, "PGIMAGEAI_BYTE_BUDGET="+strconv.Itoa(64<<20), "PGIMAGEAI_METRICS_ADDR="+addr)
+	// The byte budget in use, as the metrics report it, sampled meanwhile.
+	var peakFlight, peakLag atomic.Int64
+	sampling, stopSampling := context.WithCancel(context.Background())
+	defer stopSampling()
+	go func() {
+		for sampling.Err() == nil {
+			for name, v := range gauges("http://"+addr, "pgimageai_bytes_in_flight", "pgimageai_replication_lag_bytes") {
+				peak := map[string]*atomic.Int64{"pgimageai_bytes_in_flight": &peakFlight, "pgimageai_replication_lag_bytes": &peakLag}[name]
+				for cur := peak.Load(); int64(v) > cur && !peak.CompareAndSwap(cur, int64(v)); cur = peak.Load() {
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
 	start := time.Now()
 	s.exec(b, fmt.Sprintf(`INSERT INTO public.photos (id, img)
 SELECT i, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5(i::text), %d), 'hex')
@@ -94,6 +111,7 @@ FROM generate_series(1, %d) i`, size/16, rows))
 	s.sync(b, 30*time.Minute)
 	elapsed := time.Since(start)
 	hwm := vmHWM(b, p.cmd.Process.Pid)
+	stopSampling()
 	if err := p.signal(b, syscall.SIGTERM); err != nil {
 		b.Fatalf("graceful stop: %v", err)
 	}
@@ -105,8 +123,32 @@ FROM generate_series(1, %d) i`, size/16, rows))
 		b.Errorf("the stream reconnected during the large transaction:\n%s", logb)
 	}
 	b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
+	b.ReportMetric(float64(peakFlight.Load())/(1<<20), "peak-in-flight-MiB")
 	b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
-	b.Logf("1 GB transaction: %s, peak RSS %.1f MiB with a 64 MiB byte budget, %d requests", elapsed.Round(time.Second), float64(hwm)/(1<<20), ai.Count())
+	b.Logf("1 GB transaction: %s, peak RSS %.1f MiB with a 64 MiB byte budget (peak bytes_in_flight %.1f MiB, peak replication_lag_bytes %.1f MiB), %d requests",
+		elapsed.Round(time.Second), float64(hwm)/(1<<20), float64(peakFlight.Load())/(1<<20), float64(peakLag.Load())/(1<<20), ai.Count())
+}
+
+// gauges reads the named series from a /metrics endpoint, quietly: it runs
+// beside the test, where failing is not allowed.
+func gauges(base string, names ...string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		for _, n := range names {
+			if rest, ok := strings.CutPrefix(sc.Text(), n+" "); ok {
+				if v, err := strconv.ParseFloat(rest, 64); err == nil {
+					out[n] = v
+				}
+			}
+		}
+	}
+	return out
 }
 
 // vmHWM returns a process's peak resident set size in bytes.
