@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,11 +92,13 @@ type Bridge struct {
 	engine *engine
 	apply  *applier
 	budget *budget
-	stream atomic.Pointer[replication.Stream] // for status, read by scrapes
-	flight atomic.Pointer[budget]             // likewise
+	flight atomic.Pointer[budget] // for status, read by scrapes
+
+	mu     sync.Mutex          // guards stream and reconnects, for status
+	stream *replication.Stream // of the current leadership; nil when none
 	// reconnects of the streams of earlier leaderships, so that the
 	// metric stays monotonic across a step-down
-	reconnects atomic.Int64
+	reconnects int64
 	leader     *leader
 }
 
@@ -133,15 +136,29 @@ func (b *Bridge) Run(ctx context.Context) error {
 // status reports the bridge's state to metrics.
 func (b *Bridge) status() metrics.Status {
 	st := metrics.Status{Leader: b.leader != nil && b.leader.held.Load()}
-	if s := b.stream.Load(); s != nil {
+	b.mu.Lock()
+	st.Reconnects = b.reconnects
+	if s := b.stream; s != nil {
 		rs := s.Status()
-		st.Streaming, st.ServerWALEnd, st.Confirmed, st.Reconnects = rs.Streaming, uint64(rs.ServerWALEnd), uint64(rs.Confirmed), rs.Reconnects
+		st.Streaming, st.ServerWALEnd, st.Confirmed = rs.Streaming, uint64(rs.ServerWALEnd), uint64(rs.Confirmed)
+		st.Reconnects += rs.Reconnects
 	}
-	st.Reconnects += b.reconnects.Load()
+	b.mu.Unlock()
 	if bu := b.flight.Load(); bu != nil && st.Leader {
 		st.BytesInFlight, _ = bu.inUse()
 	}
 	return st
+}
+
+// setStream records the stream of the current leadership (nil: none), for
+// status.
+func (b *Bridge) setStream(s *replication.Stream) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stream != nil {
+		b.reconnects += b.stream.Status().Reconnects
+	}
+	b.stream = s
 }
 
 // lead is Run while this instance holds the leader lock.
@@ -229,12 +246,9 @@ func (b *Bridge) lead(ctx context.Context) error {
 	app := &applier{log: log, w: w, ack: stream.Ack, maxOps: cfg.BatchOps, backoff: 200 * time.Millisecond, metrics: cfg.Metrics}
 	eng.metrics = cfg.Metrics
 	b.engine, b.apply, b.budget = eng, app, eng.budget
-	b.stream.Store(stream)
 	b.flight.Store(eng.budget)
-	defer func() {
-		b.reconnects.Add(stream.Status().Reconnects)
-		b.stream.Store(nil)
-	}()
+	b.setStream(stream)
+	defer b.setStream(nil)
 	return b.pipeline(ctx, hard, stream, checkpoint)
 }
 
