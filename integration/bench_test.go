@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -28,19 +29,23 @@ func (instant) GenerateText(_ context.Context, img provider.Image, _ string) (pr
 // b.N rows in transactions of 10. Run it with scripts/bench.
 func BenchmarkStream(b *testing.B) {
 	b.Run("provider=instant", func(b *testing.B) {
-		benchStream(b, 0, 8, true)
+		benchStream(b, 0, 8, true, nil)
+	})
+	b.Run("provider=instant/metrics=on", func(b *testing.B) {
+		benchStream(b, 0, 8, true, metrics.New())
 	})
 	b.Run("provider=http-200ms/max_concurrency=32", func(b *testing.B) {
-		benchStream(b, 200*time.Millisecond, 32, false)
+		benchStream(b, 200*time.Millisecond, 32, false, nil)
 	})
 }
 
-func benchStream(b *testing.B, latency time.Duration, concurrency int, inProcess bool) {
+func benchStream(b *testing.B, latency time.Duration, concurrency int, inProcess bool, m *metrics.Metrics) {
 	s := newSource(b)
 	ai := newFakeAI(b)
 	ai.Set(latency, nil)
 	cfg := s.config(b)
 	cfg.Logger = nil
+	cfg.Metrics = m
 	if inProcess {
 		cfg.Registry.Register("instant", func(provider.Model, provider.Env) (provider.Provider, error) { return instant{}, nil })
 		s.exec(b, `INSERT INTO pgimageai.models (name, provider, model) VALUES ('vision', 'instant', 'x')`)
