@@ -116,12 +116,39 @@ AND classid = hashtext('pgimageai.leader')::oid AND objid = hashtext($2)::oid AN
 
 // owner describes the session holding the lock, for the standby's log.
 func (l *leader) owner(ctx context.Context) string {
-	var pid int
-	var app, addr string
-	if l.conn == nil || l.conn.QueryRow(ctx, leaderOwnerSQL, l.slot).Scan(&pid, &app, &addr) != nil {
+	if l.conn == nil {
 		return "unknown"
 	}
-	return fmt.Sprintf("pid %d, application %q, client %s", pid, app, addr)
+	info, found, err := Leader(ctx, l.conn, l.slot)
+	if err != nil || !found {
+		return "unknown"
+	}
+	return info.String()
+}
+
+// LeaderInfo describes the session that holds a slot's leader lock: the
+// `pgimageai run` that streams it.
+type LeaderInfo struct {
+	PID         int32  // backend PID of the lock's session
+	Application string // its application_name
+	Client      string // its client address, "local" for a Unix socket
+}
+
+func (i LeaderInfo) String() string {
+	return fmt.Sprintf("pid %d, application %q, client %s", i.PID, i.Application, i.Client)
+}
+
+// Leader returns the session holding slot's leader lock on conn's database;
+// found is false when no pgimageai run holds it.
+func Leader(ctx context.Context, conn *pgx.Conn, slot string) (info LeaderInfo, found bool, err error) {
+	err = conn.QueryRow(ctx, leaderOwnerSQL, slot).Scan(&info.PID, &info.Application, &info.Client)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return info, false, nil
+	}
+	if err != nil {
+		return info, false, fmt.Errorf("read the leader of slot %s: %w", slot, err)
+	}
+	return info, true, nil
 }
 
 // watch checks the lock every poll until ctx ends. A lost connection is

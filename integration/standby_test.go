@@ -18,7 +18,7 @@ import (
 func TestStandbyTakesOver(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)
-	ai.Set(20*time.Millisecond, nil)
+	ai.Set(100*time.Millisecond, nil)
 	s.model(t, "vision", ai, `{"max_concurrency": 8}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 
@@ -28,8 +28,13 @@ func TestStandbyTakesOver(t *testing.T) {
 	b := s.runProcess(t, "PGIMAGEAI_METRICS_ADDR="+addrB, "PGIMAGEAI_LOG_FORMAT=json")
 	waitHealth(t, "http://"+addrB, 20*time.Second, http.StatusServiceUnavailable, "standby")
 
+	leaderA := statusLeader(t, s)
+	if leaderA == 0 {
+		t.Error("status shows no leader while A streams")
+	}
+
 	want := map[int]string{}
-	insertRows(t, s, 1, 301, 10, want)
+	insertRows(t, s, 1, 501, 10, want)
 	waitResults(t, s, 100, "before the kill")
 	// Exactly one streams: one walsender on this database, and B still waits.
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender' AND datname = current_database()"); n != 1 {
@@ -47,9 +52,15 @@ func TestStandbyTakesOver(t *testing.T) {
 	}
 	killed := time.Now()
 	atKill, before := captions(t, s.conn), ai.Count()
+	if len(atKill) >= 500 {
+		t.Fatalf("the kill came too late: A had committed all %d rows", len(atKill))
+	}
 	waitHealth(t, "http://"+addrB, 15*time.Second, http.StatusOK, "streaming")
 	t.Logf("standby streaming %s after the kill", time.Since(killed).Round(time.Millisecond))
-	insertRows(t, s, 301, 601, 10, want)
+	if leaderB := statusLeader(t, s); leaderB == 0 || leaderB == leaderA {
+		t.Errorf("status shows leader pid %d after the takeover (A's was %d)", leaderB, leaderA)
+	}
+	insertRows(t, s, 501, 801, 10, want)
 	s.sync(t, 120*time.Second)
 	t.Logf("backlog applied %s after the kill", time.Since(killed).Round(time.Millisecond))
 	if err := b.signal(t, syscall.SIGTERM); err != nil {
@@ -58,9 +69,9 @@ func TestStandbyTakesOver(t *testing.T) {
 	assertCaptions(t, captions(t, s.conn), want)
 
 	// B requested exactly the rows A had not committed, each once.
-	assertRequestedOnceAfter(t, ai, before, atKill, 600)
+	assertRequestedOnceAfter(t, ai, before, atKill, 800)
 	after := ai.Count() - before
-	t.Logf("A committed %d rows and made %d requests; B made %d requests for the other %d rows", len(atKill), before, after, 600-len(atKill))
+	t.Logf("A committed %d rows and made %d requests; B made %d requests for the other %d rows", len(atKill), before, after, 800-len(atKill))
 	// B logs JSON (--log-format json): one object per line, with the
 	// standby's story in it.
 	logB, _ := os.ReadFile(b.log.Name())
@@ -78,4 +89,28 @@ func TestStandbyTakesOver(t *testing.T) {
 			t.Errorf("B's log lacks %q; messages: %q", want, msgs)
 		}
 	}
+}
+
+// statusLeader returns the PID of the leader's lock session as
+// `pgimageai status --format json` shows it; 0 when it shows none.
+func statusLeader(t testing.TB, s *source) int {
+	t.Helper()
+	out, errOut, code := cli(t, nil, "status", "--format", "json", "--dsn", s.db.DSN(), "--slot", s.slot)
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Slot struct {
+			Leader *struct {
+				PID int `json:"pid"`
+			} `json:"leader"`
+		} `json:"slot"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("status JSON: %v\n%s", err, out)
+	}
+	if doc.Slot.Leader == nil {
+		return 0
+	}
+	return doc.Slot.Leader.PID
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/replication"
 )
@@ -36,6 +37,9 @@ type slotStatus struct {
 	SafeWALSize *int64
 	// CurrentLSN is pg_current_wal_lsn(), or pg_last_wal_replay_lsn() on a standby.
 	CurrentLSN replication.LSN
+	// Leader is the pgimageai run holding the slot's leader lock; nil when
+	// none does (stopped, or between two leaders).
+	Leader *bridge.LeaderInfo
 }
 
 // Lag is the WAL in bytes that the slot has not confirmed yet.
@@ -148,6 +152,13 @@ FROM pg_replication_slots s WHERE s.slot_name = $1`
 
 func readSlotStatus(ctx context.Context, source *database, name string) (slotStatus, error) {
 	s := slotStatus{Slot: replication.Slot{Name: name}}
+	leader, leads, err := bridge.Leader(ctx, source.conn, name)
+	if err != nil {
+		return s, source.explain("read the leader lock", err)
+	}
+	if leads {
+		s.Leader = &leader
+	}
 	slot, found, err := replication.ReadSlot(ctx, source.conn, name)
 	if err != nil {
 		return s, fmt.Errorf("%s database %s: %w", source.role, source.where, err)

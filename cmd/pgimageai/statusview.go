@@ -38,6 +38,9 @@ func writeSlotTable(buf *bytes.Buffer, s slotStatus, cp *checkpoint) {
 	buf.WriteString("Slot\n")
 	t := newTable(buf)
 	t.row("name", s.Name)
+	if s.Leader != nil {
+		t.row("leader", s.Leader.String())
+	}
 	if !s.Found {
 		t.row("state", slotMissing)
 	} else {
@@ -227,6 +230,14 @@ type (
 		ConfirmedFlushLSN string          `json:"confirmed_flush_lsn,omitempty"`
 		CurrentWALLSN     string          `json:"current_wal_lsn,omitempty"`
 		LagBytes          *uint64         `json:"lag_bytes,omitempty"`
+		// Leader is the pgimageai run holding the slot's leader lock;
+		// absent when none does.
+		Leader *leaderJSON `json:"leader,omitempty"`
+	}
+	leaderJSON struct {
+		PID         int32  `json:"pid"`
+		Application string `json:"application"`
+		Client      string `json:"client"`
 	}
 	checkpointJSON struct {
 		LSN       string    `json:"lsn"`
@@ -268,6 +279,9 @@ func statusDocument(r statusReport) statusJSON {
 			ByReason: map[functions.Reason]int64{},
 			ByRule:   map[string]map[functions.Reason]int64{},
 		},
+	}
+	if l := r.Slot.Leader; l != nil {
+		doc.Slot.Leader = &leaderJSON{PID: l.PID, Application: l.Application, Client: l.Client}
 	}
 	if s := r.Slot; s.Found {
 		doc.Slot.Health, doc.Slot.Advice = s.health()

@@ -13,6 +13,7 @@ func TestWriteStatusTable(t *testing.T) {
 	lost := sampleStatus()
 	lost.Slot.Active, lost.Slot.ActivePID, lost.Slot.WALStatus, lost.Slot.InvalidationReason = false, 0, "lost", "wal_removed"
 	lost.Slot.CurrentLSN = lost.Slot.ConfirmedFlushLSN
+	lost.Slot.Leader = nil // an invalidated slot stops the bridge
 	lost.Checkpoint, lost.Rules, lost.Backfills, lost.OpenErrors, lost.Usage = nil, nil, nil, nil, nil
 
 	atRisk := sampleStatus()
@@ -28,6 +29,7 @@ func TestWriteStatusTable(t *testing.T) {
 	}{
 		{"everything", sampleStatus(), `Slot
   name                 pgimageai
+  leader               pid 4240, application "pgimageai", client 10.0.0.5
   plugin               pgoutput
   database             shop
   active               yes (pid 4242)
@@ -101,6 +103,7 @@ Usage (last 7 days, UTC): none
 `},
 		{"slot at risk", atRisk, `Slot
   name                 pgimageai
+  leader               pid 4240, application "pgimageai", client 10.0.0.5
   plugin               pgoutput
   database             shop
   active               yes (pid 4242)
@@ -202,6 +205,7 @@ func TestWriteStatusJSON(t *testing.T) {
 			"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
 			"wal_status": "reserved", "safe_wal_size": nil, "confirmed_flush_lsn": "0/1A2B3C0",
 			"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "ok",
+			"leader": map[string]any{"pid": 4240.0, "application": "pgimageai", "client": "10.0.0.5"},
 		},
 		"checkpoint": map[string]any{"lsn": "0/1A2B3C0", "updated_at": "2025-03-01T12:04:05Z"},
 		"open_errors": map[string]any{
@@ -239,6 +243,7 @@ func TestWriteStatusJSON(t *testing.T) {
 func TestWriteStatusJSONSlot(t *testing.T) {
 	found := func(edit func(*slotStatus)) statusReport {
 		r := sampleStatus()
+		r.Slot.Leader = nil // TestWriteStatusJSON shows it
 		edit(&r.Slot)
 		return r
 	}
