@@ -317,6 +317,20 @@ FROM pg_replication_slots WHERE slot_name = $1`, s.slot).Scan(&current, &confirm
 	if current-confirmed > limit {
 		t.Errorf("confirmed_flush_lsn is %d bytes behind pg_current_wal_lsn() after 10s of foreign WAL, want at most %d", current-confirmed, limit)
 	}
+	// The WAL the server keeps for the slot is what restart_lsn holds, and
+	// PostgreSQL moves it only when the slot decodes a running-transactions
+	// record (written every 15 s by the background writer, or at a
+	// checkpoint) below a confirmed position. So after one, the WAL of the
+	// burst must be released.
+	s.exec(t, "CHECKPOINT")
+	t2 := time.Now()
+	waitFor(t, 60*time.Second, "restart_lsn past the foreign WAL", func() bool {
+		_, _, restart = lsns()
+		return restart >= end
+	})
+	current, _, restart = lsns()
+	t.Logf("restart_lsn past the %d bytes of foreign WAL %s after a CHECKPOINT; the slot now holds %d bytes",
+		end-start, time.Since(t2).Round(time.Millisecond), current-restart)
 	if ai.Count() != 3 {
 		t.Errorf("%d provider calls, want 3: foreign WAL must not reach a provider", ai.Count())
 	}
