@@ -102,7 +102,8 @@ func statusLeader(t testing.TB, s *source) int {
 	var doc struct {
 		Slot struct {
 			Leader *struct {
-				PID int `json:"pid"`
+				PID         int    `json:"pid"`
+				Application string `json:"application"`
 			} `json:"leader"`
 		} `json:"slot"`
 	}
@@ -111,6 +112,9 @@ func statusLeader(t testing.TB, s *source) int {
 	}
 	if doc.Slot.Leader == nil {
 		return 0
+	}
+	if app := doc.Slot.Leader.Application; app != "pgimageai" {
+		t.Errorf("leader's application_name %q, want pgimageai", app)
 	}
 	return doc.Slot.Leader.PID
 }

@@ -54,6 +54,11 @@ Run 'pgimageai <command> --help' for a command's flags.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Every connection names itself in pg_stat_activity unless the DSN or
+	// the environment chose a name (libpq's PGAPPNAME, which pgx reads).
+	if os.Getenv("PGAPPNAME") == "" {
+		os.Setenv("PGAPPNAME", "pgimageai")
+	}
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
