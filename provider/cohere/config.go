@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/pgimageai/pgimageai/provider"
-	"github.com/pgimageai/pgimageai/provider/batch"
+	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
 // DefaultBaseURL is used when models.base_url is NULL.
@@ -22,18 +22,12 @@ const (
 	MaxBatchSize     = 96
 )
 
-// Config is models.options for the cohere provider: the shared keys of
-// provider.Options, dimensions, input_type, batch_size and batch_wait. Unknown keys are
-// an error, so that a misspelt option never goes unnoticed.
+// Config is models.options for the cohere provider: those of
+// httpjson.EmbedConfig and input_type. Unknown keys are an error, so that a
+// misspelt option never goes unnoticed. Dimensions, when set, is also sent
+// as output_dimension (embed-v4 and later accept 256, 512, 1024 and 1536).
 type Config struct {
-	provider.Options
-	batch.Config
-
-	// Dimensions, when set, is sent as output_dimension (embed-v4 and later
-	// accept 256, 512, 1024 and 1536), and every returned vector must have
-	// that length; another length is a bad_response. 0 = the model's default,
-	// not checked.
-	Dimensions int `json:"dimensions,omitempty"`
+	httpjson.EmbedConfig
 
 	// InputType is sent as input_type, which Cohere requires for v3 and
 	// later models: search_document (default), search_query,
@@ -43,14 +37,8 @@ type Config struct {
 
 // Validate reports the first invalid option.
 func (c Config) Validate() error {
-	if err := c.Options.Validate(); err != nil {
+	if err := c.EmbedConfig.Validate(MaxBatchSize); err != nil {
 		return err
-	}
-	if err := c.Config.Validate(MaxBatchSize); err != nil {
-		return err
-	}
-	if c.Dimensions < 0 {
-		return fmt.Errorf("option dimensions: must be >= 1, got %d", c.Dimensions)
 	}
 	switch c.InputType {
 	case "", "search_document", "search_query", "classification", "clustering", "image":
@@ -70,8 +58,7 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
-	c.Options = c.Options.WithDefaults()
-	c.Config = c.Config.WithDefaults(DefaultBatchSize)
+	c.EmbedConfig = c.EmbedConfig.WithDefaults(DefaultBatchSize)
 	if c.InputType == "" {
 		c.InputType = DefaultInputType
 	}
