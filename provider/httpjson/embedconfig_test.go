@@ -50,3 +50,27 @@ func TestParseEmbedConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestEmbeddings(t *testing.T) {
+	vecs := [][]float32{{1, 0}, {0, 1}, {1, 1}}
+	out, err := Embeddings(vecs, 2, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for i, e := range out {
+		if len(e.Vector) != 2 || e.Vector[0] != vecs[i][0] || e.Vector[1] != vecs[i][1] {
+			t.Errorf("embedding %d = %v, want %v", i, e.Vector, vecs[i])
+		}
+		total += e.Usage.PromptTokens
+	}
+	if total != 10 {
+		t.Errorf("tokens shared to %d in all, want the batch's 10", total)
+	}
+	if _, err := Embeddings(vecs, 3, 10); err == nil || !strings.Contains(err.Error(), "returned 2 dimensions, want 3") {
+		t.Errorf("wrong dimensions: err = %v", err)
+	}
+	if out, err := Embeddings(vecs, 0, 0); err != nil || len(out) != 3 {
+		t.Errorf("dimensions unchecked: %d, %v", len(out), err)
+	}
+}

@@ -2,6 +2,7 @@ package httpjson
 
 import (
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/batch"
 )
 
 // Item is one vector of an OpenAI-style embeddings answer,
@@ -53,4 +54,18 @@ func CheckDimensions(vecs [][]float32, want int) error {
 		}
 	}
 	return nil
+}
+
+// Embeddings turns the vectors of one batch answer, one per input in input
+// order, into Embeddings: it checks their dimensions (want 0 = not checked)
+// and shares the tokens the answer reports for the batch among them.
+func Embeddings(vecs [][]float32, want, tokens int) ([]provider.Embedding, error) {
+	if err := CheckDimensions(vecs, want); err != nil {
+		return nil, err
+	}
+	out := make([]provider.Embedding, len(vecs))
+	for i, v := range vecs {
+		out[i] = provider.Embedding{Vector: v, Usage: provider.Usage{PromptTokens: batch.Share(tokens, len(vecs), i)}}
+	}
+	return out, nil
 }

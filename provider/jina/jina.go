@@ -6,7 +6,6 @@ import (
 
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
-	"github.com/pgimageai/pgimageai/provider/batch"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
@@ -48,17 +47,10 @@ func (p *Provider) send(ctx context.Context, images []string) ([]provider.Embedd
 		return nil, err
 	}
 	vecs, err := httpjson.ByIndex(a.Data, len(images))
-	if err == nil {
-		err = httpjson.CheckDimensions(vecs, p.cfg.Dimensions)
-	}
 	if err != nil {
 		return nil, err
 	}
-	out := make([]provider.Embedding, len(vecs))
-	for i, v := range vecs {
-		out[i] = provider.Embedding{Vector: v, Usage: provider.Usage{PromptTokens: batch.Share(a.Usage.PromptTokens, len(vecs), i)}}
-	}
-	return out, nil
+	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.Usage.PromptTokens)
 }
 
 // base64Input encodes an image as Jina takes it: plain base64, no data URL.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
-	"github.com/pgimageai/pgimageai/provider/batch"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
@@ -47,15 +46,8 @@ func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embe
 		return nil, err
 	}
 	vecs, err := a.vectors(len(dataURLs))
-	if err == nil {
-		err = httpjson.CheckDimensions(vecs, p.cfg.Dimensions)
-	}
 	if err != nil {
 		return nil, err
 	}
-	out := make([]provider.Embedding, len(vecs))
-	for i, v := range vecs {
-		out[i] = provider.Embedding{Vector: v, Usage: provider.Usage{PromptTokens: batch.Share(a.Usage.PromptTokens, len(vecs), i)}}
-	}
-	return out, nil
+	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.Usage.PromptTokens)
 }
