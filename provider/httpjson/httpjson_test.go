@@ -39,28 +39,35 @@ func TestBaseURL(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
-		name string
-		h    map[string]string
-		want time.Duration
+		name   string
+		header map[string]string
+		want   time.Duration
 	}{
 		{"none", nil, 0},
-		{"seconds", map[string]string{"Retry-After": "3"}, 3 * time.Second},
-		{"ms wins", map[string]string{"Retry-After": "3", "Retry-After-Ms": "250"}, 250 * time.Millisecond},
-		{"date", map[string]string{"Retry-After": now.Add(5 * time.Second).Format(http.TimeFormat)}, 5 * time.Second},
-		{"negative", map[string]string{"Retry-After": "-1"}, 0},
+		{"seconds", map[string]string{"Retry-After": "1"}, time.Second},
+		{"seconds with spaces", map[string]string{"Retry-After": " 20 "}, 20 * time.Second},
+		{"fractional seconds", map[string]string{"Retry-After": "1.5"}, 1500 * time.Millisecond},
+		{"zero", map[string]string{"Retry-After": "0"}, 0},
+		{"negative", map[string]string{"Retry-After": "-3"}, 0},
+		{"NaN", map[string]string{"Retry-After": "NaN"}, 0},
+		{"huge capped", map[string]string{"Retry-After": "1e300"}, 24 * time.Hour},
+		{"http date", map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, 90 * time.Second},
+		{"http date in the past", map[string]string{"Retry-After": now.Add(-time.Hour).Format(http.TimeFormat)}, 0},
 		{"garbage", map[string]string{"Retry-After": "soon"}, 0},
-		{"huge capped", map[string]string{"Retry-After": "1e12"}, 24 * time.Hour},
+		{"retry-after-ms wins", map[string]string{"Retry-After-Ms": "250", "Retry-After": "1"}, 250 * time.Millisecond},
 	}
 	for _, tt := range tests {
-		h := http.Header{}
-		for k, v := range tt.h {
-			h.Set(k, v)
-		}
-		if got := ParseRetryAfter(h, now); got != tt.want {
-			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tt.header {
+				h.Set(k, v)
+			}
+			if got := ParseRetryAfter(h, now); got != tt.want {
+				t.Fatalf("ParseRetryAfter = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 

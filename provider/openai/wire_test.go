@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
@@ -195,39 +194,6 @@ func TestWireFixNeeded(t *testing.T) {
 		if got := tt.fix.needed(); got != tt.want {
 			t.Errorf("case %d: needed = %v, want %v", i, got, tt.want)
 		}
-	}
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		name   string
-		header map[string]string
-		want   time.Duration
-	}{
-		{"none", nil, 0},
-		{"seconds", map[string]string{"Retry-After": "1"}, time.Second},
-		{"seconds with spaces", map[string]string{"Retry-After": " 20 "}, 20 * time.Second},
-		{"fractional seconds", map[string]string{"Retry-After": "1.5"}, 1500 * time.Millisecond},
-		{"zero", map[string]string{"Retry-After": "0"}, 0},
-		{"negative", map[string]string{"Retry-After": "-3"}, 0},
-		{"NaN", map[string]string{"Retry-After": "NaN"}, 0},
-		{"huge capped", map[string]string{"Retry-After": "1e300"}, 24 * time.Hour},
-		{"http date", map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, 90 * time.Second},
-		{"http date in the past", map[string]string{"Retry-After": now.Add(-time.Hour).Format(http.TimeFormat)}, 0},
-		{"garbage", map[string]string{"Retry-After": "soon"}, 0},
-		{"retry-after-ms wins", map[string]string{"Retry-After-Ms": "250", "Retry-After": "1"}, 250 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			for k, v := range tt.header {
-				h.Set(k, v)
-			}
-			if got := parseRetryAfter(h, now); got != tt.want {
-				t.Fatalf("parseRetryAfter = %v, want %v", got, tt.want)
-			}
-		})
 	}
 }
 
