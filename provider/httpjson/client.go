@@ -111,7 +111,7 @@ func (c *Client) attempt(ctx context.Context, url string, payload []byte, out an
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return c.wrap(&provider.Error{Kind: provider.BadResponse,
-			Message: fmt.Sprintf("invalid response: %v: %s", err, truncate(c.Scrub(collapse(raw)), 200)), Err: err}) // scrubbed before the cut, which could halve a key
+			Message: fmt.Sprintf("invalid response: %v: %s", err, Truncate(c.Scrub(collapse(raw)), 200)), Err: err}) // scrubbed before the cut, which could halve a key
 	}
 	return nil
 }

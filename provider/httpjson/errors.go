@@ -18,7 +18,7 @@ const redacted = "[REDACTED]"
 
 // wrap scrubs e in place (message and chain) and bounds its message.
 func (c *Client) wrap(e *provider.Error) *provider.Error {
-	e.Message = truncate(c.Scrub(e.Message), maxMessage)
+	e.Message = Truncate(c.Scrub(e.Message), maxMessage)
 	e.Err = c.scrubErr(e.Err)
 	return e
 }
@@ -81,8 +81,8 @@ func BodyMessage(body []byte) string {
 // collapse returns b as text with runs of white space made single spaces.
 func collapse(b []byte) string { return strings.Join(strings.Fields(string(b)), " ") }
 
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

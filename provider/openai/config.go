@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/pgimageai/pgimageai/provider"
 )
@@ -87,25 +86,4 @@ func parseBaseURL(raw string) (string, error) {
 		return "", err
 	}
 	return raw, nil
-}
-
-// apiKey reads the key from the environment variable named by api_key_env.
-// No variable named means no key (Ollama and other local servers); a variable
-// named but unset or empty is an error, since requests would then fail with
-// 401 on every row.
-func apiKey(name string, env provider.Env) (string, error) {
-	if name == "" {
-		return "", nil
-	}
-	if env == nil {
-		env = os.LookupEnv
-	}
-	key, ok := env(name)
-	switch {
-	case !ok:
-		return "", fmt.Errorf("api_key_env: environment variable %s is not set", name)
-	case key == "":
-		return "", fmt.Errorf("api_key_env: environment variable %s is empty", name)
-	}
-	return key, nil
 }

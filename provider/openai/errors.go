@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"unicode/utf8"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
@@ -69,7 +68,7 @@ func (p *Provider) classify(ctx, attempt context.Context, ex *exchange, err erro
 	if e.Message == "" && e.Status != 0 {
 		e.Message = http.StatusText(e.Status)
 	}
-	e.Message = truncate(p.scrub(e.Message), maxMessage)
+	e.Message = httpjson.Truncate(p.scrub(e.Message), maxMessage)
 	e.Err = p.scrubErr(e.Err)
 	return e
 }
@@ -78,7 +77,7 @@ func (p *Provider) classify(ctx, attempt context.Context, ex *exchange, err erro
 // message may quote the answer, so it is scrubbed like any other.
 func (p *Provider) badResponse(format string, args ...any) *provider.Error {
 	e := provider.Errorf(provider.BadResponse, format, args...)
-	e.Message = truncate(p.scrub(e.Message), maxMessage)
+	e.Message = httpjson.Truncate(p.scrub(e.Message), maxMessage)
 	return e
 }
 
@@ -86,14 +85,3 @@ func (p *Provider) badResponse(format string, args ...any) *provider.Error {
 func (p *Provider) scrub(s string) string { return httpjson.Redact(s, p.key) }
 
 func (p *Provider) scrubErr(err error) error { return httpjson.RedactErr(err, p.key) }
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}

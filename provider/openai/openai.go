@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
 // Provider is the openai provider of one pgimageai.models row. It implements
@@ -46,7 +47,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := apiKey(m.APIKeyEnv, env)
+	key, err := httpjson.APIKey(m.APIKeyEnv, env)
 	if err != nil {
 		return nil, err
 	}

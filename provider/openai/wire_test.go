@@ -212,7 +212,7 @@ func TestBodyMessage(t *testing.T) {
 			t.Errorf("bodyMessage(%q) = %q, want %q", tt.body, got, tt.want)
 		}
 	}
-	if got := truncate(strings.Repeat("é", 400), 501); !strings.HasSuffix(got, "…") || len(got) > 504 {
+	if got := httpjson.Truncate(strings.Repeat("é", 400), 501); !strings.HasSuffix(got, "…") || len(got) > 504 {
 		t.Errorf("truncate cut badly: %d bytes", len(got))
 	}
 }
