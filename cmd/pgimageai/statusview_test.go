@@ -41,10 +41,10 @@ func TestWriteStatusTable(t *testing.T) {
   checkpoint           0/1A2B3C0 (updated 2025-03-01T12:04:05Z)
 
 Rules
-  NAME     ENABLED  FUNCTION           MODEL  SOURCE                          TARGET                   STATUS
-  caption  yes      AI_IMAGE_COMPLETE  gpt    public.photos.img            →  public.captions.caption  valid
-  embed    yes      AI_IMAGE_EMBED     gpt    public.photos.img            →  public.vectors.v         invalid: model gpt: provider openai cannot AI_IMAGE_EMBED
-  old      no       AI_IMAGE_COMPLETE  gpt    "Odd Schema"."My Table".Pic  →  public.old.text          disabled
+  NAME     ENABLED  FUNCTION           MODEL  SOURCE                            TARGET                   STATUS
+  caption  yes      AI_IMAGE_COMPLETE  gpt    public.photos.img              →  public.captions.caption  valid
+  embed    yes      AI_IMAGE_EMBED     gpt    public.photos.img              →  public.vectors.v         invalid: model gpt: provider openai cannot AI_IMAGE_EMBED
+  old      no       AI_IMAGE_COMPLETE  gpt    "Odd Schema"."My Table"."Pic"  →  public.old.text          disabled
 
 Backfills
   RULE     STATE    ROWS     UPDATED
@@ -308,5 +308,22 @@ func TestSlotLag(t *testing.T) {
 				t.Errorf("Lag() = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestColumnName(t *testing.T) {
+	tests := []struct{ name, want string }{
+		{"img", "img"},
+		{"_x1$", "_x1$"},
+		{"Img", `"Img"`},
+		{"1st", `"1st"`},
+		{"Img; --", `"Img; --"`},
+		{`a"b`, `"a""b"`},
+		{"", `""`},
+	}
+	for _, tt := range tests {
+		if got := column(tt.name); got != tt.want {
+			t.Errorf("column(%q) = %s, want %s", tt.name, got, tt.want)
+		}
 	}
 }
