@@ -24,6 +24,8 @@ const (
 	DefaultCacheEntries = 10000
 	DefaultDrainTimeout = 2 * time.Minute
 	DefaultLeaderPoll   = time.Second
+	// DefaultRecheckInterval: see Config.RecheckInterval.
+	DefaultRecheckInterval = 30 * time.Second
 )
 
 // Config configures a Bridge.
@@ -45,6 +47,10 @@ type Config struct {
 	// LeaderPoll is how often a standby tries the leader lock and a leader
 	// checks it still holds it (default 1s).
 	LeaderPoll time.Duration
+	// RecheckInterval is how often invalid rules are checked again while
+	// the stream is between transactions, so that a rule whose table or
+	// column is created later starts without a rule change (default 30s).
+	RecheckInterval time.Duration
 	// Metrics receives counters and the bridge's status; nil = none.
 	Metrics *metrics.Metrics
 }
@@ -70,6 +76,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaderPoll <= 0 {
 		c.LeaderPoll = DefaultLeaderPoll
+	}
+	if c.RecheckInterval <= 0 {
+		c.RecheckInterval = DefaultRecheckInterval
 	}
 	return c
 }
@@ -274,10 +283,17 @@ func (b *Bridge) pipeline(ctx, hard context.Context, stream *replication.Stream,
 		<-watching
 	}()
 
+	recheck := time.NewTicker(b.cfg.RecheckInterval)
+	defer recheck.Stop()
+
 	var err error
 loop:
 	for {
 		select {
+		case <-recheck.C:
+			if err = b.engine.recheck(ctx); err != nil {
+				break loop
+			}
 		case ev := <-events:
 			if err = b.engine.handle(ctx, ev, queue); err != nil {
 				break loop

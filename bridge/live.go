@@ -163,6 +163,17 @@ func (l *liveConfig) commit(ctx context.Context, e *engine, t *txn) error {
 	return l.reload(ctx, e)
 }
 
+// recheck compiles the rules again when some are invalid and no source
+// transaction is open: what made a rule invalid may be gone (a table or
+// column created, a target fixed) without any change to the rule rows that
+// would trigger a reload.
+func (e *engine) recheck(ctx context.Context) error {
+	if e.open != nil || len(e.live.invalid) == 0 {
+		return nil
+	}
+	return e.live.reload(ctx, e)
+}
+
 // reload compiles the rules and makes everything follow them: the engine's
 // rule map, the publication, the invalid_rule rows, and the backfills of
 // rules that are new, re-enabled or changed.

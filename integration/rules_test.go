@@ -73,6 +73,45 @@ WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL`, b.name).Sc
 	}
 }
 
+// TestInvalidRuleRecheck: a rule on a table that does not exist yet is
+// invalid_rule; once the table is created — no change to the rule — the
+// bridge finds it on its next check, resolves the row, backfills the rows
+// already there and streams the new ones.
+func TestInvalidRuleRecheck(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('late', 'public.late_photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.late_captions', 'caption')`)
+	cfg := s.config(t)
+	cfg.RecheckInterval = 300 * time.Millisecond
+	s.start(t, cfg)
+	waitFor(t, 30*time.Second, "the invalid_rule row", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'late' AND reason = 'invalid_rule' AND resolved_at IS NULL`) == 1
+	})
+
+	first, second := pngImage(t, 1), pngImage(t, 2)
+	s.exec(t, `CREATE TABLE public.late_photos (id int PRIMARY KEY, img bytea)`)
+	s.exec(t, `INSERT INTO public.late_photos VALUES (1, $1)`, first)
+	waitFor(t, 30*time.Second, "the rule to be valid", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'late' AND resolved_at IS NOT NULL`) == 1
+	})
+	s.exec(t, `INSERT INTO public.late_photos VALUES (2, $1)`, second)
+	s.sync(t, 30*time.Second)
+	waitFor(t, 30*time.Second, "both results", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM public.late_captions WHERE caption IS NOT NULL`) == 2
+	})
+	for id, img := range map[int][]byte{1: first, 2: second} {
+		var got string
+		if err := s.conn.QueryRow(context.Background(), `SELECT caption FROM public.late_captions WHERE id = $1`, id).Scan(&got); err != nil || got != captionOf(magic.DataURL(magic.PNG, img)) {
+			t.Errorf("row %d: caption %q (%v)", id, got, err)
+		}
+	}
+	if n := ai.Count(); n != 2 {
+		t.Errorf("%d provider requests, want 2", n)
+	}
+}
+
 // embedder answers with a vector whose length is the image's first byte mod
 // 4 plus 2: PNG (0x89) gives 3 values, JPEG (0xFF) 5.
 type embedder struct{}
