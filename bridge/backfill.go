@@ -187,6 +187,7 @@ ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.
 	if e.seen[r.Source.OID] == nil {
 		e.seen[r.Source.OID] = map[keyDigest]bool{}
 	}
+	e.stopBackfill(r.Name) // one worker per rule, also after a reload that failed half-way
 	bctx, cancel := context.WithCancel(e.callCtx)
 	e.backfills[r.Name] = cancel
 	go e.backfillWorker(bctx, r, last, stop)

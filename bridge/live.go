@@ -167,11 +167,22 @@ func (l *liveConfig) commit(ctx context.Context, e *engine, t *txn) error {
 // transaction is open: what made a rule invalid may be gone (a table or
 // column created, a target fixed) without any change to the rule rows that
 // would trigger a reload.
+//
+// A failure here (the target or source briefly unreachable) is logged and
+// the check repeated next time; it never stops the bridge.
 func (e *engine) recheck(ctx context.Context) error {
 	if e.open != nil || len(e.live.invalid) == 0 {
 		return nil
 	}
-	return e.live.reload(ctx, e)
+	before := e.live.invalid
+	if err := e.live.reload(ctx, e); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e.live.invalid = before // so that the next check runs again
+		e.log.Warn("checking invalid rules again failed; retrying at the next check", "err", err)
+	}
+	return nil
 }
 
 // reload compiles the rules and makes everything follow them: the engine's
