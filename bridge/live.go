@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -153,14 +154,32 @@ type liveConfig struct {
 }
 
 // commit applies the configuration changes of t, a transaction at its
-// commit, and reloads the rules.
+// commit, and reloads the rules. A reload that fails — the source or the
+// target unreachable or refusing writes for a while — is retried with
+// backoff on fresh connections until it succeeds or ctx ends: the stream
+// waits meanwhile (its backpressure keeps the walsender alive), and no
+// transaction after t is processed under the old rules.
 func (l *liveConfig) commit(ctx context.Context, e *engine, t *txn) error {
 	for _, cc := range t.config {
 		if err := l.cfg.apply(e.typeMap, cc); err != nil {
 			return fmt.Errorf("configuration change at %s: %w", t.commit.CommitLSN, err)
 		}
 	}
-	return l.reload(ctx, e)
+	wait := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := l.reload(ctx, e)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		l.log.Warn("applying a configuration change failed; retrying", "lsn", t.commit.CommitLSN.String(), "attempt", attempt, "err", err)
+		l.close(ctx) // fresh sessions next time: these may be broken or read-only
+		if sleep(ctx, &wait); ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 }
 
 // recheck compiles the rules again when some are invalid and no source
@@ -180,6 +199,7 @@ func (e *engine) recheck(ctx context.Context) error {
 			return ctx.Err()
 		}
 		e.live.invalid = before // so that the next check runs again
+		e.live.close(ctx)       // on fresh sessions
 		e.log.Warn("checking invalid rules again failed; retrying at the next check", "err", err)
 	}
 	return nil
