@@ -154,28 +154,41 @@ type liveConfig struct {
 }
 
 // commit applies the configuration changes of t, a transaction at its
-// commit, and reloads the rules. A reload that fails — the source or the
-// target unreachable or refusing writes for a while — is retried with
-// backoff on fresh connections until it succeeds or ctx ends: the stream
-// waits meanwhile (its backpressure keeps the walsender alive), and no
-// transaction after t is processed under the old rules.
+// commit, and reloads the rules. A reload that fails is retried (see
+// retrying): no transaction after t is processed under the old rules.
 func (l *liveConfig) commit(ctx context.Context, e *engine, t *txn) error {
 	for _, cc := range t.config {
 		if err := l.cfg.apply(e.typeMap, cc); err != nil {
 			return fmt.Errorf("configuration change at %s: %w", t.commit.CommitLSN, err)
 		}
 	}
+	return l.retrying(ctx, fmt.Sprintf("applying the configuration change at %s", t.commit.CommitLSN), func() error {
+		return l.reload(ctx, e)
+	})
+}
+
+// retrying runs f until it succeeds or ctx ends. f works through l's
+// connections; after a failure they are closed, so that the next attempt
+// reconnects on fresh sessions (a broken one, or one that began while the
+// database was read-only). So a source or target briefly unusable — a
+// restart, a network cut, writes refused — delays the stream, whose
+// backpressure keeps the walsender alive, instead of stopping the bridge.
+// f must be safe to run again.
+func (l *liveConfig) retrying(ctx context.Context, what string, f func() error) error {
 	wait := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := l.reload(ctx, e)
+		err := l.reconnect(ctx)
+		if err == nil {
+			err = f()
+		}
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		l.log.Warn("applying a configuration change failed; retrying", "lsn", t.commit.CommitLSN.String(), "attempt", attempt, "err", err)
-		l.close(ctx) // fresh sessions next time: these may be broken or read-only
+		l.log.Warn(what+" failed; retrying", "attempt", attempt, "err", err)
+		l.close(ctx)
 		if sleep(ctx, &wait); ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -29,41 +29,56 @@ func (e *engine) retry(ctx context.Context, m *replication.Message) error {
 		e.log.Error("ignoring malformed retry message", "lsn", m.LSN.String(), "err", err)
 		return nil
 	}
-	if err := e.live.reconnect(ctx); err != nil {
-		return err
+	// Read first, on connections that may need to be re-established, and
+	// only then add the items: a failed read is simply read again.
+	type retryRows struct {
+		rule  *Rule
+		keys  []json.RawMessage
+		found []pageRow
 	}
-	rows, err := e.live.tgt.Query(ctx, `SELECT rule, jsonb_agg(source_key) FROM pgimageai.errors
+	var todo []retryRows
+	err := e.live.retrying(ctx, "reading the rows to retry", func() error {
+		todo = todo[:0]
+		rows, err := e.live.tgt.Query(ctx, `SELECT rule, jsonb_agg(source_key) FROM pgimageai.errors
 WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND ($1 = '' OR rule = $1) AND ($2 = '' OR reason = $2)
 GROUP BY rule`, f.Rule, f.Reason)
-	if err != nil {
-		return fmt.Errorf("retry: %w", err)
-	}
-	type batch struct {
-		rule string
-		keys []json.RawMessage
-	}
-	batches, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (batch, error) {
-		var b batch
-		err := r.Scan(&b.rule, &b.keys)
-		return b, err
+		if err != nil {
+			return fmt.Errorf("retry: %w", err)
+		}
+		type batch struct {
+			rule string
+			keys []json.RawMessage
+		}
+		batches, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (batch, error) {
+			var b batch
+			err := r.Scan(&b.rule, &b.keys)
+			return b, err
+		})
+		if err != nil {
+			return fmt.Errorf("retry: %w", err)
+		}
+		for _, b := range batches {
+			r := e.live.valid[b.rule]
+			if r == nil {
+				continue // not running: its errors wait for the rule to be fixed
+			}
+			keys, _ := json.Marshal(b.keys)
+			found, err := e.readRows(ctx, e.live.src, r, byKeysSQL(r), string(keys))
+			if err != nil {
+				return fmt.Errorf("retry %s: %w", r.Name, err)
+			}
+			todo = append(todo, retryRows{r, b.keys, found})
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("retry: %w", err)
+		return err
 	}
 	n := 0
-	for _, b := range batches {
-		r := e.live.valid[b.rule]
-		if r == nil {
-			continue // not running: its errors wait for the rule to be fixed
-		}
-		keys, _ := json.Marshal(b.keys)
-		found, err := e.readRows(ctx, e.live.src, r, byKeysSQL(r), string(keys))
-		if err != nil {
-			return fmt.Errorf("retry %s: %w", r.Name, err)
-		}
+	for _, t := range todo {
 		seen := map[string]bool{}
-		for _, row := range found {
-			it, err := e.resultItem(ctx, r, row)
+		for _, row := range t.found {
+			it, err := e.resultItem(ctx, t.rule, row)
 			if err != nil {
 				return err
 			}
@@ -72,9 +87,9 @@ GROUP BY rule`, f.Rule, f.Reason)
 			seen[string(canonicalJSON(row.keyJSON))] = true
 			n++
 		}
-		for _, k := range b.keys {
+		for _, k := range t.keys {
 			if !seen[string(canonicalJSON(k))] {
-				e.open.items = append(e.open.items, item{kind: itemResolve, rule: r, keyJSON: k})
+				e.open.items = append(e.open.items, item{kind: itemResolve, rule: t.rule, keyJSON: k})
 			}
 		}
 	}

@@ -93,9 +93,16 @@ func (e *engine) templateValues(rel *replication.Relation, t replication.Tuple, 
 // values a change did not carry (unchanged TOAST). It returns nil when the
 // row no longer exists.
 func (e *engine) fetch(ctx context.Context, r *Rule, keyJSON []byte, columns []string) (map[string]any, error) {
-	if err := e.live.reconnect(ctx); err != nil {
-		return nil, err
-	}
+	var out map[string]any
+	err := e.live.retrying(ctx, "reading unchanged TOAST values", func() error {
+		var err error
+		out, err = e.fetchOnce(ctx, r, keyJSON, columns)
+		return err
+	})
+	return out, err
+}
+
+func (e *engine) fetchOnce(ctx context.Context, r *Rule, keyJSON []byte, columns []string) (map[string]any, error) {
 	var keys, sel []string
 	for _, k := range r.KeyColumns {
 		keys = append(keys, pgx.Identifier{k.Name}.Sanitize())
