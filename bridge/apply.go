@@ -39,6 +39,7 @@ type applier struct {
 	lastDone replication.LSN
 	usage    map[[2]string]*sink.Usage // by rule and model, for the batch being built
 	metrics  *metrics.Metrics
+	endTime  time.Time // source commit time of the batch's last transaction
 }
 
 // run applies transactions from in until it is closed (then it flushes what
@@ -75,7 +76,7 @@ func (a *applier) run(ctx context.Context, in <-chan *txn) error {
 		}
 		ops = a.build(ops, next)
 		if next.commit.EndLSN != 0 { // 0: a backfill page, not a source transaction
-			end = next.commit.EndLSN
+			end, a.endTime = next.commit.EndLSN, next.commit.CommitTime
 		}
 		next = nil
 		// Keep batching while the following transaction is already complete.
@@ -159,7 +160,7 @@ func (a *applier) observe(ops []sink.Op) {
 			reasons[op.Reason]++
 		}
 	}
-	a.metrics.Written(rows, reasons)
+	a.metrics.Written(rows, reasons, a.endTime)
 }
 
 // count adds one answered call and its tokens to the batch's usage. Calls

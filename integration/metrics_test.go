@@ -123,6 +123,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (6, $1)", pngImage(t, 5))
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (7, 'not an image'::bytea), (8, NULL)")
 	s.exec(t, "UPDATE public.photos SET img = $1 WHERE id = 2", pngImage(t, 102))
+	beforeDelete := time.Now()
 	s.exec(t, "DELETE FROM public.photos WHERE id = 3")
 	s.sync(t, 30*time.Second)
 
@@ -154,6 +155,12 @@ func TestMetricsAndHealth(t *testing.T) {
 	// after a sync it is at most the WAL of the sync itself and keepalives.
 	if lag, ok := got["pgimageai_replication_lag_bytes"]; !ok || lag < 0 || lag > 1<<20 {
 		t.Errorf("replication lag %v (present %v), want within 1 MB", lag, ok)
+	}
+	// The last batch written ends with the DELETE, or with the sync's
+	// transaction when both were written together: at or after the
+	// DELETE's commit, and not in the future.
+	if ts := got["pgimageai_last_applied_commit_timestamp_seconds"]; ts < float64(beforeDelete.Unix()-1) || ts > float64(time.Now().Unix()+1) {
+		t.Errorf("last_applied_commit_timestamp_seconds %v, want the commit time of the last change (%d..now)", ts, beforeDelete.Unix())
 	}
 	if lsn := got["pgimageai_confirmed_lsn"]; lsn <= 0 {
 		t.Errorf("confirmed_lsn %v, want the slot's position", lsn)

@@ -64,7 +64,8 @@ func TestMetricsExposition(t *testing.T) {
 	m.Call("caption", "vision", "bad_response", 3*time.Second)
 	m.Retry("vision")
 	m.CacheHit("caption")
-	m.Written(map[string]int{"upsert": 5, "delete": 1}, map[string]int{"unknown_format": 2})
+	m.Written(map[string]int{"upsert": 5, "delete": 1}, map[string]int{"unknown_format": 2}, time.Unix(1700000000, 500_000_000))
+	m.Written(nil, nil, time.Time{}) // backfill pages only: the commit time stays
 
 	if got := testutil.ToFloat64(m.changes.WithLabelValues("insert")); got != 2 {
 		t.Errorf("changes{insert} = %v, want 2", got)
@@ -93,7 +94,8 @@ func TestMetricsExposition(t *testing.T) {
 		`pgimageai_cache_hits_total{rule="caption"} 1`,
 		`pgimageai_rows_written_total{op="upsert"} 5`,
 		`pgimageai_errors_total{reason="unknown_format"} 2`,
-		`pgimageai_batches_total 1`,
+		`pgimageai_batches_total 2`,
+		`pgimageai_last_applied_commit_timestamp_seconds 1.7000000005e+09`,
 		`pgimageai_replication_lag_bytes 2.097152e+06`,
 		`pgimageai_bytes_in_flight 4096`,
 		`pgimageai_streaming 1`,
@@ -113,7 +115,7 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	m.Call("r", "m", "ok", time.Second)
 	m.Retry("m")
 	m.CacheHit("r")
-	m.Written(map[string]int{"upsert": 1}, nil)
+	m.Written(map[string]int{"upsert": 1}, nil, time.Now())
 	m.SetStatus(func() Status { return Status{Streaming: true} })
 	if s := m.Status(); s.Streaming {
 		t.Errorf("nil Metrics reported %+v", s)
