@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -131,4 +132,21 @@ func insertEach(t testing.TB, s *source, from, to int, want map[int]string) {
 		want[id] = captionOf(magic.DataURL(magic.PNG, img))
 		s.exec(t, "INSERT INTO public.photos (id, img) VALUES ($1, $2)", id, img)
 	}
+}
+
+// startWithBacklog runs a bridge on a database of pg with a 5 ms provider,
+// inserts rows 1-200 and returns once 50 results are in: a fault then hits
+// a bridge with work in flight. want holds the expected captions.
+func startWithBacklog(t *testing.T, pg *integration.Postgres, what string) (*source, *fakeAI, map[int]string) {
+	t.Helper()
+	s := newSourceOn(t, pg.NewDatabase(t))
+	ai := newFakeAI(t)
+	ai.Set(5*time.Millisecond, nil)
+	s.model(t, "vision", ai, fmt.Sprintf(`{"max_concurrency": %d}`, faultConcurrency))
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	s.start(t, s.config(t))
+	want := map[int]string{}
+	insertRows(t, s, 1, 201, 10, want)
+	waitResults(t, s, 50, what)
+	return s, ai, want
 }

@@ -31,16 +31,7 @@ func TestFaultPausedServer(t *testing.T) {
 	pg := integration.StartPostgres(t)
 	const walSenderTimeout = 5 * time.Second
 	setServerOption(t, pg, "wal_sender_timeout", "5s")
-	s := newSourceOn(t, pg.NewDatabase(t))
-	ai := newFakeAI(t)
-	ai.Set(5*time.Millisecond, nil)
-	s.model(t, "vision", ai, fmt.Sprintf(`{"max_concurrency": %d}`, faultConcurrency))
-	s.rule(t, "caption", "vision", "public.captions", "caption")
-	s.start(t, s.config(t))
-
-	want := map[int]string{}
-	insertRows(t, s, 1, 201, 10, want)
-	waitResults(t, s, 50, "before the pause")
+	s, ai, want := startWithBacklog(t, pg, "before the pause")
 	pid := s.walsenderPID(t)
 	ctx := t.Context()
 	if err := pg.Pause(ctx); err != nil {
@@ -73,16 +64,7 @@ func TestFaultPausedServer(t *testing.T) {
 // port survives the reconnect (checked), so the DSN stays valid.
 func TestFaultNetworkCut(t *testing.T) {
 	pg := integration.StartPostgres(t)
-	s := newSourceOn(t, pg.NewDatabase(t))
-	ai := newFakeAI(t)
-	ai.Set(5*time.Millisecond, nil)
-	s.model(t, "vision", ai, fmt.Sprintf(`{"max_concurrency": %d}`, faultConcurrency))
-	s.rule(t, "caption", "vision", "public.captions", "caption")
-	s.start(t, s.config(t))
-
-	want := map[int]string{}
-	insertRows(t, s, 1, 201, 10, want)
-	waitResults(t, s, 50, "before the cut")
+	s, ai, want := startWithBacklog(t, pg, "before the cut")
 	pid := s.walsenderPID(t)
 	dsn := s.db.DSN()
 	ctx := t.Context()
