@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
@@ -229,6 +231,9 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 	if err != nil {
 		return err
 	}
+	if valid, invalid, err = l.publish(ctx, valid, invalid, e.config); err != nil {
+		return err
+	}
 	why := map[string]string{}
 	rows := make([]sink.InvalidRule, 0, len(invalid))
 	for _, r := range invalid {
@@ -243,18 +248,11 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 		return err
 	}
 
-	tables := []pgx.Identifier{{"pgimageai", "rules"}, {"pgimageai", "models"}}
 	byOID := map[uint32][]*Rule{}
 	next := map[string]*Rule{}
 	for _, r := range valid {
-		if len(byOID[r.Source.OID]) == 0 {
-			tables = append(tables, r.Source.Identifier())
-		}
 		byOID[r.Source.OID] = append(byOID[r.Source.OID], r)
 		next[r.Name] = r
-	}
-	if err := replication.SyncPublication(ctx, l.src, l.pub, tables); err != nil {
-		return err
 	}
 	e.rules = byOID
 	e.rels = map[*replication.Relation]*relation{}
@@ -288,6 +286,52 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 	}
 	l.valid = next
 	return nil
+}
+
+// publish makes the publication publish the configuration tables and the
+// source tables of the valid rules, and returns the rules again.
+//
+// A role that may not change the publication (ALTER PUBLICATION needs
+// ownership of the publication and of every table it adds — see the README's
+// least-privilege role) gets by when the publication already covers what it
+// needs: tables it publishes beyond that are harmless (their changes match no
+// rule), and a rule whose table it lacks becomes invalid_rule, saying what the
+// owner must run, while the other rules go on. The periodic re-check picks
+// such a rule up once the owner has added its table.
+func (l *liveConfig) publish(ctx context.Context, valid []*Rule, invalid []InvalidRule, config map[uint32]bool) ([]*Rule, []InvalidRule, error) {
+	tables := []pgx.Identifier{{"pgimageai", "rules"}, {"pgimageai", "models"}}
+	seen := map[uint32]bool{}
+	for _, r := range valid {
+		if !seen[r.Source.OID] {
+			seen[r.Source.OID] = true
+			tables = append(tables, r.Source.Identifier())
+		}
+	}
+	err := replication.SyncPublication(ctx, l.src, l.pub, tables)
+	if err == nil || !errors.Is(err, replication.ErrPrivilege) {
+		return valid, invalid, err
+	}
+	published, found, perr := replication.PublishedTables(ctx, l.src, l.pub)
+	if perr != nil {
+		return nil, nil, perr
+	}
+	for oid := range config { // pgimageai.rules and pgimageai.models
+		if !found || !published[oid] {
+			return nil, nil, err // the configuration itself cannot be read live
+		}
+	}
+	kept := valid[:0:0]
+	for _, r := range valid {
+		if published[r.Source.OID] {
+			kept = append(kept, r)
+			continue
+		}
+		pub := catalog.QuoteIdent(l.pub)
+		invalid = append(invalid, InvalidRule{Name: r.Name, SourceTable: r.Source.String(), Err: fmt.Errorf(
+			"table %s is not in publication %s, and this role may not add it (ALTER PUBLICATION needs ownership of the publication and of the table); as their owner, run: ALTER PUBLICATION %s ADD TABLE %s",
+			r.Source, pub, pub, r.Source)})
+	}
+	return kept, invalid, nil
 }
 
 // reconnect replaces connections that broke (a server restart, a network

@@ -72,6 +72,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	}
 	u.User = url.UserPassword(role, password)
 	cfg.SourceDSN = u.String()
+	cfg.RecheckInterval = 300 * time.Millisecond
 	_, stop := s.start(t, cfg)
 
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (3, $1)", pngImage(t, 3))
@@ -79,11 +80,45 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	s.sync(t, 30*time.Second)
+
+	// A rule on a table that is not in the publication: the role may not
+	// add it, so that rule is invalid_rule with the owner's command, and the
+	// others go on. Once the owner has added the table, the rule starts.
+	s.exec(t, "CREATE TABLE public.albums (id int PRIMARY KEY, cover bytea)")
+	s.exec(t, "INSERT INTO public.albums VALUES (1, $1)", pngImage(t, 11))
+	s.exec(t, "GRANT SELECT ON public.albums TO "+pgx.Identifier{role}.Sanitize())
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('album', 'public.albums', 'cover', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.album_captions', 'caption')`)
+	var detail string
+	waitFor(t, 30*time.Second, "the album rule to be invalid_rule", func() bool {
+		return s.conn.QueryRow(context.Background(), `SELECT detail FROM pgimageai.errors WHERE rule = 'album' AND reason = 'invalid_rule' AND resolved_at IS NULL`).Scan(&detail) == nil
+	})
+	if !strings.Contains(detail, "ALTER PUBLICATION "+s.slot+" ADD TABLE public.albums") {
+		t.Errorf("invalid_rule detail %q does not give the owner's command", detail)
+	}
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (4, $1)", pngImage(t, 4))
+	s.sync(t, 30*time.Second) // the other rule goes on
+	s.exec(t, "ALTER PUBLICATION "+s.slot+" ADD TABLE public.albums")
+	waitFor(t, 30*time.Second, "the album rule to start", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'album' AND state = 'done'") == 1
+	})
+	var album string
+	if err := s.conn.QueryRow(context.Background(), "SELECT caption FROM public.album_captions WHERE id = 1").Scan(&album); err != nil || album != captionOf(magic.DataURL(magic.PNG, pngImage(t, 11))) {
+		t.Errorf("album 1: %q (%v)", album, err)
+	}
+	// Deleting the rule leaves a table in the publication that the role may
+	// not remove: harmless, the stream goes on.
+	s.exec(t, "DELETE FROM pgimageai.rules WHERE name = 'album'")
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (5, $1)", pngImage(t, 5))
+	s.sync(t, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}
 	got := captions(t, s.conn)
-	want := map[int]string{1: captionOf(magic.DataURL(magic.PNG, pngImage(t, 1))), 2: "<NULL>", 3: captionOf(magic.DataURL(magic.PNG, pngImage(t, 3)))}
+	want := map[int]string{1: captionOf(magic.DataURL(magic.PNG, pngImage(t, 1))), 2: "<NULL>"}
+	for _, id := range []int{3, 4, 5} {
+		want[id] = captionOf(magic.DataURL(magic.PNG, pngImage(t, id)))
+	}
 	assertCaptions(t, got, want)
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE reason = 'unknown_format' AND source_key = '{\"id\": 2}'"); n != 1 {
 		t.Errorf("%d unknown_format rows for id 2, want 1", n)

@@ -226,3 +226,27 @@ func sameTables(a, b []publishedTable) bool {
 	}
 	return true
 }
+
+// PublishedTables returns the OIDs of the tables that publication name
+// publishes — listed, in a published schema, or all of them — as
+// pg_publication_tables shows them; found is false when there is no such
+// publication. It lets a caller without the privilege to change a
+// publication see whether it already covers what it needs.
+func PublishedTables(ctx context.Context, conn *pgx.Conn, name string) (oids map[uint32]bool, found bool, err error) {
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_publication WHERE pubname = $1)", name).Scan(&found); err != nil || !found {
+		return nil, false, err
+	}
+	rows, _ := conn.Query(ctx, `SELECT c.oid FROM pg_publication_tables pt
+JOIN pg_namespace n ON n.nspname = pt.schemaname
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+WHERE pt.pubname = $1`, name)
+	list, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
+	if err != nil {
+		return nil, true, fmt.Errorf("read tables of publication %s: %w", pgx.Identifier{name}.Sanitize(), err)
+	}
+	oids = make(map[uint32]bool, len(list))
+	for _, oid := range list {
+		oids[oid] = true
+	}
+	return oids, true, nil
+}

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
 )
 
@@ -129,8 +129,8 @@ func writeRulesTable(buf *bytes.Buffer, rules []ruleStatus) {
 		if state == ruleInvalid {
 			state += ": " + r.Invalid
 		}
-		t.row(r.Name, yesNo(r.Enabled), r.Function, r.Model, r.SourceTable+"."+column(r.ImageColumn),
-			"→", r.TargetTable+"."+column(r.TargetColumn), state)
+		t.row(r.Name, yesNo(r.Enabled), r.Function, r.Model, r.SourceTable+"."+catalog.QuoteIdent(r.ImageColumn),
+			"→", r.TargetTable+"."+catalog.QuoteIdent(r.TargetColumn), state)
 	}
 	t.flush()
 }
@@ -329,19 +329,4 @@ func statusDocument(r statusReport) statusJSON {
 		doc.OpenErrors.ByRule[c.Rule][c.Reason] += c.Count
 	}
 	return doc
-}
-
-// column writes a column name as PostgreSQL would in a qualified name: bare
-// when it is a plain lower-case identifier, else double-quoted, so that
-// "My Table".Img; -- reads unambiguously.
-func column(name string) string {
-	for i, r := range name {
-		if !(r == '_' || 'a' <= r && r <= 'z' || i > 0 && ('0' <= r && r <= '9' || r == '$')) {
-			return pgx.Identifier{name}.Sanitize()
-		}
-	}
-	if name == "" {
-		return `""`
-	}
-	return name
 }

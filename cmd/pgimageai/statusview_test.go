@@ -310,20 +310,3 @@ func TestSlotLag(t *testing.T) {
 		})
 	}
 }
-
-func TestColumnName(t *testing.T) {
-	tests := []struct{ name, want string }{
-		{"img", "img"},
-		{"_x1$", "_x1$"},
-		{"Img", `"Img"`},
-		{"1st", `"1st"`},
-		{"Img; --", `"Img; --"`},
-		{`a"b`, `"a""b"`},
-		{"", `""`},
-	}
-	for _, tt := range tests {
-		if got := column(tt.name); got != tt.want {
-			t.Errorf("column(%q) = %s, want %s", tt.name, got, tt.want)
-		}
-	}
-}
