@@ -13,8 +13,8 @@ import (
 )
 
 var (
-	pngImage = provider.Image{Data: []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 0x0D}, MIME: "image/png"}
-	pngURL   = "data:image/png;base64,iVBORw0KGgoAAAAN"
+	pngImage = fakeapi.PNG
+	pngURL   = fakeapi.PNGURL
 )
 
 var spec = fakeapi.Spec{

@@ -12,7 +12,7 @@ import (
 	"github.com/pgimageai/pgimageai/provider/internal/fakeapi"
 )
 
-var pngImage = provider.Image{Data: []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 0x0D}, MIME: "image/png"}
+var pngImage = fakeapi.PNG
 
 const pngBase64 = "iVBORw0KGgoAAAAN"
 

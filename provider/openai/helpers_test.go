@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/internal/fakeapi"
 )
 
 // Test images: byte-exact fixtures whose data URLs are written out in the
 // expected JSON.
 var (
-	pngImage  = provider.Image{Data: []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 0x0D}, MIME: "image/png"}
-	pngURL    = "data:image/png;base64,iVBORw0KGgoAAAAN"
+	pngImage  = fakeapi.PNG
+	pngURL    = fakeapi.PNGURL
 	jpegImage = provider.Image{Data: []byte{0xFF, 0xD8, 0xFF, 0xE0}, MIME: "image/jpeg"}
 	jpegURL   = "data:image/jpeg;base64,/9j/4A=="
 )

@@ -15,8 +15,8 @@ import (
 
 // pngImage is a byte-exact fixture whose data URL is written out below.
 var (
-	pngImage = provider.Image{Data: []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 0x0D}, MIME: "image/png"}
-	pngURL   = "data:image/png;base64,iVBORw0KGgoAAAAN"
+	pngImage = fakeapi.PNG
+	pngURL   = fakeapi.PNGURL
 )
 
 // recorded is the shape of a vLLM 0.9 answer to a chat-style embedding

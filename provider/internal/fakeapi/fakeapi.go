@@ -138,3 +138,10 @@ func Image(seed int) provider.Image {
 	return provider.Image{MIME: "image/png",
 		Data: []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', byte(seed), byte(seed >> 8), byte(seed >> 16), 0}}
 }
+
+// PNG is a byte-exact 12-byte PNG-signed fixture, and PNGURL its data URL
+// written out by hand, so that a test checks the encoding, not the encoder.
+var (
+	PNG    = provider.Image{Data: []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 0x0D}, MIME: "image/png"}
+	PNGURL = "data:image/png;base64,iVBORw0KGgoAAAAN"
+)
