@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -78,4 +79,58 @@ func StatusKind(status int) Kind {
 // Errorf returns an *Error of kind k with a formatted message.
 func Errorf(k Kind, format string, args ...any) *Error {
 	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
+}
+
+// imageRefusals are phrases servers use when they cannot decode or load an
+// image: llama.cpp's mtmd ("Failed to load image or audio file"), Pillow
+// behind vLLM and other Python servers ("cannot identify image file"), and
+// the usual wordings of decoders.
+var imageRefusals = []string{
+	"failed to load image",
+	"cannot identify image file",
+	"could not decode image",
+	"cannot decode image",
+	"unable to decode image",
+	"failed to decode image",
+	"unsupported image format",
+	"invalid image",
+}
+
+// ImageRefused reports whether a server's error message says that it could
+// not decode or load an image it was sent.
+func ImageRefused(message string) bool {
+	m := strings.ToLower(message)
+	for _, p := range imageRefusals {
+		if strings.Contains(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClassifyStatus is StatusKind, except that a 500 whose message says that
+// the image could not be decoded is Permanent: llama-server answers an image
+// its decoder cannot read (a WebP) with 500, and the same bytes would fail
+// every retry.
+func ClassifyStatus(status int, message string) Kind {
+	if status == 500 && ImageRefused(message) {
+		return Permanent
+	}
+	return StatusKind(status)
+}
+
+// InputRefused reports whether err is a failure that a single input of a
+// request can cause: a Permanent status other than those that concern the
+// request as a whole (401, 403, 404, 405, 407). A batch that fails so is
+// worth splitting to find the input; one failing with 401 is not.
+func InputRefused(err error) bool {
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Kind != Permanent || pe.Status < 400 {
+		return false
+	}
+	switch pe.Status {
+	case 401, 403, 404, 405, 407:
+		return false
+	}
+	return true
 }

@@ -47,59 +47,10 @@ done
 
 start=$(date +%s)
 
-# host_mirror prints the URI of the host's main Debian archive: the first enabled "deb"
-# source whose suite is a plain codename (not -security or -updates).
-host_mirror() {
-	if [ -n "${PGIMAGEAI_DEBIAN_MIRROR:-}" ]; then
-		printf '%s\n' "$PGIMAGEAI_DEBIAN_MIRROR"
-		return
-	fi
-	local f uri
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -r "$f" ] || continue
-		uri=$(awk 'BEGIN { RS = ""; FS = "\n" }
-			{
-				types = ""; uris = ""; suites = ""; enabled = "yes"
-				for (i = 1; i <= NF; i++) {
-					if ($i ~ /^[[:space:]]*#/ || index($i, ":") == 0) continue
-					key = tolower(substr($i, 1, index($i, ":") - 1))
-					val = substr($i, index($i, ":") + 1)
-					if (key == "types") types = val
-					else if (key == "uris") uris = val
-					else if (key == "suites") suites = val
-					else if (key == "enabled") enabled = val
-				}
-				if (enabled ~ /no/ || types !~ /(^|[[:space:]])deb([[:space:]]|$)/) next
-				n = split(suites, s, /[[:space:]]+/)
-				for (j = 1; j <= n; j++) if (s[j] ~ /^[a-z]+$/) {
-					split(uris, u, /[[:space:]]+/)
-					for (k = 1; u[k] == ""; k++) ;
-					print u[k]; exit
-				}
-			}' "$f")
-		if [ -n "$uri" ]; then
-			printf '%s\n' "${uri%/}"
-			return
-		fi
-	done
-	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[ -r "$f" ] || continue
-		uri=$(awk '/^[[:space:]]*deb[[:space:]]/ {
-				line = $0
-				sub(/^[[:space:]]*deb[[:space:]]+/, "", line)
-				sub(/^\[[^]]*\][[:space:]]*/, "", line)
-				split(line, w, /[[:space:]]+/)
-				if (w[2] ~ /^[a-z]+$/) { print w[1]; exit }
-			}' "$f")
-		if [ -n "$uri" ]; then
-			printf '%s\n' "${uri%/}"
-			return
-		fi
-	done
-	return 1
-}
+# shellcheck source=scripts/host-mirror.sh
+. "$here/host-mirror.sh"
 
-recipe=$(cat "${BASH_SOURCE[0]}" "$PGIMAGEAI_ENTRYPOINT" | sha256sum | cut -c1-16)
+recipe=$(cat "${BASH_SOURCE[0]}" "$PGIMAGEAI_ENTRYPOINT" "$here/host-mirror.sh" | sha256sum | cut -c1-16)
 
 docker info >/dev/null 2>&1 || die "the Docker daemon does not answer: $(docker info 2>&1 | tail -n 3)"
 

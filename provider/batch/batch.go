@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,10 +25,21 @@ type Func[In, Out any] func(ctx context.Context, in []In) ([]Out, error)
 // error at once; the batch goes on for the
 // others. An input whose caller left before the batch was sent is not sent; a
 // batch whose callers all left is cancelled.
+//
+// A batch that fails with an error that SplitOn's predicate accepts (an
+// input the provider refuses, which fails the whole request) is split in
+// halves that are sent again, down to single inputs: one bad input costs
+// its own row and about 2·log2(size) extra requests, not the batch. With
+// Weigh, a batch is also closed before its inputs' total weight (estimated
+// tokens) would pass a limit.
 type Batcher[In, Out any] struct {
 	size int
 	wait time.Duration
 	send Func[In, Out]
+
+	split     func(error) bool // nil = never split
+	weigh     func(In) int     // nil = every input weighs 0
+	maxWeight int
 
 	mu   sync.Mutex
 	open *group[In, Out] // the batch still taking calls; nil = none
@@ -38,14 +50,17 @@ type Batcher[In, Out any] struct {
 type group[In, Out any] struct {
 	calls  []*call[In, Out]
 	live   int                // callers still waiting
+	weight int                // of the calls' inputs
 	cancel context.CancelFunc // of the send; nil = not sent yet
 	done   chan struct{}
-	err    error
 }
 
+// call is one caller's input and result. out and err are written by the
+// group's run before done is closed.
 type call[In, Out any] struct {
 	in    In
 	out   Out
+	err   error
 	gone  bool            // the caller left
 	trace *provider.Trace // of the caller's context, if any
 }
@@ -62,6 +77,23 @@ func New[In, Out any](size int, wait time.Duration, send Func[In, Out]) *Batcher
 
 // Size returns the largest batch sent.
 func (b *Batcher[In, Out]) Size() int { return b.size }
+
+// SplitOn makes a batch that failed with an error for which splittable
+// returns true be sent again in halves, recursively, so that the inputs that
+// caused it fail alone. Call it before the first Do; it returns b.
+func (b *Batcher[In, Out]) SplitOn(splittable func(error) bool) *Batcher[In, Out] {
+	b.split = splittable
+	return b
+}
+
+// Weigh bounds the total weight of a batch's inputs by limit: an input that
+// would take the open batch past it sends that batch and starts the next
+// one. An input heavier than limit on its own is sent alone. Call it before
+// the first Do; it returns b.
+func (b *Batcher[In, Out]) Weigh(weight func(In) int, limit int) *Batcher[In, Out] {
+	b.weigh, b.maxWeight = weight, limit
+	return b
+}
 
 // Do adds in to the open batch and waits for its result. The error is the
 // batch's, or ctx's when ctx ended first.
@@ -82,8 +114,18 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	}
 
 	c := &call[In, Out]{in: in, trace: provider.ContextTrace(ctx)}
+	w := 0
+	if b.weigh != nil {
+		w = b.weigh(in)
+	}
 	b.mu.Lock()
 	g := b.open
+	if g != nil && b.weigh != nil && g.weight+w > b.maxWeight {
+		// in would take the open batch past the weight limit: send that batch.
+		b.open = nil
+		go b.run(g)
+		g = nil
+	}
 	if g == nil {
 		g = &group[In, Out]{done: make(chan struct{})}
 		b.open = g
@@ -91,7 +133,8 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	}
 	g.calls = append(g.calls, c)
 	g.live++
-	full := len(g.calls) >= b.size
+	g.weight += w
+	full := len(g.calls) >= b.size || (b.weigh != nil && g.weight >= b.maxWeight)
 	if full {
 		b.open = nil
 	}
@@ -102,10 +145,7 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 
 	select {
 	case <-g.done:
-		if g.err != nil {
-			return zero, g.err
-		}
-		return c.out, nil
+		return c.out, c.err
 	case <-ctx.Done():
 		b.leave(g, c)
 		return zero, stopped(ctx.Err())
@@ -141,11 +181,9 @@ func (b *Batcher[In, Out]) run(g *group[In, Out]) {
 	defer close(g.done)
 	b.mu.Lock()
 	var sent []*call[In, Out]
-	var ins []In
 	for _, c := range g.calls {
 		if !c.gone {
 			sent = append(sent, c)
-			ins = append(ins, c.in)
 		}
 	}
 	if len(sent) == 0 {
@@ -162,17 +200,43 @@ func (b *Batcher[In, Out]) run(g *group[In, Out]) {
 	defer cancel()
 	g.cancel = cancel
 	b.mu.Unlock()
+	b.deliver(ctx, sent)
+}
 
+// deliver sends the inputs of calls and sets each call's result or error.
+// A splittable failure of several inputs is retried as two halves, sent
+// concurrently; the calls whose callers left in between are dropped.
+func (b *Batcher[In, Out]) deliver(ctx context.Context, calls []*call[In, Out]) {
+	b.mu.Lock()
+	calls = slices.DeleteFunc(slices.Clone(calls), func(c *call[In, Out]) bool { return c.gone })
+	b.mu.Unlock()
+	if len(calls) == 0 {
+		return
+	}
+	ins := make([]In, len(calls))
+	for i, c := range calls {
+		ins[i] = c.in
+	}
 	out, err := b.send(ctx, ins)
 	if err == nil && len(out) != len(ins) {
 		err = mismatch(len(out), len(ins))
 	}
-	if err != nil {
-		g.err = err
+	if err == nil {
+		for i, c := range calls {
+			c.out = out[i]
+		}
 		return
 	}
-	for i, c := range sent {
-		c.out = out[i]
+	if len(calls) > 1 && b.split != nil && ctx.Err() == nil && b.split(err) {
+		half := len(calls) / 2
+		var wg sync.WaitGroup
+		wg.Go(func() { b.deliver(ctx, calls[:half]) })
+		b.deliver(ctx, calls[half:])
+		wg.Wait()
+		return
+	}
+	for _, c := range calls {
+		c.err = err
 	}
 }
 

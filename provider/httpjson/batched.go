@@ -22,7 +22,14 @@ type Batched struct {
 
 	opts    provider.Options
 	encode  func(magic.Format, []byte) string
-	batcher *batch.Batcher[string, provider.Embedding]
+	weigh   func(magic.Format, []byte) int // nil = not weighed
+	batcher *batch.Batcher[input, provider.Embedding]
+}
+
+// input is one image of a batch: its encoding and its estimated weight.
+type input struct {
+	enc    string
+	weight int
 }
 
 // Send makes one request for a batch of encoded images and returns one
@@ -30,16 +37,33 @@ type Batched struct {
 type Send func(ctx context.Context, inputs []string) ([]provider.Embedding, error)
 
 // NewBatched returns the shared part of a batching provider posting to
-// ep.BaseURL+path; encode turns an image into one input of a request.
+// ep.BaseURL+path; encode turns an image into one input of a request. A
+// batch that the service refuses because of one input
+// (provider.InputRefused) is split until that input fails alone.
 func NewBatched(ep Endpoint, path string, opts provider.Options, bc batch.Config, encode func(magic.Format, []byte) string, send Send) *Batched {
+	sendInputs := func(ctx context.Context, ins []input) ([]provider.Embedding, error) {
+		encs := make([]string, len(ins))
+		for i, in := range ins {
+			encs[i] = in.enc
+		}
+		return send(ctx, encs)
+	}
 	return &Batched{
 		Model:   ep.Model,
 		URL:     ep.BaseURL + path,
 		Client:  New(opts, ep.Key, nil),
 		opts:    opts,
 		encode:  encode,
-		batcher: batch.New(bc.BatchSize, time.Duration(bc.BatchWait), batch.Func[string, provider.Embedding](send)),
+		batcher: batch.New(bc.BatchSize, time.Duration(bc.BatchWait), sendInputs).SplitOn(provider.InputRefused),
 	}
+}
+
+// WeighBy bounds the estimated weight (tokens) of a request: weigh
+// estimates an image's, and a batch is sent before its total would pass
+// limit. Call it right after NewBatched.
+func (b *Batched) WeighBy(weigh func(magic.Format, []byte) int, limit int) {
+	b.weigh = weigh
+	b.batcher.Weigh(func(in input) int { return in.weight }, limit)
 }
 
 // Options returns the model's shared options, defaults applied.
@@ -53,5 +77,12 @@ func (b *Batched) EmbedImage(ctx context.Context, img provider.Image) (provider.
 	if err != nil {
 		return provider.Embedding{}, err
 	}
-	return b.batcher.Do(ctx, b.encode(f, img.Data))
+	if !b.opts.Allows(f) {
+		return provider.Embedding{}, provider.Errorf(provider.Permanent, "image type %s is not among the model's formats %v", img.MIME, b.opts.Formats)
+	}
+	in := input{enc: b.encode(f, img.Data)}
+	if b.weigh != nil {
+		in.weight = b.weigh(f, img.Data)
+	}
+	return b.batcher.Do(ctx, in)
 }

@@ -100,7 +100,7 @@ func (c *Client) attempt(ctx context.Context, url string, payload []byte, out an
 			msg = http.StatusText(resp.StatusCode)
 		}
 		return c.wrap(&provider.Error{
-			Kind:       provider.StatusKind(resp.StatusCode),
+			Kind:       provider.ClassifyStatus(resp.StatusCode, msg),
 			Status:     resp.StatusCode,
 			Message:    msg,
 			RetryAfter: ParseRetryAfter(resp.Header, time.Now()),

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,11 @@ type Server struct {
 	Inputs func(body map[string]any) []string
 	Echo   func(vecs [][]float32, tokens int) string
 	Delay  time.Duration // of echo answers
+	// Refuse, when set, makes an echo answer fail with Refusal when any
+	// input of the request is refused: the way a real service fails a whole
+	// batch for one image it cannot decode.
+	Refuse  func(input string) bool
+	Refusal Answer
 
 	mu      sync.Mutex
 	script  []Answer
@@ -80,6 +86,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			vecs[i] = Vector(in)
 		}
 		a = Answer{Status: 200, Body: s.Echo(vecs, 10*len(inputs)), Delay: s.Delay}
+		if s.Refuse != nil && slices.ContainsFunc(inputs, s.Refuse) {
+			a = s.Refusal
+		}
 	}
 	s.mu.Unlock()
 	if a.Delay > 0 {

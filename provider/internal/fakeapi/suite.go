@@ -178,6 +178,10 @@ func errorsAndRetries(t *testing.T, sp Spec) {
 			script:       []Answer{{Status: 503, Body: sp.ErrorBody("overloaded")}},
 			wantRequests: 3, wantKind: provider.Transient, wantStatus: 503, wantAttempts: 3,
 			wantMsg: "HTTP 503: overloaded (after 3 attempts)"},
+		{name: "500 for an undecodable image not retried", options: `{}`,
+			script:       []Answer{{Status: 500, Body: sp.ErrorBody("Failed to load image or audio file")}},
+			wantRequests: 1, wantKind: provider.Permanent, wantStatus: 500, wantAttempts: 1,
+			wantMsg: "HTTP 500: Failed to load image or audio file"},
 		{name: "500 empty body uses status text", options: `{"max_retries":0}`,
 			script:       []Answer{{Status: 500}},
 			wantRequests: 1, wantKind: provider.Transient, wantStatus: 500, wantMsg: "HTTP 500: Internal Server Error"},
@@ -386,15 +390,46 @@ func batching(t *testing.T, sp Spec) {
 			t.Fatalf("requests = %d, want 1", n)
 		}
 	})
+	t.Run("one refused image costs only its own row", func(t *testing.T) {
+		for _, refusal := range []Answer{
+			{Status: 400, Body: sp.ErrorBody("image could not be decoded")},
+			// llama-server's answer to an image its decoder cannot read.
+			{Status: 500, Body: sp.ErrorBody("Failed to load image or audio file")},
+		} {
+			srv := sp.NewServer(t)
+			bad := sp.Payload(Image(5))
+			srv.Refuse = func(in string) bool { return in == bad }
+			srv.Refusal = refusal
+			p, _ := sp.build(t, sp.Model(srv, `{"batch_size":8,"batch_wait":"1s"}`), nil)
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Go(func() {
+					e, err := p.EmbedImage(context.Background(), Image(i))
+					var pe *provider.Error
+					switch {
+					case i == 5 && (!errors.As(err, &pe) || pe.Status != refusal.Status || pe.Kind != provider.Permanent || pe.Attempts != 1):
+						t.Errorf("refused row: err = %v, want the %d, not retried", err, refusal.Status)
+					case i != 5 && (err != nil || !slices.Equal(e.Vector, Vector(sp.Payload(Image(i))))):
+						t.Errorf("row %d: %v, %v; want its vector", i, e.Vector, err)
+					}
+				})
+			}
+			wg.Wait()
+			// 8 inputs: the batch, then two halves per level down to the bad one.
+			if n := len(srv.Requests()); n != 7 {
+				t.Fatalf("%d: requests = %d, want 7", refusal.Status, n)
+			}
+		}
+	})
 	t.Run("a request's error reaches every row", func(t *testing.T) {
-		srv := sp.NewServer(t, Answer{Status: 400, Body: sp.ErrorBody("too many images")})
+		srv := sp.NewServer(t, Answer{Status: 401, Body: sp.ErrorBody("invalid api key")})
 		p, _ := sp.build(t, sp.Model(srv, `{"batch_size":3,"batch_wait":"1s"}`), nil)
 		var wg sync.WaitGroup
 		for i := range 3 {
 			wg.Go(func() {
 				var pe *provider.Error
-				if _, err := p.EmbedImage(context.Background(), Image(i)); !errors.As(err, &pe) || pe.Status != 400 {
-					t.Errorf("row %d: err = %v, want the 400", i, err)
+				if _, err := p.EmbedImage(context.Background(), Image(i)); !errors.As(err, &pe) || pe.Status != 401 {
+					t.Errorf("row %d: err = %v, want the 401", i, err)
 				}
 			})
 		}
