@@ -39,8 +39,13 @@ type Function struct {
 // *Error with reason invalid_rule and a message that says what to fix.
 //
 // prompt is nil for SQL NULL. opts are the model's shared options with
-// defaults applied (provider.ParseOptions).
+// defaults applied (provider.ParseOptions); a provider that has defaults of
+// its own (llamacpp leaves WebP out of formats) gives them with an
+// Options() method, which takes precedence.
 func Bind(name Name, model string, p provider.Provider, opts provider.Options, prompt *string) (*Function, error) {
+	if o, ok := p.(interface{ Options() provider.Options }); ok {
+		opts = o.Options()
+	}
 	f := &Function{name: name, model: model, opts: opts}
 	switch name {
 	case Complete:

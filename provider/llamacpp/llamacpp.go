@@ -2,18 +2,35 @@ package llamacpp
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
+// maxPropsBytes bounds the answer of GET /props (its chat template is its
+// largest part, a few KiB for common models).
+const maxPropsBytes = 1 << 20
+
 // Provider is the llamacpp provider of one pgimageai.models row: the shared
 // batching embedder (httpjson.Batched) with the llamacpp request and answer.
 // It is safe for concurrent use.
 type Provider struct {
 	*httpjson.Batched
-	cfg Config
+	cfg      Config
+	propsURL string // {base_url without /v1}/props
+	key      string
+
+	mu     sync.Mutex
+	shape  string // resolved request shape; "" = not yet
+	marker string
 }
 
 var _ provider.Embedder = (*Provider)(nil)
@@ -31,7 +48,10 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg}
+	p := &Provider{cfg: cfg, propsURL: strings.TrimSuffix(ep.BaseURL, "/v1") + "/props", key: ep.Key, shape: cfg.RequestShape}
+	if p.shape == ShapeMultimodalData {
+		p.marker = DefaultMarker
+	}
 	p.Batched = httpjson.NewBatched(ep, "/embeddings", cfg.Options, cfg.Config, magic.DataURL, p.send)
 	return p, nil
 }
@@ -41,8 +61,9 @@ var Factory = provider.FactoryOf(New)
 
 // send makes one request for a batch of data URLs.
 func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embedding, error) {
+	shape, marker := p.requestShape(ctx)
 	var a answer
-	if err := p.Client.Post(ctx, p.URL, newRequest(p.Model, dataURLs), &a); err != nil {
+	if err := p.Client.Post(ctx, p.URL, newRequest(p.Model, shape, marker, p.cfg.Text, dataURLs), &a); err != nil {
 		return nil, err
 	}
 	vecs, err := a.vectors(len(dataURLs))
@@ -50,4 +71,62 @@ func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embe
 		return nil, err
 	}
 	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.Usage.PromptTokens)
+}
+
+// requestShape returns the configured shape, or the one GET /props tells:
+// multimodal_data with its media_marker (DefaultMarker when it has none), or
+// content when there is no /props. The answer is kept; a failed lookup
+// (network, 5xx) uses content for this request and asks again next time.
+func (p *Provider) requestShape(ctx context.Context) (shape, marker string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shape != ShapeAuto {
+		return p.shape, p.marker
+	}
+	pr, status, err := p.fetchProps(ctx)
+	switch {
+	case err == nil:
+		p.shape, p.marker = ShapeMultimodalData, pr.MediaMarker
+		if p.marker == "" {
+			p.marker = DefaultMarker
+		}
+	case status == http.StatusNotFound:
+		p.shape = ShapeContent
+	default:
+		return ShapeContent, ""
+	}
+	return p.shape, p.marker
+}
+
+// fetchProps reads GET /props, bounded in time and bytes.
+func (p *Provider) fetchProps(ctx context.Context) (props, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(time.Duration(p.cfg.Timeout), 10*time.Second))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.propsURL, nil)
+	if err != nil {
+		return props{}, 0, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if p.key != "" {
+		req.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return props{}, 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxPropsBytes+1))
+	switch {
+	case err != nil:
+		return props{}, resp.StatusCode, err
+	case resp.StatusCode != http.StatusOK:
+		return props{}, resp.StatusCode, fmt.Errorf("GET /props: HTTP %d", resp.StatusCode)
+	case len(raw) > maxPropsBytes:
+		return props{}, resp.StatusCode, fmt.Errorf("GET /props: answer larger than %d bytes", maxPropsBytes)
+	}
+	var pr props
+	if err := json.Unmarshal(raw, &pr); err != nil {
+		return props{}, resp.StatusCode, fmt.Errorf("GET /props: %w", err)
+	}
+	return pr, resp.StatusCode, nil
 }

@@ -28,6 +28,7 @@ var spec = fakeapi.Spec{
 			return nil, err
 		}
 		p.Client.Retrier.Sleep = sleep
+		p.shape = ShapeContent // no GET /props: the suite counts POSTs
 		return p, nil
 	},
 	Suffix: "/v1",
@@ -36,7 +37,9 @@ var spec = fakeapi.Spec{
 		var out []string
 		for _, in := range fakeapi.Slice(body["input"]) {
 			for _, part := range fakeapi.Slice(fakeapi.Map(in)["content"]) {
-				out = append(out, fakeapi.String(fakeapi.Map(fakeapi.Map(part)["image_url"])["url"]))
+				if u := fakeapi.String(fakeapi.Map(fakeapi.Map(part)["image_url"])["url"]); u != "" {
+					out = append(out, u)
+				}
 			}
 		}
 		return out
@@ -78,7 +81,7 @@ func TestRequestAndAnswer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := spec.NewServer(t, fakeapi.Answer{Status: 200, Body: tt.answer})
-			p, err := New(provider.Model{BaseURL: srv.URL, Model: "gme-qwen2-vl", Options: json.RawMessage(`{"batch_size":1}`)}, nil)
+			p, err := New(provider.Model{BaseURL: srv.URL, Model: "gme-qwen2-vl", Options: json.RawMessage(`{"batch_size":1,"request_shape":"content"}`)}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,8 +90,12 @@ func TestRequestAndAnswer(t *testing.T) {
 			if r.Path != "/embeddings" {
 				t.Errorf("path = %s", r.Path)
 			}
+			// tools/server/README.md, POST /v1/embeddings: "each element of input
+			// can also be an object with a content array, using the same parts
+			// as /v1/chat/completions"; the text part keeps the prompt from
+			// ending with the image (see DefaultText).
 			fakeapi.EqualJSON(t, r.Body, r.Raw, `{"model":"gme-qwen2-vl",
- "input":[{"content":[{"type":"image_url","image_url":{"url":"`+pngURL+`"}}]}]}`)
+ "input":[{"content":[{"type":"image_url","image_url":{"url":"`+pngURL+`"}},{"type":"text","text":"\n"}]}]}`)
 			if tt.wantErr != "" {
 				var pe *provider.Error
 				if !errors.As(err, &pe) || pe.Kind != provider.BadResponse || !strings.Contains(err.Error(), tt.wantErr) {
@@ -105,8 +112,18 @@ func TestRequestAndAnswer(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	c, err := ParseConfig(nil)
-	if err != nil || c.BatchSize != DefaultBatchSize || time.Duration(c.BatchWait) != 20*time.Millisecond {
+	if err != nil || c.BatchSize != DefaultBatchSize || time.Duration(c.BatchWait) != 20*time.Millisecond || c.Text != "\n" || c.RequestShape != ShapeAuto {
 		t.Fatalf("ParseConfig(nil) = %+v, %v", c, err)
+	}
+	// stb_image, llama.cpp's decoder, reads no WebP.
+	if c.Allows(magic.WebP) || !c.Allows(magic.PNG) || !c.Allows(magic.JPEG) || !c.Allows(magic.GIF) {
+		t.Fatalf("default formats = %v, want PNG, JPEG, GIF", c.Formats)
+	}
+	if c, err := ParseConfig(json.RawMessage(`{"formats":["image/webp"]}`)); err != nil || !c.Allows(magic.WebP) || c.Allows(magic.PNG) {
+		t.Fatalf("formats webp only = %+v, %v", c.Formats, err)
+	}
+	if _, err := ParseConfig(json.RawMessage(`{"request_shape":"prompt"}`)); err == nil || !strings.Contains(err.Error(), "request_shape") {
+		t.Fatalf("request_shape prompt: err = %v", err)
 	}
 	if _, err := New(provider.Model{Model: "x"}, nil); err == nil {
 		t.Fatal("New without base_url succeeded")
@@ -116,4 +133,65 @@ func TestDefaults(t *testing.T) {
 func BenchmarkRequestsPerRow(b *testing.B) {
 	b.Run("batch_size=1", func(b *testing.B) { fakeapi.BenchmarkRequestsPerRow(b, spec, 256, 1) })
 	b.Run("batch_size=32", func(b *testing.B) { fakeapi.BenchmarkRequestsPerRow(b, spec, 256, 32) })
+}
+
+// TestRequestShapeFromProps follows tools/server/README.md: GET /props
+// answers media_marker (random per start since PR #21962); a JSON prompt
+// {"prompt_string","multimodal_data"} carries the raw base64 in place of
+// the marker (POST /completion, "A JSON object which optionally contains
+// multimodal data"), which /embeddings takes too.
+func TestRequestShapeFromProps(t *testing.T) {
+	const marker = "<__media_P8PiO4bGVfiCKfAPG1rsSNqqXKCSQD7N__>"
+	tests := []struct {
+		name       string
+		options    string
+		props      fakeapi.Answer
+		wantProps  bool
+		wantInput  string
+		wantShape2 string // the shape of a second request
+	}{
+		{name: "media_marker", options: `{"batch_size":1}`, props: fakeapi.Answer{Status: 200, Body: `{"media_marker":"` + marker + `","build_info":"b11669-Debian"}`},
+			wantProps: true, wantInput: `{"prompt_string":"` + marker + `\n","multimodal_data":["iVBORw0KGgoAAAAN"]}`},
+		{name: "no media_marker: the literal marker", options: `{"batch_size":1}`, props: fakeapi.Answer{Status: 200, Body: `{"build_info":"b6100"}`},
+			wantProps: true, wantInput: `{"prompt_string":"<__media__>\n","multimodal_data":["iVBORw0KGgoAAAAN"]}`},
+		{name: "no /props: content", options: `{"batch_size":1}`, props: fakeapi.Answer{Status: 404, Body: `{"error":{"code":404,"message":"File Not Found"}}`},
+			wantProps: true, wantInput: `{"content":[{"type":"image_url","image_url":{"url":"` + pngURL + `"}},{"type":"text","text":"\n"}]}`},
+		{name: "option multimodal_data, own text", options: `{"batch_size":1,"request_shape":"multimodal_data","text":" Represent the image."}`,
+			wantInput: `{"prompt_string":"<__media__> Represent the image.","multimodal_data":["iVBORw0KGgoAAAAN"]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			script := []fakeapi.Answer{{}, {}}
+			if tt.wantProps {
+				script = []fakeapi.Answer{tt.props, {}, {}}
+			}
+			srv := spec.NewServer(t, script...)
+			srv.Inputs = func(map[string]any) []string { return []string{"x"} }
+			p, err := New(provider.Model{BaseURL: srv.URL + "/v1", Model: "m", Options: json.RawMessage(tt.options)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if _, err := p.EmbedImage(context.Background(), pngImage); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reqs := srv.Requests()
+			if tt.wantProps {
+				if reqs[0].Method != "GET" || reqs[0].Path != "/props" {
+					t.Fatalf("first request %s %s, want GET /props", reqs[0].Method, reqs[0].Path)
+				}
+				reqs = reqs[1:]
+			}
+			if len(reqs) != 2 {
+				t.Fatalf("%d embedding requests, want 2 (/props asked once)", len(reqs))
+			}
+			for _, r := range reqs {
+				if r.Method != "POST" || r.Path != "/v1/embeddings" {
+					t.Fatalf("request %s %s", r.Method, r.Path)
+				}
+				fakeapi.EqualJSON(t, r.Body, r.Raw, `{"model":"m","input":[`+tt.wantInput+`]}`)
+			}
+		})
+	}
 }

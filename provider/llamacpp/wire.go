@@ -3,35 +3,70 @@ package llamacpp
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/pgimageai/pgimageai/provider"
 )
 
-// request is the body of POST {base_url}/embeddings.
+// request is the body of POST {base_url}/embeddings. Its inputs take one
+// of two shapes, both from llama.cpp's tools/server/README.md:
+//
+//   - content (POST /v1/embeddings, "For multimodal models … each element of
+//     input can also be an object with a content array, using the same parts
+//     as /v1/chat/completions"): {"content":[{"type":"image_url","image_url":
+//     {"url":DATA_URL}},{"type":"text","text":TEXT}]};
+//   - multimodal_data (POST /completion, "A JSON object which optionally
+//     contains multimodal data", which /embeddings accepts too):
+//     {"prompt_string":MARKER+TEXT,"multimodal_data":[BASE64]}, MARKER being
+//     GET /props' media_marker.
+//
+// Either way the image is followed by text: see DefaultText.
 type request struct {
-	Model string  `json:"model"`
-	Input []input `json:"input"`
+	Model string `json:"model"`
+	Input []any  `json:"input"`
 }
 
-type input struct {
+type contentInput struct {
 	Content []part `json:"content"`
 }
 
 type part struct {
-	Type     string   `json:"type"`
-	ImageURL imageURL `json:"image_url"`
+	Type     string    `json:"type"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+	Text     string    `json:"text,omitempty"`
 }
 
 type imageURL struct {
 	URL string `json:"url"`
 }
 
-func newRequest(model string, dataURLs []string) request {
-	r := request{Model: model, Input: make([]input, len(dataURLs))}
+type multimodalInput struct {
+	PromptString   string   `json:"prompt_string"`
+	MultimodalData []string `json:"multimodal_data"`
+}
+
+// newRequest builds the request for dataURLs in the given shape (content or
+// multimodal_data) with marker (multimodal_data only) and text after each
+// image.
+func newRequest(model, shape, marker, text string, dataURLs []string) request {
+	r := request{Model: model, Input: make([]any, len(dataURLs))}
 	for i, u := range dataURLs {
-		r.Input[i] = input{Content: []part{{Type: "image_url", ImageURL: imageURL{URL: u}}}}
+		if shape == ShapeMultimodalData {
+			_, b64, _ := strings.Cut(u, ";base64,")
+			r.Input[i] = multimodalInput{PromptString: marker + text, MultimodalData: []string{b64}}
+			continue
+		}
+		r.Input[i] = contentInput{Content: []part{
+			{Type: "image_url", ImageURL: &imageURL{URL: u}},
+			{Type: "text", Text: text},
+		}}
 	}
 	return r
+}
+
+// props is the part of GET /props that picks the request shape.
+type props struct {
+	MediaMarker string `json:"media_marker"`
 }
 
 // answer is either shape llama-server answers with: the OpenAI-style object

@@ -19,7 +19,7 @@ const maxMessage = 500
 // classify turns the error of one attempt into a *provider.Error:
 //
 //   - an HTTP error answer (go-openai *APIError or *RequestError): its status,
-//     provider.StatusKind(status), the server's message and Retry-After;
+//     provider.ClassifyStatus(status, message), the server's message and Retry-After;
 //   - the caller's ctx ended: Transient, wrapping ctx's error;
 //   - the attempt's own timeout, or an I/O error: Transient, status 0;
 //   - a 2xx answer go-openai could not decode: BadResponse;
@@ -33,14 +33,14 @@ func (p *Provider) classify(ctx, attempt context.Context, ex *exchange, err erro
 	switch {
 	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode != 0:
 		e.Status = apiErr.HTTPStatusCode
-		e.Kind = provider.StatusKind(e.Status)
 		e.Message = apiErr.Message
+		e.Kind = provider.ClassifyStatus(e.Status, e.Message)
 		e.RetryAfter = ex.retryAfter
 		e.Err = err
 	case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
 		e.Status = reqErr.HTTPStatusCode
-		e.Kind = provider.StatusKind(e.Status)
 		e.Message = httpjson.BodyMessage(reqErr.Body)
+		e.Kind = provider.ClassifyStatus(e.Status, e.Message)
 		e.RetryAfter = ex.retryAfter
 		e.Err = err
 	case ctx.Err() != nil:
