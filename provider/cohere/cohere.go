@@ -31,6 +31,9 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkModel(ep.Model); err != nil {
+		return nil, err
+	}
 	p := &Provider{cfg: cfg}
 	p.Batched = httpjson.NewBatched(ep, "/v2/embed", cfg.Options, cfg.Config, magic.DataURL, p.send)
 	return p, nil
@@ -49,5 +52,5 @@ func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embe
 	if err != nil {
 		return nil, err
 	}
-	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.Meta.BilledUnits.InputTokens)
+	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.tokens())
 }

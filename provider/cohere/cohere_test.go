@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ var spec = fakeapi.Spec{
 		var out []string
 		for _, in := range fakeapi.Slice(body["inputs"]) {
 			for _, part := range fakeapi.Slice(fakeapi.Map(in)["content"]) {
-				out = append(out, fakeapi.String(fakeapi.Map(part)["image_url"]))
+				out = append(out, fakeapi.String(fakeapi.Map(fakeapi.Map(part)["image_url"])["url"]))
 			}
 		}
 		return out
@@ -67,11 +68,16 @@ var spec = fakeapi.Spec{
 func TestSuite(t *testing.T) { fakeapi.Suite(t, spec) }
 
 // recorded is the shape of a Cohere v2 embed answer, shortened to three
-// dimensions.
+// dimensions; billed units are floats (cohere-python
+// src/cohere/types/api_meta_billed_units.py: Optional[float]).
 const recorded = `{"id":"5807ee2e-0cda-445a-9ec8-864c60a06606","embeddings":{"float":[[0.016296387,-0.008354187,-0.04699707]]},
  "texts":[],"images":[{"width":400,"height":400,"format":"png","bit_depth":24}],
- "meta":{"api_version":{"version":"2"},"billed_units":{"input_tokens":1024,"images":1}},"response_type":"embeddings_by_type"}`
+ "meta":{"api_version":{"version":"2"},"billed_units":{"input_tokens":1.0,"image_tokens":1023.0,"images":1.0}},"response_type":"embeddings_by_type"}`
 
+// TestRequestAndAnswer checks the body against cohere-python's v2 embed
+// (src/cohere/v2/client.py) with content parts of
+// src/cohere/types/embed_content.py: ImageUrlEmbedContent is
+// {"type":"image_url","image_url":EmbedImageUrl{"url":…}}.
 func TestRequestAndAnswer(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -79,10 +85,10 @@ func TestRequestAndAnswer(t *testing.T) {
 		wantBody string
 	}{
 		{name: "defaults", options: `{"batch_size":1}`, wantBody: `{"model":"embed-v4.0","input_type":"search_document",
- "embedding_types":["float"],"inputs":[{"content":[{"type":"image_url","image_url":"` + pngURL + `"}]}]}`},
-		{name: "dimensions sent as output_dimension", options: `{"batch_size":1,"dimensions":3,"input_type":"clustering"}`,
-			wantBody: `{"model":"embed-v4.0","input_type":"clustering","output_dimension":3,
- "embedding_types":["float"],"inputs":[{"content":[{"type":"image_url","image_url":"` + pngURL + `"}]}]}`},
+ "embedding_types":["float"],"inputs":[{"content":[{"type":"image_url","image_url":{"url":"` + pngURL + `"}}]}]}`},
+		{name: "input_type", options: `{"batch_size":1,"input_type":"clustering"}`,
+			wantBody: `{"model":"embed-v4.0","input_type":"clustering",
+ "embedding_types":["float"],"inputs":[{"content":[{"type":"image_url","image_url":{"url":"` + pngURL + `"}}]}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,8 +116,32 @@ func TestDefaults(t *testing.T) {
 	if err != nil || p.URL != "https://api.cohere.com/v2/embed" || p.cfg.BatchSize != DefaultBatchSize || p.cfg.InputType != "search_document" {
 		t.Fatalf("New = %+v, %v", p, err)
 	}
-	if _, err := ParseConfig(json.RawMessage(`{"input_type":"query"}`)); err == nil {
-		t.Fatal("input_type query accepted")
+	for _, opts := range []string{`{"input_type":"query"}`, `{"input_type":"image"}`} {
+		if _, err := ParseConfig(json.RawMessage(opts)); err == nil {
+			t.Errorf("%s accepted", opts)
+		}
+	}
+	if c, err := ParseConfig(json.RawMessage(`{"dimensions":1024}`)); err != nil || c.Dimensions != 1024 {
+		t.Errorf("dimensions 1024: %+v, %v", c, err)
+	}
+	if _, err := New(provider.Model{Model: "embed-english-v3.0"}, nil); err == nil || !strings.Contains(err.Error(), "embed-v4.0") {
+		t.Errorf("embed-english-v3.0: err = %v, want one naming embed-v4.0", err)
+	}
+}
+
+func TestDimensionsSentAsOutputDimension(t *testing.T) {
+	srv := spec.NewServer(t)
+	p, err := New(provider.Model{BaseURL: srv.URL, Model: "embed-v4.0", Options: json.RawMessage(`{"batch_size":1,"dimensions":256,"max_retries":0}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The echo's 3 values are not 256: a bad_response, after the request
+	// that carried output_dimension.
+	if _, err := p.EmbedImage(context.Background(), pngImage); err == nil || !strings.Contains(err.Error(), "want 256") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := srv.Requests()[0].Body["output_dimension"]; got != float64(256) {
+		t.Fatalf("output_dimension = %v, want 256", got)
 	}
 }
 

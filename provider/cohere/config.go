@@ -3,6 +3,7 @@ package cohere
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
@@ -25,13 +26,13 @@ const (
 // Config is models.options for the cohere provider: those of
 // httpjson.EmbedConfig and input_type. Unknown keys are an error, so that a
 // misspelt option never goes unnoticed. Dimensions, when set, is also sent
-// as output_dimension (embed-v4 and later accept 256, 512, 1024 and 1536).
+// as output_dimension, which embed-v4.0 takes as 256, 512, 1024 or 1536.
 type Config struct {
 	httpjson.EmbedConfig
 
-	// InputType is sent as input_type, which Cohere requires for v3 and
-	// later models: search_document (default), search_query,
-	// classification, clustering or image.
+	// InputType is sent as input_type, which Cohere requires: with inputs,
+	// one of search_document (default), search_query, classification or
+	// clustering (cohere-python src/cohere/types/embed_input_type.py).
 	InputType string `json:"input_type,omitempty"`
 }
 
@@ -41,9 +42,19 @@ func (c Config) Validate() error {
 		return err
 	}
 	switch c.InputType {
-	case "", "search_document", "search_query", "classification", "clustering", "image":
+	case "", "search_document", "search_query", "classification", "clustering":
 	default:
-		return fmt.Errorf("option input_type: must be search_document, search_query, classification, clustering or image, got %q", c.InputType)
+		return fmt.Errorf("option input_type: must be search_document, search_query, classification or clustering, got %q", c.InputType)
+	}
+	return nil
+}
+
+// checkModel refuses the models that take no images in inputs: images in
+// inputs are embed-v4.0's (the v3.0 models take one image per request in
+// the images field, which this provider does not send).
+func checkModel(model string) error {
+	if strings.HasSuffix(model, "-v3.0") || strings.HasSuffix(model, "-v2.0") {
+		return fmt.Errorf("model %s: Cohere embeds images given in inputs with embed-v4.0 (or later), not with the v3.0 and v2.0 models", model)
 	}
 	return nil
 }

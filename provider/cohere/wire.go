@@ -1,8 +1,16 @@
 package cohere
 
-import "github.com/pgimageai/pgimageai/provider"
+import (
+	"math"
 
-// request is the body of POST {base_url}/v2/embed.
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// request is the body of POST {base_url}/v2/embed, as cohere-python's
+// v2 client sends it (src/cohere/v2/client.py embed: model, input_type,
+// embedding_types, output_dimension, inputs) with each input's content a
+// list of src/cohere/types/embed_content.py ImageUrlEmbedContent parts:
+// {"type":"image_url","image_url":{"url":DATA_URL}} (EmbedImageUrl).
 type request struct {
 	Model           string   `json:"model"`
 	Inputs          []input  `json:"inputs"`
@@ -16,8 +24,12 @@ type input struct {
 }
 
 type part struct {
-	Type     string `json:"type"`
-	ImageURL string `json:"image_url"`
+	Type     string   `json:"type"`
+	ImageURL imageURL `json:"image_url"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
 }
 
 func newRequest(model string, cfg Config, dataURLs []string) request {
@@ -29,22 +41,34 @@ func newRequest(model string, cfg Config, dataURLs []string) request {
 		OutputDimension: cfg.Dimensions,
 	}
 	for i, u := range dataURLs {
-		r.Inputs[i] = input{Content: []part{{Type: "image_url", ImageURL: u}}}
+		r.Inputs[i] = input{Content: []part{{Type: "image_url", ImageURL: imageURL{URL: u}}}}
 	}
 	return r
 }
 
-// answer is Cohere's v2 embed answer: vectors by position.
+// answer is Cohere's v2 embed answer: vectors by position. The billed
+// units are floats (src/cohere/types/api_meta_billed_units.py:
+// input_tokens, image_tokens, images are Optional[float]).
 type answer struct {
 	Embeddings struct {
 		Float [][]float32 `json:"float"`
 	} `json:"embeddings"`
 	Meta struct {
 		BilledUnits struct {
-			InputTokens int `json:"input_tokens"`
-			Images      int `json:"images"`
+			InputTokens float64 `json:"input_tokens"`
+			ImageTokens float64 `json:"image_tokens"`
+			Images      float64 `json:"images"`
 		} `json:"billed_units"`
 	} `json:"meta"`
+}
+
+// tokens returns the request's billed input and image tokens, rounded.
+func (a answer) tokens() int {
+	t := a.Meta.BilledUnits.InputTokens + a.Meta.BilledUnits.ImageTokens
+	if t <= 0 || math.IsNaN(t) || t > math.MaxInt32 {
+		return 0
+	}
+	return int(math.Round(t))
 }
 
 // vectors returns the answer's n float vectors, in input order.

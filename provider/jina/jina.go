@@ -43,14 +43,14 @@ var Factory = provider.FactoryOf(New)
 // send makes one request for a batch of base64-encoded images.
 func (p *Provider) send(ctx context.Context, images []string) ([]provider.Embedding, error) {
 	var a answer
-	if err := p.Client.Post(ctx, p.URL, newRequest(p.Model, images), &a); err != nil {
+	if err := p.Client.Post(ctx, p.URL, newRequest(p.Model, p.cfg, images), &a); err != nil {
 		return nil, err
 	}
 	vecs, err := httpjson.ByIndex(a.Data, len(images))
 	if err != nil {
 		return nil, err
 	}
-	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.Usage.PromptTokens)
+	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.tokens())
 }
 
 // base64Input encodes an image as Jina takes it: plain base64, no data URL.
