@@ -8,14 +8,18 @@ import (
 )
 
 // Config is models.options for the vllm provider: the shared keys of
-// provider.Options plus dimensions. Unknown keys are an error, so that a
-// misspelt option never goes unnoticed.
+// provider.Options plus dimensions and text. Unknown keys are an error, so
+// that a misspelt option never goes unnoticed.
 type Config struct {
 	provider.Options
 
-	// Dimensions, when set, is the length every returned vector must have;
-	// another length is a bad_response. 0 = not checked.
+	// Dimensions, when set, is sent as dimensions (Matryoshka models) and is
+	// the length every returned vector must have; another length is a
+	// bad_response. 0 = neither.
 	Dimensions int `json:"dimensions,omitempty"`
+	// Text, when set, is a text part after the image: VLM2Vec-style models
+	// expect one ("Represent the given image.").
+	Text string `json:"text,omitempty"`
 }
 
 // Validate reports the first invalid option.

@@ -55,7 +55,7 @@ func (p *Provider) EmbedImage(ctx context.Context, img provider.Image) (provider
 		return provider.Embedding{}, err
 	}
 	var a answer
-	if err := p.client.Post(ctx, p.url, newRequest(p.model, magic.DataURL(f, img.Data)), &a); err != nil {
+	if err := p.client.Post(ctx, p.url, newRequest(p.model, p.cfg, magic.DataURL(f, img.Data)), &a); err != nil {
 		return provider.Embedding{}, err
 	}
 	vecs, err := httpjson.ByIndex(a.Data, 1)

@@ -42,7 +42,9 @@ var spec = fakeapi.Spec{
 		var out []string
 		for _, m := range fakeapi.Slice(body["messages"]) {
 			for _, part := range fakeapi.Slice(fakeapi.Map(m)["content"]) {
-				out = append(out, fakeapi.String(fakeapi.Map(fakeapi.Map(part)["image_url"])["url"]))
+				if u := fakeapi.String(fakeapi.Map(fakeapi.Map(part)["image_url"])["url"]); u != "" {
+					out = append(out, u)
+				}
 			}
 		}
 		return out
@@ -76,6 +78,9 @@ var spec = fakeapi.Spec{
 
 func TestSuite(t *testing.T) { fakeapi.Suite(t, spec) }
 
+// TestRequestAndAnswer checks the body against vLLM's EmbeddingChatRequest
+// (vllm/entrypoints/openai/protocol.py) and its VLM2Vec example
+// (examples/online_serving/openai_chat_embedding_client_for_multimodal.py).
 func TestRequestAndAnswer(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -87,9 +92,13 @@ func TestRequestAndAnswer(t *testing.T) {
 		{name: "defaults", options: `{}`, wantBody: `{"model":"TIGER-Lab/VLM2Vec-Full",
  "messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + pngURL + `"}}]}],
  "encoding_format":"float"}`},
-		{name: "dimensions is checked, not sent; key as Bearer", options: `{"dimensions":3}`, keyEnv: "VLLM_KEY",
+		{name: "dimensions sent and checked; key as Bearer", options: `{"dimensions":3}`, keyEnv: "VLLM_KEY",
 			wantAuth: "Bearer token-abc", wantBody: `{"model":"TIGER-Lab/VLM2Vec-Full",
  "messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + pngURL + `"}}]}],
+ "encoding_format":"float","dimensions":3}`},
+		{name: "VLM2Vec text part after the image", options: `{"text":"Represent the given image."}`, wantBody: `{"model":"TIGER-Lab/VLM2Vec-Full",
+ "messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + pngURL + `"}},
+  {"type":"text","text":"Represent the given image."}]}],
  "encoding_format":"float"}`},
 	}
 	for _, tt := range tests {

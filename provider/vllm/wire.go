@@ -3,11 +3,16 @@ package vllm
 import "github.com/pgimageai/pgimageai/provider/httpjson"
 
 // request is the body of POST {base_url}/embeddings: vLLM's chat-style
-// embedding request.
+// embedding request (EmbeddingChatRequest in
+// vllm/entrypoints/openai/protocol.py: model, messages, encoding_format,
+// dimensions), as vLLM's example sends it for VLM2Vec
+// (examples/online_serving/openai_chat_embedding_client_for_multimodal.py:
+// an image_url part, then a text part "Represent the given image.").
 type request struct {
 	Model          string    `json:"model"`
 	Messages       []message `json:"messages"`
 	EncodingFormat string    `json:"encoding_format"`
+	Dimensions     int       `json:"dimensions,omitempty"`
 }
 
 type message struct {
@@ -16,21 +21,25 @@ type message struct {
 }
 
 type part struct {
-	Type     string   `json:"type"`
-	ImageURL imageURL `json:"image_url"`
+	Type     string    `json:"type"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+	Text     string    `json:"text,omitempty"`
 }
 
 type imageURL struct {
 	URL string `json:"url"`
 }
 
-func newRequest(model, dataURL string) request {
+func newRequest(model string, cfg Config, dataURL string) request {
+	content := []part{{Type: "image_url", ImageURL: &imageURL{URL: dataURL}}}
+	if cfg.Text != "" {
+		content = append(content, part{Type: "text", Text: cfg.Text})
+	}
 	return request{
-		Model: model,
-		Messages: []message{{Role: "user", Content: []part{
-			{Type: "image_url", ImageURL: imageURL{URL: dataURL}},
-		}}},
+		Model:          model,
+		Messages:       []message{{Role: "user", Content: content}},
 		EncodingFormat: "float",
+		Dimensions:     cfg.Dimensions,
 	}
 }
 

@@ -5,7 +5,8 @@
 // (the images are what is searched; a query embeds with "query").
 //
 // Rows ready within batch_wait (default 20ms) are sent together, up to
-// batch_size (default 32, at most 1000) per request; each row is charged its
+// batch_size (default 32, at most 1000) per request and at most 320,000
+// estimated tokens (a token per 560 pixels, from the image header); each row is charged its
 // share of the request's total_tokens. Provider implements provider.Embedder
 // only.
 //

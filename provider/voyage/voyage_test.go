@@ -80,6 +80,10 @@ const recorded = `{"object":"list","data":[
  {"object":"embedding","embedding":[0.1,0.2,0.3],"index":0}],
  "model":"voyage-multimodal-3","usage":{"text_tokens":0,"image_pixels":2000000,"total_tokens":7143}}`
 
+// TestRequestAndAnswer checks the body against Voyage's multimodal
+// embeddings API (https://docs.voyageai.com/reference/multimodal-embeddings-api:
+// inputs of content lists, an image as {"type":"image_base64",
+// "image_base64":DATA_URL}, input_type "document"; usage.total_tokens).
 func TestRequestAndAnswer(t *testing.T) {
 	srv := spec.NewServer(t, fakeapi.Answer{Status: 200, Body: recorded})
 	m := provider.Model{BaseURL: srv.URL + "/v1", Model: "voyage-multimodal-3", APIKeyEnv: "VOYAGE_API_KEY",

@@ -2,7 +2,8 @@ package voyage
 
 import "github.com/pgimageai/pgimageai/provider/httpjson"
 
-// request is the body of POST {base_url}/multimodalembeddings.
+// request is the body of POST {base_url}/multimodalembeddings
+// (https://docs.voyageai.com/reference/multimodal-embeddings-api).
 type request struct {
 	Model     string  `json:"model"`
 	Inputs    []input `json:"inputs"`
