@@ -329,10 +329,15 @@ func (p *Postgres) waitReady(ctx context.Context) error {
 }
 
 func (p *Postgres) logs(ctx context.Context) string {
+	return containerLogs(ctx, p.pool, p.res.Container.ID)
+}
+
+// containerLogs returns the last lines of a container's output.
+func containerLogs(ctx context.Context, pool *dockertest.Pool, id string) string {
 	var buf bytes.Buffer
-	_ = p.pool.Client.Logs(docker.LogsOptions{
+	_ = pool.Client.Logs(docker.LogsOptions{
 		Context:      ctx,
-		Container:    p.res.Container.ID,
+		Container:    id,
 		OutputStream: &buf,
 		ErrorStream:  &buf,
 		Stdout:       true,

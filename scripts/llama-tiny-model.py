@@ -59,6 +59,10 @@ def write_llm(path):
     w.add_eos_token_id(2)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    # No leading space before the text: with one, the generation prompt that the server
+    # puts at the start of a response_format grammar ("<|im_start|>assistant\n") does not
+    # tokenize to itself, and the grammar sampler fails to initialise (build b11669).
+    w.add_add_space_prefix(False)
     n_vocab = len(tokens)
     w.add_vocab_size(n_vocab)
 
