@@ -33,46 +33,11 @@ die() {
 }
 trap 'die "command failed (line $LINENO): $BASH_COMMAND"' ERR
 
-force=false
-for arg in "$@"; do
-	case "$arg" in
-	--force) force=true ;;
-	-h | --help)
-		sed -n '2,/^set -E/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
-		exit 0
-		;;
-	*) die "unknown argument: $arg (try --help)" ;;
-	esac
-done
+# shellcheck source=scripts/image-lib.sh
+. "$here/image-lib.sh"
+IMAGE_ARGS=("$@")
+image_begin "${BASH_SOURCE[0]}" "$PGIMAGEAI_ENTRYPOINT"
 
-start=$(date +%s)
-
-# shellcheck source=scripts/host-mirror.sh
-. "$here/host-mirror.sh"
-
-recipe=$(cat "${BASH_SOURCE[0]}" "$PGIMAGEAI_ENTRYPOINT" "$here/host-mirror.sh" | sha256sum | cut -c1-16)
-
-docker info >/dev/null 2>&1 || die "the Docker daemon does not answer: $(docker info 2>&1 | tail -n 3)"
-
-old=""
-if docker image inspect "$image" >/dev/null 2>&1; then
-	old=$(docker image inspect -f '{{.Id}}' "$image")
-	have=$(docker image inspect -f '{{index .Config.Labels "org.pgimageai.recipe"}}' "$image")
-	if ! $force && [ "$have" = "$recipe" ]; then
-		say "$image exists (recipe $recipe); nothing to do (use --force to rebuild)"
-		exit 0
-	fi
-	if ! $force; then
-		say "$image exists but was built from another recipe (${have:-none}, now $recipe); rebuilding"
-	fi
-fi
-
-if ! command -v mmdebstrap >/dev/null || [ ! -s "$keyring" ]; then
-	[ "$(id -u)" = 0 ] || die "mmdebstrap or $keyring is missing; run as root or: sudo apt-get install mmdebstrap debian-archive-keyring"
-	say "installing mmdebstrap and debian-archive-keyring"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap debian-archive-keyring
-fi
 if ! ls /usr/share/keyrings/debian-archive-trixie-*.gpg >/dev/null 2>&1; then
 	say "note: this keyring has no trixie keys (debian-archive-keyring < 2023.3+deb12u2);"
 	say "      verification relies on the bookworm key's co-signature of trixie's Release file"
@@ -117,10 +82,4 @@ id=$(
 			--message "pgimageai test image: Debian $suite, postgresql-17, pgvector" \
 			-
 )
-docker tag "$id" "$image"
-if [ -n "$old" ] && [ "$old" != "$id" ]; then
-	docker rmi "$old" >/dev/null 2>&1 || say "note: the previous image $old is still in use; not removed"
-fi
-
-size=$(docker image inspect -f '{{.Size}}' "$image")
-say "built $image ($id, $((size / 1024 / 1024)) MiB) in $(($(date +%s) - start))s"
+image_finish "$id"
