@@ -144,3 +144,17 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
+
+// DecodeConfig decodes raw strictly (DecodeStrict) into a new C and
+// validates it: the first steps of every provider's ParseConfig, which then
+// applies its own defaults.
+func DecodeConfig[C interface{ Validate() error }](raw json.RawMessage) (C, error) {
+	var c C
+	if err := DecodeStrict(raw, &c); err != nil {
+		return c, err
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}

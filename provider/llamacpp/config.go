@@ -75,11 +75,8 @@ func (c Config) Validate() error {
 // naming it), validates it and applies the defaults, DefaultFormats when
 // formats is unset.
 func ParseConfig(raw json.RawMessage) (Config, error) {
-	var c Config
-	if err := provider.DecodeStrict(raw, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
+	c, err := provider.DecodeConfig[Config](raw)
+	if err != nil {
 		return Config{}, err
 	}
 	if len(c.Formats) == 0 {

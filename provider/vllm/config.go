@@ -36,11 +36,8 @@ func (c Config) Validate() error {
 // ParseConfig decodes models.options strictly (an unknown key is an error
 // naming it), validates it and applies the shared defaults.
 func ParseConfig(raw json.RawMessage) (Config, error) {
-	var c Config
-	if err := provider.DecodeStrict(raw, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
+	c, err := provider.DecodeConfig[Config](raw)
+	if err != nil {
 		return Config{}, err
 	}
 	c.Options = c.Options.WithDefaults()

@@ -26,9 +26,14 @@ const (
 
 // imageTokens estimates the tokens of an image from its dimensions, read
 // from the header only (image.DecodeConfig: no pixels are decoded). An
-// image whose header cannot be read counts as MaxInputTokens, the most one
-// input may cost.
-func imageTokens(f magic.Format, data []byte) int {
+// image whose header cannot be read (or whose decoder panics on it) counts
+// as MaxInputTokens, the most one input may cost.
+func imageTokens(f magic.Format, data []byte) (tokens int) {
+	defer func() {
+		if recover() != nil {
+			tokens = MaxInputTokens
+		}
+	}()
 	var decodeConfig func(io.Reader) (image.Config, error)
 	switch f {
 	case magic.PNG:
@@ -47,6 +52,5 @@ func imageTokens(f magic.Format, data []byte) int {
 		return MaxInputTokens
 	}
 	pixels := int64(c.Width) * int64(c.Height)
-	tokens := (pixels + PixelsPerToken - 1) / PixelsPerToken
-	return int(min(tokens, MaxRequestTokens+1))
+	return int(min((pixels+PixelsPerToken-1)/PixelsPerToken, MaxRequestTokens+1))
 }
