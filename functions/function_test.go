@@ -228,3 +228,32 @@ func TestCancelledCallIsNotARowError(t *testing.T) {
 		t.Fatalf("err = %v (reason %q), want bare context.Canceled", err, ReasonOf(err))
 	}
 }
+
+// withOptions is an embedder with option defaults of its own, as llamacpp
+// leaves WebP out of its formats.
+type withOptions struct {
+	both
+	o provider.Options
+}
+
+func (p withOptions) Options() provider.Options { return p.o }
+
+func TestBindTakesTheProvidersOptions(t *testing.T) {
+	fk := &fake{vec: func(provider.Image) (provider.Embedding, error) {
+		return provider.Embedding{Vector: []float32{1}}, nil
+	}}
+	p := withOptions{both{textOnly{fk}}, opts(t, `{"formats":["image/png","image/jpeg","image/gif"]}`)}
+	f, err := Bind(Embed, "m", p, opts(t, ""), nil) // the row's options allow all four
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Call(context.Background(), webpImg, true); ReasonOf(err) != UnsupportedFormat {
+		t.Fatalf("WebP: err = %v, want unsupported_format", err)
+	}
+	if _, err := f.Call(context.Background(), pngImg, true); err != nil {
+		t.Fatalf("PNG: %v", err)
+	}
+	if n := fk.calls.Load(); n != 1 {
+		t.Fatalf("provider calls = %d, want 1 (the PNG)", n)
+	}
+}
