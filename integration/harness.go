@@ -14,6 +14,10 @@
 // Tests that stop, pause or restart the server take a container of their own with
 // StartPostgres, so that they never disturb the shared one.
 //
+// StartLlama (llama.go) starts a real llama.cpp llama-server with a tiny random-weight
+// vision model, from PGIMAGEAI_LLAMA_IMAGE (default pgimageai-llama:test, built by
+// scripts/build-llama-image.sh), for the tests of the openai and llamacpp providers.
+//
 // The image comes from PGIMAGEAI_TEST_IMAGE (default postgres:17); scripts/test sets it to
 // a locally built image when no registry is reachable. Without a Docker engine the harness
 // fails the test; only with -short outside CI (CI unset or false) does it skip.
