@@ -1,0 +1,61 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestClassifyStatus(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		message string
+		want    Kind
+	}{
+		// llama-server b11669, POST /v1/embeddings with a WebP.
+		{name: "llama.cpp undecodable image", status: 500, message: "Failed to load image or audio file", want: Permanent},
+		// Pillow's UnidentifiedImageError behind vLLM.
+		{name: "Pillow", status: 500, message: "cannot identify image file <_io.BytesIO object at 0x7f>", want: Permanent},
+		{name: "other 500", status: 500, message: "CUDA out of memory", want: Transient},
+		{name: "502 naming an image is still transient", status: 502, message: "failed to load image", want: Transient},
+		{name: "503", status: 503, message: "", want: Transient},
+		{name: "429", status: 429, message: "rate limited", want: Transient},
+		{name: "400", status: 400, message: "Failed to load image or audio file", want: Permanent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ClassifyStatus(tt.status, tt.message); got != tt.want {
+				t.Fatalf("ClassifyStatus(%d, %q) = %v, want %v", tt.status, tt.message, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInputRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "400", err: &Error{Kind: Permanent, Status: 400}, want: true},
+		{name: "413 too large", err: &Error{Kind: Permanent, Status: 413}, want: true},
+		{name: "422", err: &Error{Kind: Permanent, Status: 422}, want: true},
+		{name: "500 undecodable image", err: &Error{Kind: ClassifyStatus(500, "Failed to load image"), Status: 500}, want: true},
+		{name: "wrapped", err: fmt.Errorf("batch: %w", &Error{Kind: Permanent, Status: 400}), want: true},
+		{name: "401 concerns every input", err: &Error{Kind: Permanent, Status: 401}},
+		{name: "403", err: &Error{Kind: Permanent, Status: 403}},
+		{name: "404", err: &Error{Kind: Permanent, Status: 404}},
+		{name: "transient 503", err: &Error{Kind: Transient, Status: 503}},
+		{name: "bad response", err: &Error{Kind: BadResponse}},
+		{name: "permanent without status", err: &Error{Kind: Permanent, Message: "encode request"}},
+		{name: "not a provider error", err: errors.New("x")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := InputRefused(tt.err); got != tt.want {
+				t.Fatalf("InputRefused(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
