@@ -23,8 +23,13 @@ func userMsg(text, url, detail string) string {
 }
 
 // TestRequestJSON checks the exact body of a vision call, key presence
-// included. go-openai always sends "stream":false, which every
-// OpenAI-compatible server accepts.
+// included, against OpenAI's Chat Completions reference
+// (https://platform.openai.com/docs/api-reference/chat/create: content
+// parts {"type":"text"} and {"type":"image_url","image_url":{"url","detail"}};
+// response_format {"type":"json_schema","json_schema":{"name","schema"}}).
+// integration/llama_test.go sends the same body to a real llama-server.
+// go-openai always sends "stream":false, which every OpenAI-compatible
+// server accepts.
 func TestRequestJSON(t *testing.T) {
 	tests := []struct {
 		name     string
