@@ -5,8 +5,10 @@
 // {"content":[image_url part, text part]} or {"prompt_string":MARKER+TEXT,
 // "multimodal_data":[BASE64]}, chosen by the request_shape option or, unset,
 // by GET /props (multimodal_data with its media_marker; content when the
-// server has no /props). A text (default "\n") always follows the image: a
-// prompt that ends with the image aborts the server.
+// server has no /props; asked again when a restarted server, which draws a
+// new marker, answers "Failed to tokenize prompt"). A text (default "\n")
+// always follows the image: a prompt that ends with the image aborts the
+// server.
 //
 // Formats default to PNG, JPEG and GIF, which llama.cpp's decoder reads; a
 // WebP is an unsupported_format row, never sent. Rows ready within

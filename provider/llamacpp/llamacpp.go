@@ -3,6 +3,7 @@ package llamacpp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -63,7 +64,15 @@ var Factory = provider.FactoryOf(New)
 func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embedding, error) {
 	shape, marker := p.requestShape(ctx)
 	var a answer
-	if err := p.Client.Post(ctx, p.URL, newRequest(p.Model, shape, marker, p.cfg.Text, dataURLs), &a); err != nil {
+	err := p.Client.Post(ctx, p.URL, newRequest(p.Model, shape, marker, p.cfg.Text, dataURLs), &a)
+	if err != nil && shape == ShapeMultimodalData && staleMarker(err) && p.forget(marker) {
+		// llama-server draws a new media marker at every start: a restarted
+		// server cannot find the one /props gave before. Ask again, once.
+		if shape2, marker2 := p.requestShape(ctx); shape2 != shape || marker2 != marker {
+			err = p.Client.Post(ctx, p.URL, newRequest(p.Model, shape2, marker2, p.cfg.Text, dataURLs), &a)
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	vecs, err := a.vectors(len(dataURLs))
@@ -96,6 +105,27 @@ func (p *Provider) requestShape(ctx context.Context) (shape, marker string) {
 		return ShapeContent, ""
 	}
 	return p.shape, p.marker
+}
+
+// staleMarker reports whether err is llama-server's answer to a prompt whose
+// media marker it does not know (HTTP 500 "Failed to tokenize prompt": the
+// multimodal data outnumber the markers it finds).
+func staleMarker(err error) bool {
+	var pe *provider.Error
+	return errors.As(err, &pe) && pe.Status == http.StatusInternalServerError && strings.Contains(pe.Message, "tokenize")
+}
+
+// forget drops the shape that GET /props gave, when marker is still the one
+// in use and no option fixed the shape, so that the next request asks again.
+// It reports whether it did.
+func (p *Provider) forget(marker string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cfg.RequestShape != ShapeAuto || p.shape != ShapeMultimodalData || p.marker != marker {
+		return false
+	}
+	p.shape, p.marker = ShapeAuto, ""
+	return true
 }
 
 // fetchProps reads GET /props, bounded in time and bytes.

@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,5 +198,53 @@ func TestRequestShapeFromProps(t *testing.T) {
 				fakeapi.EqualJSON(t, r.Body, r.Raw, `{"model":"m","input":[`+tt.wantInput+`]}`)
 			}
 		})
+	}
+}
+
+// TestMarkerOfARestartedServer: llama-server draws a new media_marker at
+// every start (PR #21962), and answers a prompt with the old one with HTTP
+// 500 "Failed to tokenize prompt" (seen on b11669). The provider asks
+// GET /props again and resends with the new marker.
+func TestMarkerOfARestartedServer(t *testing.T) {
+	var mu sync.Mutex
+	marker := "<__media_AAAA__>"
+	var props, posts int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodGet && r.URL.Path == "/props" {
+			props++
+			fmt.Fprintf(w, `{"media_marker":%q}`, marker)
+			return
+		}
+		posts++
+		var req struct {
+			Input []multimodalInput `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Input) != 1 || !strings.HasPrefix(req.Input[0].PromptString, marker) {
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, `{"error":{"code":500,"message":"Failed to tokenize prompt","type":"server_error"}}`)
+			return
+		}
+		io.WriteString(w, `{"data":[{"index":0,"embedding":[0.6,0.8]}],"usage":{"prompt_tokens":18}}`)
+	}))
+	defer srv.Close()
+	p, err := New(provider.Model{BaseURL: srv.URL + "/v1", Model: "m", Options: json.RawMessage(`{"batch_size":1,"max_retries":0}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.EmbedImage(context.Background(), pngImage); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	marker = "<__media_BBBB__>" // the server restarted
+	mu.Unlock()
+	got, err := p.EmbedImage(context.Background(), pngImage)
+	if err != nil || !slices.Equal(got.Vector, []float32{0.6, 0.8}) {
+		t.Fatalf("after the restart: %+v, %v", got, err)
+	}
+	if props != 2 || posts != 3 {
+		t.Fatalf("GET /props %d times, POST %d times; want 2 and 3 (the stale one resent once)", props, posts)
 	}
 }
