@@ -72,25 +72,23 @@ func startLlama(ctx context.Context) (*Llama, error) {
 	if err != nil {
 		return nil, err
 	}
-	binding := docker.PortBinding{}
-	if local {
-		binding.HostIP = "127.0.0.1" // any free port, chosen by the engine
+	// A local engine gets a fixed port so that the URL survives Restart; another process
+	// may take the free port before Docker binds it, hence the retries.
+	var res *dockertest.Resource
+	for attempt := 1; ; attempt++ {
+		binding := docker.PortBinding{}
+		if local {
+			if binding.HostPort, err = freePort(); err != nil {
+				return nil, err
+			}
+			binding.HostIP = "127.0.0.1"
+		}
+		res, err = runLlama(pool, image, binding)
+		if err == nil || !local || attempt == 3 {
+			break
+		}
 	}
-	repo, tag := splitImage(image)
-	name := fmt.Sprintf("pgimageai-llama-%d-%d", os.Getpid(), containerSeq.Add(1))
-	res, err := pool.RunWithOptions(&dockertest.RunOptions{
-		Name:         name,
-		Repository:   repo,
-		Tag:          tag,
-		Labels:       map[string]string{label: "integration"},
-		PortBindings: map[docker.Port][]docker.PortBinding{llamaPort: {binding}},
-		ExposedPorts: []string{llamaPort},
-	}, func(hc *docker.HostConfig) {
-		hc.AutoRemove = false
-		hc.RestartPolicy = docker.RestartPolicy{Name: "no"}
-	})
 	if err != nil {
-		_ = pool.RemoveContainerByName(name)
 		return nil, fmt.Errorf("run %s: %w", image, err)
 	}
 	_ = res.Expire(expireSeconds)
@@ -101,6 +99,42 @@ func startLlama(ctx context.Context) (*Llama, error) {
 		return nil, fmt.Errorf("start %s: %w\ncontainer log (tail):\n%s", image, err, logs)
 	}
 	return l, nil
+}
+
+// runLlama creates and starts the container; one that was created but failed to start
+// is removed again.
+func runLlama(pool *dockertest.Pool, image string, binding docker.PortBinding) (*dockertest.Resource, error) {
+	repo, tag := splitImage(image)
+	name := fmt.Sprintf("pgimageai-llama-%d-%d", os.Getpid(), containerSeq.Add(1))
+	res, err := pool.RunWithOptions(&dockertest.RunOptions{
+		Name:         name,
+		Repository:   repo,
+		Tag:          tag,
+		Labels:       map[string]string{label: "integration"},
+		PortBindings: map[docker.Port][]docker.PortBinding{llamaPort: {binding}},
+		ExposedPorts: []string{llamaPort},
+	}, func(hc *docker.HostConfig) {
+		hc.AutoRemove = false // Restart needs the container to outlive its process
+		hc.RestartPolicy = docker.RestartPolicy{Name: "no"}
+	})
+	if err != nil {
+		_ = pool.RemoveContainerByName(name)
+		return nil, err
+	}
+	return res, nil
+}
+
+// Restart restarts llama-server (docker restart, SIGKILL after 1s) and waits until it is
+// ready again. The URL stays valid for a local engine; the server draws a new media marker.
+func (l *Llama) Restart(ctx context.Context) error {
+	if err := l.pool.Client.RestartContainer(l.res.Container.ID, 1); err != nil {
+		return fmt.Errorf("restart llama-server: %w", err)
+	}
+	_ = l.res.Expire(expireSeconds)
+	if err := l.waitReady(ctx); err != nil {
+		return fmt.Errorf("restart llama-server: %w", err)
+	}
+	return nil
 }
 
 // waitReady waits until GET /health answers 200: the model is loaded.

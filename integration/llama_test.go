@@ -322,3 +322,37 @@ FROM public.tags WHERE id = $1`, id).Scan(&typ, &person, &color)
 		t.Errorf("no chat request carried a json_schema response format")
 	}
 }
+
+// TestLlamaServerRestart: llama-server draws a new media marker at every start, and
+// answers a prompt with the old one with HTTP 500 "Failed to tokenize prompt". After a
+// restart, the llamacpp provider reads GET /props again and the rows keep their vectors.
+func TestLlamaServerRestart(t *testing.T) {
+	l := integration.StartLlama(t)
+	px := newLlamaProxy(t, l)
+	s := llamaSource(t)
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES
+ ('emb', 'llamacpp', $1, 'tiny', '{"max_retries": 1}')`, px.URL+"/v1")
+	s.embedRule(t, "vec", "emb", "public.vecs")
+	s.startLlama(t)
+
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1)", pngImage(t, 1))
+	s.sync(t, 60*time.Second)
+	if err := l.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (2, $1)", pngImage(t, 2))
+	s.sync(t, 60*time.Second)
+
+	for id := 1; id <= 2; id++ {
+		if v := s.vectorOf(t, "public.vecs", id); len(v) != llamaDim {
+			t.Errorf("row %d: %d values", id, len(v))
+		}
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'vec'"); n != 0 {
+		t.Errorf("errors rows = %d, want 0", n)
+	}
+	props := px.requests("/props", nil)
+	if len(props) != 2 {
+		t.Errorf("GET /props made %d times, want 2 (before and after the restart)", len(props))
+	}
+}
