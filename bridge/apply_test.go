@@ -3,7 +3,9 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,19 +18,34 @@ import (
 
 // fakeWriter records batches; fail makes the first writes fail.
 type fakeWriter struct {
+	mu      sync.Mutex
 	batches [][]sink.Op
-	ends    []replication.LSN
+	pos     []sink.Position
 	fail    int
+	wrote   chan struct{} // signalled after each write, when set
 }
 
-func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, end replication.LSN) error {
+func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, pos sink.Position, _ time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.fail > 0 {
 		w.fail--
 		return errors.New("target refuses writes")
 	}
 	w.batches = append(w.batches, append([]sink.Op(nil), ops...))
-	w.ends = append(w.ends, end)
+	w.pos = append(w.pos, pos)
+	if w.wrote != nil {
+		w.wrote <- struct{}{}
+	}
 	return nil
+}
+
+func (w *fakeWriter) Close(context.Context) error { return nil }
+
+func (w *fakeWriter) written() ([][]sink.Op, []sink.Position) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([][]sink.Op(nil), w.batches...), append([]sink.Position(nil), w.pos...)
 }
 
 func done(r functions.Result, err error) *call {
@@ -57,43 +74,150 @@ func testRule(t *testing.T, fn functions.Name, dim int) *Rule {
 	return &Rule{Name: "r", Fn: f, Model: "m", Target: &sink.Target{Table: table, Column: "c", Dim: dim}}
 }
 
-func TestApplierOrderAndBatching(t *testing.T) {
-	r := testRule(t, functions.Complete, 0)
-	w := &fakeWriter{fail: 1}
-	var acks []replication.LSN
-	a := &applier{log: slog.New(slog.DiscardHandler), w: w, ack: func(l replication.LSN) { acks = append(acks, l) }, maxOps: 100, backoff: time.Millisecond}
-	in := make(chan *txn, 10)
-	slow := &call{done: make(chan struct{})}
-	in <- &txn{commit: replication.Commit{EndLSN: 10}, items: []item{{kind: itemResult, rule: r, target: r.Target, key: []any{1}, keyJSON: []byte(`{"id": 1}`), call: done(functions.Result{Text: "a"}, nil)}}}
-	in <- &txn{commit: replication.Commit{EndLSN: 20}, items: []item{{kind: itemResult, rule: r, target: r.Target, key: []any{2}, keyJSON: []byte(`{"id": 2}`), call: slow}}}
-	in <- &txn{commit: replication.Commit{EndLSN: 30}} // empty: acked without a write of its own
-	close(in)
-	go func() { time.Sleep(20 * time.Millisecond); slow.result = functions.Result{Text: "b"}; close(slow.done) }()
-	if err := a.run(context.Background(), in); err != nil {
-		t.Fatal(err)
-	}
-	// Tx 10 is flushed alone because tx 20 was not ready; 20 and 30 together.
-	if len(w.ends) != 2 || w.ends[0] != 10 || w.ends[1] != 30 {
-		t.Fatalf("batches end at %v, want [10 30]", w.ends)
-	}
-	if len(acks) == 0 || acks[len(acks)-1] != 30 {
-		t.Fatalf("acks %v", acks)
-	}
-	for i := 1; i < len(acks); i++ {
-		if acks[i] < acks[i-1] {
-			t.Fatalf("acks go backwards: %v", acks)
+// testLanes returns a lanes registry whose writers are w, with a tracker
+// that records acks.
+func testLanes(t *testing.T, w *fakeWriter, maxOps int, acks *[]replication.LSN, mu *sync.Mutex) *lanes {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tr := newTracker(func(l replication.LSN) { mu.Lock(); *acks = append(*acks, l); mu.Unlock() })
+	return &lanes{log: slog.New(slog.DiscardHandler), newWriter: func(string) laneWriter { return w },
+		budget: newBudget(1 << 20), tracker: tr, maxOps: maxOps, backoff: time.Millisecond, ctx: ctx, repaired: make(chan string, 1)}
+}
+
+func resultItem(r *Rule, id int, c *call, rec *txnRecord, pos sink.Position) item {
+	return item{kind: itemResult, rule: r, target: r.Target, key: []any{id}, keyJSON: []byte(fmt.Sprintf(`{"id": %d}`, id)),
+		call: c, rec: rec, pos: pos, cost: itemOverhead}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
 		}
-	}
-	up, ok := w.batches[1][0].(sink.Upsert)
-	if !ok || up.Value != "b" {
-		t.Fatalf("second batch starts with %#v", w.batches[1][0])
-	}
-	if _, ok := w.batches[1][1].(sink.Resolve); !ok {
-		t.Fatalf("a success must resolve open errors, got %#v", w.batches[1][1])
+		time.Sleep(time.Millisecond)
 	}
 }
 
-func TestApplierResultOps(t *testing.T) {
+func TestLaneWritesInOrderAsReady(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &fakeWriter{fail: 1}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, w, 100, &acks, &mu)
+	ls.budget.acquire(context.Background(), 3*itemOverhead)
+	tr := ls.tracker
+	t1, t2, t3 := tr.begin(time.Time{}), tr.begin(time.Time{}), tr.begin(time.Time{})
+	slow := &call{done: make(chan struct{})}
+	l := ls.get(r.Target.Name())
+	for _, it := range []item{
+		resultItem(r, 1, done(functions.Result{Text: "a"}, nil), t1, sink.Position{Commit: 10, Ord: 1 << eventBits}),
+		resultItem(r, 2, slow, t2, sink.Position{Commit: 20, Ord: 1 << eventBits}),
+		resultItem(r, 3, done(functions.Result{Text: "c"}, nil), t3, sink.Position{Commit: 30, Ord: 1 << eventBits}),
+	} {
+		tr.add(it.rec)
+		l.push(it)
+	}
+	tr.seal(t1, 11)
+	tr.seal(t2, 21)
+	tr.seal(t3, 31)
+	// The first item is written alone (after one failed attempt): the
+	// second is not ready, and the third must not overtake it.
+	waitFor(t, "the first write", func() bool { b, _ := w.written(); return len(b) == 1 })
+	time.Sleep(20 * time.Millisecond)
+	if b, _ := w.written(); len(b) != 1 {
+		t.Fatalf("%d writes while the second item's call runs, want 1", len(b))
+	}
+	mu.Lock()
+	if len(acks) != 1 || acks[0] != 11 {
+		t.Fatalf("acks %v, want [11]", acks)
+	}
+	mu.Unlock()
+	slow.result = functions.Result{Text: "b"}
+	close(slow.done)
+	waitFor(t, "the second write", func() bool { b, _ := w.written(); return len(b) == 2 })
+	batches, pos := w.written()
+	if pos[0] != (sink.Position{Commit: 10, Ord: 1 << eventBits}) || pos[1] != (sink.Position{Commit: 30, Ord: 1 << eventBits}) {
+		t.Fatalf("positions %v", pos)
+	}
+	if up := batches[1][0].(sink.Upsert); up.Value != "b" {
+		t.Fatalf("second batch starts with %#v, want the upsert of b", batches[1][0])
+	}
+	waitFor(t, "the ack of 31", func() bool { mu.Lock(); defer mu.Unlock(); return acks[len(acks)-1] == 31 })
+	if used, _ := ls.budget.inUse(); used != 0 {
+		t.Fatalf("%d budget bytes still held after every item was written", used)
+	}
+}
+
+func TestLaneChunksByMaxOps(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &fakeWriter{}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, w, 4, &acks, &mu)
+	rec := ls.tracker.begin(time.Time{})
+	l := ls.get(r.Target.Name())
+	// One big transaction of ten rows: written in chunks of four items,
+	// each with its position inside the transaction; the slot is confirmed
+	// only once the last chunk and the commit are in.
+	l.mu.Lock() // push all before the lane looks
+	for i := 1; i <= 10; i++ {
+		ls.tracker.add(rec)
+		l.queue = append(l.queue, resultItem(r, i, done(functions.Result{Text: "x"}, nil), rec, sink.Position{Commit: 100, Ord: int64(i) << eventBits}))
+	}
+	l.mu.Unlock()
+	l.signal()
+	waitFor(t, "three writes", func() bool { b, _ := w.written(); return len(b) == 3 })
+	_, pos := w.written()
+	want := []int64{4, 8, 10}
+	for i, p := range pos {
+		if p.Commit != 100 || p.Ord != want[i]<<eventBits {
+			t.Fatalf("chunk %d ends at %v, want 100#%d", i, p, want[i]<<eventBits)
+		}
+	}
+	mu.Lock()
+	if len(acks) != 0 {
+		t.Fatalf("acked %v before the transaction's commit was read", acks)
+	}
+	mu.Unlock()
+	ls.tracker.seal(rec, 101)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acks) != 1 || acks[0] != 101 {
+		t.Fatalf("acks %v, want [101]", acks)
+	}
+}
+
+func TestTrackerConfirmsWhatEveryLaneMadeDurable(t *testing.T) {
+	var acks []replication.LSN
+	tr := newTracker(func(l replication.LSN) { acks = append(acks, l) })
+	a, b, c := tr.begin(time.Time{}), tr.begin(time.Time{}), tr.begin(time.Time{})
+	tr.add(a) // lane 1
+	tr.add(a) // lane 2
+	tr.add(b) // lane 2
+	tr.seal(a, 10)
+	tr.seal(b, 20)
+	tr.seal(c, 30) // no items: done at once, but behind a and b
+	if len(acks) != 0 {
+		t.Fatalf("acked %v while every transaction has an item pending", acks)
+	}
+	tr.done(b, 1) // lane 2 is ahead of lane 1 ...
+	if len(acks) != 0 {
+		t.Fatalf("acked %v past a transaction that lane 1 has not written", acks)
+	}
+	tr.done(a, 1)
+	tr.done(a, 1) // ... until lane 1 writes a
+	if len(acks) != 1 || acks[0] != 30 {
+		t.Fatalf("acks %v, want [30]", acks)
+	}
+	if lsn, _, n := tr.state(); lsn != 30 || n != 0 {
+		t.Fatalf("state %s with %d pending, want 30 with 0", lsn, n)
+	}
+}
+
+func TestBatchResultOps(t *testing.T) {
 	complete := testRule(t, functions.Complete, 0)
 	embed3 := testRule(t, functions.Embed, 3)
 	tests := []struct {
@@ -112,8 +236,9 @@ func TestApplierResultOps(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &applier{}
-			ops := a.result(nil, item{kind: itemResult, rule: tc.rule, target: tc.rule.Target, key: []any{1}, keyJSON: []byte(`{"id": 1}`), call: tc.call})
+			var b batch
+			b.add(&item{kind: itemResult, rule: tc.rule, target: tc.rule.Target, key: []any{1}, keyJSON: []byte(`{"id": 1}`), call: tc.call})
+			ops := b.ops
 			if len(ops) != 2 {
 				t.Fatalf("%d ops", len(ops))
 			}

@@ -105,8 +105,11 @@ func prefixed(p string, names []string) string {
 	return strings.Join(out, ", ")
 }
 
-// readRows runs q and returns its rows as page rows.
-func (e *engine) readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQuery, args ...any) ([]pageRow, error) {
+// readRows runs q on conn and returns its rows as page rows. It uses conn's
+// type map: a pgtype.Map belongs to one goroutine, and a backfill worker
+// reads on its own connection.
+func readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQuery, args ...any) ([]pageRow, error) {
+	typeMap := conn.TypeMap()
 	rows, err := conn.Query(ctx, q.sql, args...)
 	if err != nil {
 		return nil, err
@@ -127,13 +130,13 @@ func (e *engine) readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQue
 			named := map[string]string{}
 			for i, name := range r.Template.columns {
 				c, _ := r.Source.Column(name)
-				if named[name], err = textOf(e.typeMap, c.TypeOID, vals[q.keys+1+i]); err != nil {
+				if named[name], err = textOf(typeMap, c.TypeOID, vals[q.keys+1+i]); err != nil {
 					return nil, err
 				}
 			}
 			pr.prompt = r.Template.render(named)
 		}
-		if pr.keyJSON, err = sink.KeyJSON(e.typeMap, r.KeyColumns, pr.key); err != nil {
+		if pr.keyJSON, err = sink.KeyJSON(typeMap, r.KeyColumns, pr.key); err != nil {
 			return nil, err
 		}
 		out = append(out, pr)
@@ -158,7 +161,7 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 	case err == nil || errors.Is(err, pgx.ErrNoRows):
 		// Rows beyond the greatest key of now are new: the stream has them.
 		last = nil
-		rows, err := e.readRows(ctx, e.live.src, r, lastRowSQL(r))
+		rows, err := readRows(ctx, e.live.src, r, lastRowSQL(r))
 		if err != nil {
 			return fmt.Errorf("start backfill of %s: %w", r.Name, err)
 		}
@@ -245,7 +248,7 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 			}
 			conn = c
 		}
-		rows, err := e.readRows(ctx, conn, r, q, nullable(last), string(stop))
+		rows, err := readRows(ctx, conn, r, q, nullable(last), string(stop))
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("backfill: page failed; retrying", "rule", r.Name, "err", err)
@@ -317,8 +320,10 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 		return nil // the rule changed or went away; its new backfill covers it
 	}
 	seen := e.seen[r.Source.OID]
-	for _, row := range p.rows {
-		if seen[digestKey(row.keyJSON)] {
+	lane := r.Target.Name()
+	for i, row := range p.rows {
+		pos, ok := e.admit(lane, i)
+		if !ok || seen[digestKey(row.keyJSON)] {
 			continue
 		}
 		it, err := e.resultItem(ctx, r, row)
@@ -326,10 +331,17 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 			return err
 		}
 		it.lsn = m.LSN
-		e.open.items = append(e.open.items, it)
+		if err := e.emit(ctx, pos, it); err != nil {
+			return err
+		}
 	}
-	e.open.items = append(e.open.items, item{kind: itemBackfill, progress: sink.BackfillProgress{
-		Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done}})
+	if pos, ok := e.admit(lane, len(p.rows)); ok {
+		err := e.emit(ctx, pos, item{kind: itemBackfill, rule: r, target: r.Target, progress: sink.BackfillProgress{
+			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done}})
+		if err != nil {
+			return err
+		}
+	}
 	e.backfilled[r.Name] += len(p.rows)
 	if n := e.backfilled[r.Name]; !p.done && n/backfillPage%25 == 0 {
 		e.log.Info("backfill progress", "rule", r.Name, "rows", n, "last_key", string(p.lastKey))

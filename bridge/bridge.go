@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ const (
 	DefaultByteBudget   = 256 << 20
 	DefaultBatchOps     = 2000
 	DefaultCacheEntries = 10000
+	DefaultCacheBytes   = 16 << 20
 	DefaultDrainTimeout = 2 * time.Minute
 	DefaultLeaderPoll   = time.Second
 	// DefaultRecheckInterval: see Config.RecheckInterval.
@@ -39,6 +41,7 @@ type Config struct {
 	ByteBudget   int64         // bytes of images in flight; default 256 MiB
 	BatchOps     int           // target ops per transaction before a flush; default 2000
 	CacheEntries int           // results remembered; default 10000; negative = off
+	CacheBytes   int64         // bytes of results remembered; default 16 MiB
 	DrainTimeout time.Duration // how long a graceful stop waits for calls in flight
 	Logger       *slog.Logger
 	// StatusInterval is how often the stream reports its position; 0 = the
@@ -67,6 +70,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheEntries == 0 {
 		c.CacheEntries = DefaultCacheEntries
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = DefaultCacheBytes
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = DefaultDrainTimeout
@@ -99,9 +105,9 @@ type Stats struct {
 type Bridge struct {
 	cfg    Config
 	engine *engine
-	apply  *applier
+	lanes  *lanes
 	budget *budget
-	flight atomic.Pointer[budget] // for status, read by scrapes
+	run    atomic.Pointer[running] // of the current leadership, for status
 
 	mu     sync.Mutex          // guards stream and reconnects, for status
 	stream *replication.Stream // of the current leadership; nil when none
@@ -153,10 +159,22 @@ func (b *Bridge) status() metrics.Status {
 		st.Reconnects += rs.Reconnects
 	}
 	b.mu.Unlock()
-	if bu := b.flight.Load(); bu != nil && st.Leader {
-		st.BytesInFlight, _ = bu.inUse()
+	if r := b.run.Load(); r != nil && st.Leader {
+		st.BytesInFlight, _ = r.budget.inUse()
+		_, st.Applied, _ = r.tracker.state()
+		for _, l := range r.lanes.all() {
+			st.Lanes = append(st.Lanes, l.status())
+		}
+		sort.Slice(st.Lanes, func(i, j int) bool { return st.Lanes[i].Name < st.Lanes[j].Name })
 	}
 	return st
+}
+
+// running is what status reads of the current leadership.
+type running struct {
+	budget  *budget
+	tracker *tracker
+	lanes   *lanes
 }
 
 // setStream records the stream of the current leadership (nil: none), for
@@ -194,13 +212,10 @@ func (b *Bridge) lead(ctx context.Context) error {
 		valid: map[string]*Rule{}, invalid: map[string]string{}}
 	live.comp = &compiler{reg: cfg.Registry, env: cfg.Env, providers: map[string]cachedProvider{}, live: live}
 	defer live.close(context.WithoutCancel(ctx))
-	writerConn, err := connect("target", cfg.TargetDSN)
-	if err != nil {
-		return err
-	}
-	// The writer owns its connection; it may replace it after a reconnect.
-	w := sink.NewWriter(writerConn, cfg.TargetDSN, cfg.Slot)
-	defer w.Close(context.WithoutCancel(ctx))
+	// The checkpointer's writer stores the slot's checkpoint; each lane has
+	// a writer of its own.
+	cpw := sink.NewWriter(nil, cfg.TargetDSN, cfg.Slot, "")
+	defer cpw.Close(context.WithoutCancel(ctx))
 
 	if err := replication.Preflight(ctx, src); err != nil {
 		return err
@@ -214,7 +229,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	defer cancelHard()
 	eng := &engine{
 		log: log, config: map[uint32]bool{}, live: live, typeMap: tgt.TypeMap(),
-		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0)), callCtx: hard,
+		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0), cfg.CacheBytes), callCtx: hard,
 		rels: map[*replication.Relation]*relation{}, srcDSN: cfg.SourceDSN,
 		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
 		pending: map[string]*page{}, backfilled: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
@@ -241,37 +256,75 @@ func (b *Bridge) lead(ctx context.Context) error {
 	if err := live.startDeferred(ctx, eng); err != nil {
 		return err
 	}
-	checkpoint, err := sink.LoadCheckpoint(ctx, writerConn, cfg.Slot)
+	checkpoint, err := sink.LoadCheckpoint(ctx, live.tgt, cfg.Slot)
 	if err != nil {
 		return err
 	}
+	// Each lane resumes after its own checkpoint: what a lane wrote of a
+	// transaction the slot has not confirmed is skipped, without a call.
+	if eng.routed, err = sink.LoadLaneCheckpoints(ctx, live.tgt, cfg.Slot); err != nil {
+		return err
+	}
 	log.Info("streaming", "slot", cfg.Slot, "publication", cfg.Publication, "rules", len(live.valid),
-		"invalid_rules", len(live.invalid), "checkpoint", checkpoint.String())
+		"invalid_rules", len(live.invalid), "checkpoint", checkpoint.String(), "lanes", len(eng.routed))
 
 	stream := replication.NewStream(replication.Config{
 		ConnString: cfg.SourceDSN, Slot: cfg.Slot, Publication: cfg.Publication,
 		StatusInterval: cfg.StatusInterval, Logger: log,
 	})
-	app := &applier{log: log, w: w, ack: stream.Ack, maxOps: cfg.BatchOps, backoff: 200 * time.Millisecond, metrics: cfg.Metrics}
 	eng.metrics = cfg.Metrics
-	b.engine, b.apply, b.budget = eng, app, eng.budget
-	b.flight.Store(eng.budget)
+	eng.tracker = newTracker(stream.Ack)
+	laneCtx, stopLanes := context.WithCancel(hard)
+	defer stopLanes()
+	eng.lanes = &lanes{
+		log: log, budget: eng.budget, tracker: eng.tracker, metrics: cfg.Metrics, maxOps: cfg.BatchOps,
+		backoff: 200 * time.Millisecond, ctx: laneCtx, repaired: make(chan string, 16),
+		newWriter: func(lane string) laneWriter { return sink.NewWriter(nil, cfg.TargetDSN, cfg.Slot, lane) },
+	}
+	eng.lanes.repair = func(ctx context.Context, lane string) error {
+		return recreate(ctx, cfg.TargetDSN, eng.targetRules(lane))
+	}
+	b.engine, b.lanes, b.budget = eng, eng.lanes, eng.budget
+	b.run.Store(&running{budget: eng.budget, tracker: eng.tracker, lanes: eng.lanes})
 	b.setStream(stream)
 	defer b.setStream(nil)
-	return b.pipeline(ctx, hard, stream, checkpoint)
+	return b.pipeline(ctx, hard, stream, checkpoint, cpw)
 }
 
-// pipeline runs stream → engine → applier until ctx ends or a stage fails.
-func (b *Bridge) pipeline(ctx, hard context.Context, stream *replication.Stream, checkpoint replication.LSN) error {
+// recreate makes the target table and result columns of rules again, as at
+// rule load, after a write found them missing (dropped while the bridge
+// ran). It runs on the lane's goroutine, on a connection of its own.
+func recreate(ctx context.Context, dsn string, rules []*Rule) error {
+	if len(rules) == 0 {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect to target: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, r := range rules {
+		if _, err := sink.Ensure(ctx, conn, r.Target.Name(), r.Source, r.Target.Column, r.Target.Type, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pipeline runs stream → engine → lanes until ctx ends or a stage fails.
+func (b *Bridge) pipeline(ctx, hard context.Context, stream *replication.Stream, checkpoint replication.LSN, cpw *sink.Writer) error {
 	streamCtx, stopStream := context.WithCancel(hard)
 	defer stopStream()
+	eng := b.engine
 
-	events := make(chan replication.Event, 64)
+	events := make(chan replication.Event, 16)
 	streamErr := make(chan error, 1)
 	go func() { streamErr <- stream.Run(streamCtx, checkpoint, events) }()
-	queue := make(chan *txn, 256)
-	applyErr := make(chan error, 1)
-	go func() { applyErr <- b.apply.run(hard, queue) }()
+	cp := &checkpointer{w: cpw, tracker: eng.tracker, log: b.cfg.Logger, stored: checkpoint}
+	cpCtx, stopCheckpointer := context.WithCancel(hard)
+	defer stopCheckpointer()
+	cpErr := make(chan error, 1)
+	go func() { cpErr <- cp.run(cpCtx) }()
 	lost := make(chan error, 1)
 	watching := make(chan struct{})
 	go func() {
@@ -291,22 +344,29 @@ loop:
 	for {
 		select {
 		case <-recheck.C:
-			if err = b.engine.recheck(ctx); err != nil {
+			if err = eng.recheck(ctx); err != nil {
 				break loop
 			}
 		case ev := <-events:
-			if err = b.engine.handle(ctx, ev, queue); err != nil {
+			if err = eng.handle(ctx, ev); err != nil {
 				break loop
 			}
-		case p := <-b.engine.pages:
-			b.engine.register(p)
+		case p := <-eng.pages:
+			eng.register(p)
+		case lane := <-eng.lanes.repaired:
+			if err = eng.live.rebackfill(ctx, eng, lane); err != nil {
+				break loop
+			}
 		case err = <-streamErr:
 			if !errors.Is(err, replication.ErrSlotInvalidated) { // says it all, with what to do
 				err = fmt.Errorf("replication: %w", err)
 			}
 			break loop
-		case err = <-applyErr:
+		case err = <-eng.lanes.failed():
 			err = fmt.Errorf("apply: %w", err)
+			break loop
+		case err = <-cpErr:
+			err = fmt.Errorf("checkpoint: %w", err)
 			break loop
 		case err = <-lost:
 			// Another instance leads now: stop at once, without a drain;
@@ -320,15 +380,25 @@ loop:
 	if !graceful {
 		return err
 	}
-	// Graceful stop: finish the committed transactions already queued, write
-	// them, confirm them, then close the stream.
-	close(queue)
+	// Graceful stop: the lanes write what they hold, the checkpoint is
+	// stored and confirmed, then the stream closes.
+	drained := make(chan struct{})
+	go func() { eng.lanes.drain(); close(drained) }()
 	timer := time.NewTimer(b.cfg.DrainTimeout)
 	defer timer.Stop()
 	select {
-	case err = <-applyErr:
+	case <-drained:
+		select {
+		case err = <-eng.lanes.failed():
+			err = fmt.Errorf("apply: %w", err)
+		default:
+		}
 	case <-timer.C:
 		err = fmt.Errorf("graceful stop: calls still running after %s; unfinished transactions will be read again on restart", b.cfg.DrainTimeout)
+	}
+	stopCheckpointer()
+	if cerr := <-cpErr; err == nil && cerr != nil {
+		err = fmt.Errorf("checkpoint: %w", cerr)
 	}
 	stopStream()
 	<-streamErr
@@ -336,19 +406,22 @@ loop:
 		return err
 	}
 	s := b.Stats()
-	b.cfg.Logger.Info("stopped", "checkpoint", b.apply.lastDone.String(), "changes", s.Changes, "calls", s.Calls, "cache_hits", s.CacheHits)
+	confirmed, _, _ := eng.tracker.state()
+	b.cfg.Logger.Info("stopped", "checkpoint", max(confirmed, checkpoint).String(), "changes", s.Changes, "calls", s.Calls, "cache_hits", s.CacheHits)
 	return nil
 }
 
-// Stats returns the bridge's counters. It is safe to call while Run runs only
-// for the atomic counters; the others are read after Run returned.
+// Stats returns the bridge's counters. It is safe to call while Run runs.
 func (b *Bridge) Stats() Stats {
 	if b.engine == nil {
 		return Stats{}
 	}
 	_, peak := b.budget.inUse()
-	return Stats{
-		Changes: b.engine.changes.Load(), Calls: b.engine.calls.Load(), CacheHits: b.engine.hits.Load(),
-		OpsWritten: b.apply.written, Batches: b.apply.batches, Errors: b.apply.errorsN, PeakBytes: peak,
+	s := Stats{Changes: b.engine.changes.Load(), Calls: b.engine.calls.Load(), CacheHits: b.engine.hits.Load(), PeakBytes: peak}
+	for _, l := range b.lanes.all() {
+		s.OpsWritten += l.stat.written.Load()
+		s.Batches += l.stat.batches.Load()
+		s.Errors += l.stat.errorsN.Load()
 	}
+	return s
 }

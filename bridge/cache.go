@@ -28,13 +28,16 @@ func keyOf(fn functions.Name, model, prompt string, img []byte) cacheKey {
 	return k
 }
 
-// cache remembers successful results (a bounded LRU) and collapses identical
-// calls in flight into one (single flight), so the same (function, model,
-// prompt, image) costs one provider call. Failures are not remembered: a
-// later identical call tries again. It is safe for concurrent use.
+// cache remembers successful results (an LRU bounded by entries and by
+// bytes) and collapses identical calls in flight into one (single flight), so
+// the same (function, model, prompt, image) costs one provider call. Failures
+// are not remembered: a later identical call tries again. It is safe for
+// concurrent use.
 type cache struct {
 	mu       sync.Mutex
 	max      int
+	maxBytes int64
+	bytes    int64
 	lru      *list.List // of *entry, most recent first
 	entries  map[cacheKey]*list.Element
 	inflight map[cacheKey]*flight
@@ -44,6 +47,15 @@ type cache struct {
 type entry struct {
 	key    cacheKey
 	result functions.Result
+	size   int64
+}
+
+// entryOverhead is what an entry costs beside its text or vector: the key,
+// the list element and the map slot.
+const entryOverhead = 128
+
+func sizeOf(r functions.Result) int64 {
+	return entryOverhead + int64(len(r.Text)) + 4*int64(len(r.Vector))
 }
 
 type flight struct {
@@ -52,8 +64,8 @@ type flight struct {
 	err    error
 }
 
-func newCache(maxEntries int) *cache {
-	return &cache{max: maxEntries, lru: list.New(), entries: map[cacheKey]*list.Element{}, inflight: map[cacheKey]*flight{}}
+func newCache(maxEntries int, maxBytes int64) *cache {
+	return &cache{max: maxEntries, maxBytes: maxBytes, lru: list.New(), entries: map[cacheKey]*list.Element{}, inflight: map[cacheKey]*flight{}}
 }
 
 // do returns the cached result for k, waits for an identical call in flight,
@@ -84,11 +96,13 @@ func (c *cache) do(ctx context.Context, k cacheKey, call func() (functions.Resul
 
 	c.mu.Lock()
 	delete(c.inflight, k)
-	if f.err == nil && c.max > 0 {
-		c.entries[k] = c.lru.PushFront(&entry{key: k, result: f.result})
-		for c.lru.Len() > c.max {
+	if size := sizeOf(f.result); f.err == nil && c.max > 0 && size <= c.maxBytes {
+		c.entries[k] = c.lru.PushFront(&entry{key: k, result: f.result, size: size})
+		c.bytes += size
+		for c.lru.Len() > c.max || c.bytes > c.maxBytes {
 			old := c.lru.Remove(c.lru.Back()).(*entry)
 			delete(c.entries, old.key)
+			c.bytes -= old.size
 		}
 	}
 	c.mu.Unlock()

@@ -12,7 +12,7 @@ import (
 )
 
 func TestCacheOneCallPerIdenticalWork(t *testing.T) {
-	c := newCache(2)
+	c := newCache(2, 1<<20)
 	var calls atomic.Int32
 	release := make(chan struct{})
 	call := func() (functions.Result, error) {
@@ -64,7 +64,7 @@ func TestCacheKeyDistinguishesEveryPart(t *testing.T) {
 }
 
 func TestCacheForgetsFailuresAndEvicts(t *testing.T) {
-	c := newCache(2)
+	c := newCache(2, 1<<20)
 	var calls int
 	fail := func() (functions.Result, error) { calls++; return functions.Result{}, errors.New("boom") }
 	k := keyOf(functions.Complete, "m", "p", []byte("a"))

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgimageai/pgimageai/functions"
@@ -21,9 +22,15 @@ import (
 )
 
 // callOverhead is what the byte budget charges for a call on top of its image
-// bytes (goroutine, request buffers), so that tiny images cannot make the
-// number of calls in flight unbounded.
+// bytes (goroutine, request buffers, the answer), so that tiny images cannot
+// make the number of calls in flight unbounded. The image bytes are released
+// when the call ends; the overhead when its result is written.
 const callOverhead = 16 << 10
+
+// itemOverhead is what the byte budget charges for an item waiting in a lane
+// on top of its key: results and deletes of a lane behind a slow model stay
+// bounded by the budget like the images are.
+const itemOverhead = 1 << 10
 
 // itemKind is what an item does to the target.
 type itemKind uint8
@@ -37,11 +44,13 @@ const (
 	itemResolve                      // resolve a row's open errors (its source row is gone)
 )
 
-// item is one effect of a source change on the target, in source order.
+// item is one effect of a source change on one target table (a lane), at a
+// position of the stream.
 type item struct {
 	kind        itemKind
-	rule        *Rule        // itemResult
-	target      *sink.Target // every kind
+	rule        *Rule        // itemResult, itemBackfill, itemResolve
+	target      *sink.Target // the lane's table
+	rules       []string     // the rules of the lane, whose errors a delete resolves
 	sourceTable string
 	key         []any // the row's (new) key
 	keyJSON     []byte
@@ -50,7 +59,14 @@ type item struct {
 	lsn         replication.LSN
 	call        *call                 // itemResult with a provider call; nil = a NULL image
 	progress    sink.BackfillProgress // itemBackfill
+
+	pos  sink.Position // where in the stream; a lane's checkpoint after writing it
+	rec  *txnRecord    // its source transaction, for confirming the slot
+	cost int64         // budget bytes held until the item is written
 }
+
+// ready reports whether the item's call (if any) has finished.
+func (it *item) ready() bool { return it.call == nil || it.call.ready() }
 
 // call is one function call in flight; done is closed once result and err are
 // set.
@@ -61,6 +77,7 @@ type call struct {
 	hit    bool   // served by the cache or an identical call in flight
 	size   int    // image length, for errors rows found after the call
 	head   []byte // first bytes of the image
+	held   int64  // budget bytes the call's result holds until written
 }
 
 func (c *call) ready() bool {
@@ -72,24 +89,21 @@ func (c *call) ready() bool {
 	}
 }
 
-// txn is a committed source transaction on its way to the sink, or a
-// backfill page (commit.EndLSN 0).
-type txn struct {
-	commit replication.Commit
-	items  []item
-	config []configChange // changes of rules and models, applied at commit
-	own    bool           // the bridge's own write-back transaction: ignored
+// openTxn is the source transaction being read, or the transaction of a
+// backfill page's or retry's marker message.
+type openTxn struct {
+	final      replication.LSN // Begin.FinalLSN: the commit LSN
+	commitTime time.Time
+	rec        *txnRecord
+	event      int64          // ordinal of the current change or message in the transaction
+	config     []configChange // changes of rules and models, applied at commit
+	own        bool           // the bridge's own write-back transaction: ignored
 }
 
-// ready reports whether every call of the transaction has finished.
-func (t *txn) ready() bool {
-	for _, it := range t.items {
-		if it.call != nil && !it.call.ready() {
-			return false
-		}
-	}
-	return true
-}
+// eventBits is how many bits of a position's ordinal number the items of one
+// event (a change or message): up to 16M items, the rows of a backfill page
+// or a retry included.
+const eventBits = 24
 
 // relation caches, per *replication.Relation, where the key and image columns
 // are, since a Relation is immutable.
@@ -98,19 +112,28 @@ type relation struct {
 	image map[string]int // image column name → index
 }
 
-// engine turns events into transactions of items and starts the calls. It is
-// driven by one goroutine (Bridge.Run); calls run on their own goroutines.
+// engine reads events in commit order, decides what each change means for
+// each rule, starts the calls and routes the items to their lanes. It is
+// driven by one goroutine (Bridge.Run); calls run on their own goroutines,
+// lanes on theirs.
 type engine struct {
-	log        *slog.Logger
-	rules      map[uint32][]*Rule // valid rules by source table OID
-	config     map[uint32]bool    // OIDs of pgimageai.rules and pgimageai.models
-	models     uint32             // OID of pgimageai.models
+	log   *slog.Logger
+	rules map[uint32][]*Rule // valid rules by source table OID
+	// byTarget is the valid rules by target table, swapped whole at each
+	// reload; lanes read it from their goroutines.
+	byTarget   atomic.Pointer[map[string][]*Rule]
+	config     map[uint32]bool // OIDs of pgimageai.rules and pgimageai.models
+	models     uint32          // OID of pgimageai.models
 	live       *liveConfig
-	typeMap    *pgtype.Map
+	typeMap    *pgtype.Map // the engine goroutine's own
 	budget     *budget
 	cache      *cache
+	lanes      *lanes
+	tracker    *tracker
 	callCtx    context.Context // calls outlive a graceful stop's cancellation
-	open       *txn
+	open       *openTxn
+	resumed    *openTxn                 // the transaction cut off by a Reset, sent again next
+	routed     map[string]sink.Position // per lane: the last position routed (or stored at start)
 	rels       map[*replication.Relation]*relation
 	srcDSN     string                        // for backfill connections
 	backfills  map[string]context.CancelFunc // running backfill workers by rule
@@ -125,15 +148,27 @@ type engine struct {
 	changes    atomic.Int64
 }
 
-// handle applies one event; a committed transaction is sent on out.
-func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *txn) error {
+// handle applies one event.
+func (e *engine) handle(ctx context.Context, ev replication.Event) error {
 	switch ev := ev.(type) {
 	case replication.Begin:
-		e.open = &txn{}
+		if r := e.resumed; r != nil {
+			e.resumed = nil
+			if r.final == ev.FinalLSN {
+				// The transaction cut off by the Reset, sent again: its
+				// items routed before are skipped by position.
+				e.open = &openTxn{final: r.final, commitTime: r.commitTime, rec: r.rec}
+				return nil
+			}
+			e.log.Warn("the transaction cut off by a reconnect was not sent again", "commit_lsn", r.final.String(), "next", ev.FinalLSN.String())
+			e.tracker.abandon(r.rec)
+		}
+		e.open = &openTxn{final: ev.FinalLSN, commitTime: ev.CommitTime, rec: e.tracker.begin(ev.CommitTime)}
 	case *replication.Change:
 		if e.open == nil {
 			return fmt.Errorf("change at %s outside a transaction", ev.LSN)
 		}
+		e.open.event++
 		e.changes.Add(1)
 		e.metrics.Change(strings.ToLower(ev.Op.String()))
 		return e.change(ctx, ev)
@@ -142,7 +177,7 @@ func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *t
 			return fmt.Errorf("commit at %s without begin", ev.CommitLSN)
 		}
 		t := e.open
-		t.commit, e.open = ev, nil
+		e.open = nil
 		if len(t.config) > 0 {
 			// The new configuration takes effect exactly here: after this
 			// transaction, before the next.
@@ -150,15 +185,12 @@ func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *t
 				return err
 			}
 		}
-		select {
-		case out <- t:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		e.tracker.seal(t.rec, ev.EndLSN)
 	case *replication.Message:
 		if e.open == nil || !ev.Transactional {
 			return nil
 		}
+		e.open.event++
 		switch ev.Prefix {
 		case sink.OwnPrefix:
 			e.open.own = true
@@ -169,15 +201,66 @@ func (e *engine) handle(ctx context.Context, ev replication.Event, out chan<- *t
 		}
 	case replication.Reset:
 		// The server sends the open transaction again after the reconnect;
-		// its calls finish on their own and their results are dropped.
-		e.open = nil
+		// what was routed of it stays, and is skipped when read again.
+		if e.open != nil {
+			e.resumed, e.open = e.open, nil
+		}
 	}
 	return nil
 }
 
+// targetRules returns the valid rules that write target table lane. It is
+// safe for concurrent use.
+func (e *engine) targetRules(lane string) []*Rule {
+	if m := e.byTarget.Load(); m != nil {
+		return (*m)[lane]
+	}
+	return nil
+}
+
+// position returns the position of item sub of the current event.
+func (e *engine) position(sub int) sink.Position {
+	return sink.Position{Commit: e.open.final, Ord: e.open.event<<eventBits | int64(sub)}
+}
+
+// admit reports whether the item sub of the current event for lane must be
+// made: false when the lane has it already (stored before a restart, or
+// routed before a reconnect). It is asked before any call is started, so
+// that what was written costs no new call.
+func (e *engine) admit(lane string, sub int) (sink.Position, bool) {
+	pos := e.position(sub)
+	return pos, e.routed[lane].Less(pos)
+}
+
+// emit routes an item at pos to its lane. It charges the budget for the item
+// while it waits there, which blocks the engine — and so the stream — when
+// the lanes hold the whole budget.
+func (e *engine) emit(ctx context.Context, pos sink.Position, it item) error {
+	lane := it.target.Name()
+	it.pos, it.rec = pos, e.open.rec
+	it.cost = itemOverhead + int64(len(it.keyJSON)+len(it.oldKeyJSON))
+	if it.call != nil {
+		it.cost += it.call.held
+	}
+	if err := e.budget.acquire(ctx, it.cost-heldBy(it.call)); err != nil {
+		return err
+	}
+	e.routed[lane] = pos
+	e.tracker.add(it.rec)
+	e.lanes.get(lane).push(it)
+	return nil
+}
+
+func heldBy(c *call) int64 {
+	if c == nil {
+		return 0
+	}
+	return c.held
+}
+
 func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 	if ch.Op == replication.Truncate {
-		return e.truncate(ch)
+		return e.truncate(ctx, ch)
 	}
 	if e.config[ch.Relation.OID] {
 		e.open.config = append(e.open.config, configChange{models: ch.Relation.OID == e.models, ch: ch})
@@ -187,11 +270,12 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 	if len(rules) == 0 || e.open.own {
 		return nil
 	}
-	rel, err := e.relation(ch.Relation, rules)
-	if err != nil {
+	rel, rules, err := e.relation(ctx, ch.Relation)
+	if err != nil || len(rules) == 0 {
 		return err
 	}
 	src := rules[0].Source.String()
+	sub := 0
 	switch ch.Op {
 	case replication.Delete:
 		key, keyJSON, err := e.key(ch.Relation, ch.Old, rel, rules[0])
@@ -200,7 +284,15 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 		}
 		e.touch(ch.Relation.OID, keyJSON)
 		for _, t := range targets(rules) {
-			e.open.items = append(e.open.items, item{kind: itemDelete, target: t, sourceTable: src, key: key, keyJSON: keyJSON, lsn: ch.LSN})
+			pos, ok := e.admit(t.Name(), sub)
+			sub++
+			if !ok {
+				continue
+			}
+			it := item{kind: itemDelete, target: t, rules: rulesOf(rules, t), sourceTable: src, key: key, keyJSON: keyJSON, lsn: ch.LSN}
+			if err := e.emit(ctx, pos, it); err != nil {
+				return err
+			}
 		}
 		return nil
 	case replication.Insert, replication.Update:
@@ -216,17 +308,32 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 			}
 			e.touch(ch.Relation.OID, oldJSON)
 			for _, t := range targets(rules) {
-				e.open.items = append(e.open.items, item{kind: itemMove, target: t, sourceTable: src,
-					key: key, keyJSON: keyJSON, oldKey: oldKey, oldKeyJSON: oldJSON, lsn: ch.LSN})
+				pos, ok := e.admit(t.Name(), sub)
+				sub++
+				if !ok {
+					continue
+				}
+				it := item{kind: itemMove, target: t, rules: rulesOf(rules, t), sourceTable: src,
+					key: key, keyJSON: keyJSON, oldKey: oldKey, oldKeyJSON: oldJSON, lsn: ch.LSN}
+				if err := e.emit(ctx, pos, it); err != nil {
+					return err
+				}
 			}
 		}
 		for _, r := range rules {
+			pos, ok := e.admit(r.Target.Name(), sub)
+			sub++
+			if !ok {
+				continue
+			}
 			it, ok, err := e.rowResult(ctx, ch, rel, r, key, keyJSON)
 			if err != nil {
 				return err
 			}
 			if ok {
-				e.open.items = append(e.open.items, it)
+				if err := e.emit(ctx, pos, it); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -304,7 +411,8 @@ func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *rel
 	return it, true, nil
 }
 
-func (e *engine) truncate(ch *replication.Change) error {
+func (e *engine) truncate(ctx context.Context, ch *replication.Change) error {
+	sub := 0
 	for _, r := range ch.Truncated {
 		if e.config[r.OID] {
 			e.open.config = append(e.open.config, configChange{models: r.OID == e.models, ch: &replication.Change{Op: replication.Truncate}})
@@ -312,7 +420,15 @@ func (e *engine) truncate(ch *replication.Change) error {
 		}
 		rules := e.rules[r.OID]
 		for _, t := range targets(rules) {
-			e.open.items = append(e.open.items, item{kind: itemTruncate, target: t, sourceTable: rules[0].Source.String(), lsn: ch.LSN})
+			pos, ok := e.admit(t.Name(), sub)
+			sub++
+			if !ok {
+				continue
+			}
+			it := item{kind: itemTruncate, target: t, rules: rulesOf(rules, t), sourceTable: rules[0].Source.String(), lsn: ch.LSN}
+			if err := e.emit(ctx, pos, it); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -329,12 +445,12 @@ func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string) 
 		close(c.done)
 		return c, nil
 	}
-	cost := int64(len(img)) + callOverhead
-	if err := e.budget.acquire(ctx, cost); err != nil {
+	if err := e.budget.acquire(ctx, int64(len(img))+callOverhead); err != nil {
 		return nil, err
 	}
+	c.held = callOverhead
 	go func() {
-		defer e.budget.release(cost)
+		defer e.budget.release(int64(len(img)))
 		k := keyOf(r.Fn.Name(), r.Model, prompt, img)
 		c.result, c.hit, c.err = e.cache.do(e.callCtx, k, func() (functions.Result, error) {
 			e.calls.Add(1)
@@ -371,28 +487,75 @@ func (e *engine) call(r *Rule, img []byte, prompt string) (functions.Result, err
 	return res, err
 }
 
-// relation returns the column positions of rel, computed once per Relation.
-func (e *engine) relation(r *replication.Relation, rules []*Rule) (*relation, error) {
-	if rel, ok := e.rels[r]; ok {
-		return rel, nil
+// relation returns the column positions of r, computed once per Relation,
+// and the rules of its table. A rule that the table no longer fits (its image
+// column renamed, dropped or no longer bytea, or the primary key changed)
+// becomes invalid_rule here, at this WAL position, while the other rules go
+// on (see liveConfig.misfit).
+func (e *engine) relation(ctx context.Context, r *replication.Relation) (*relation, []*Rule, error) {
+	for {
+		rules := e.rules[r.OID]
+		if rel, ok := e.rels[r]; ok || len(rules) == 0 {
+			return rel, rules, nil
+		}
+		rel, misfits := fit(r, rules)
+		if len(misfits) == 0 {
+			e.rels[r] = rel
+			return rel, rules, nil
+		}
+		if err := e.live.misfit(ctx, e, misfits); err != nil {
+			return nil, nil, err
+		}
 	}
+}
+
+// fit returns where r holds the key and image columns of rules, and why
+// rules do not fit it, by rule name.
+func fit(r *replication.Relation, rules []*Rule) (*relation, map[string]string) {
 	rel := &relation{image: map[string]int{}}
+	misfits := map[string]string{}
+	table := pgx.Identifier{r.Namespace, r.Name}.Sanitize()
+	var keyErr string
 	for _, k := range rules[0].Source.PrimaryKey {
 		i := r.ColumnIndex(k)
 		if i < 0 {
-			return nil, fmt.Errorf("table %s.%s: primary key column %q is not in the replicated row", r.Namespace, r.Name, k)
+			keyErr = fmt.Sprintf("table %s: primary key column %q is gone", table, k)
+			break
 		}
 		rel.key = append(rel.key, i)
 	}
-	for _, rule := range rules {
-		i := r.ColumnIndex(rule.ImageColumn)
-		if i < 0 {
-			return nil, fmt.Errorf("rule %s: table %s.%s no longer has image column %q", rule.Name, r.Namespace, r.Name, rule.ImageColumn)
+	if keyErr == "" && r.ReplicaIdentity == 'd' {
+		n := 0
+		for _, c := range r.Columns {
+			if c.Key {
+				n++
+			}
 		}
-		rel.image[rule.ImageColumn] = i
+		for _, i := range rel.key {
+			if !r.Columns[i].Key {
+				n = -1
+			}
+		}
+		if n != len(rel.key) {
+			keyErr = fmt.Sprintf("table %s: its primary key is no longer (%s); the rule must be loaded again", table, strings.Join(rules[0].Source.PrimaryKey, ", "))
+		}
 	}
-	e.rels[r] = rel
-	return rel, nil
+	for _, rule := range rules {
+		if keyErr != "" {
+			misfits[rule.Name] = keyErr
+			continue
+		}
+		i := r.ColumnIndex(rule.ImageColumn)
+		switch {
+		case i < 0:
+			misfits[rule.Name] = fmt.Sprintf("table %s no longer has image column %q", table, rule.ImageColumn)
+		case r.Columns[i].TypeOID != byteaOID:
+			misfits[rule.Name] = fmt.Sprintf("image column %q of table %s is no longer bytea (type OID %d)", rule.ImageColumn, table, r.Columns[i].TypeOID)
+		default:
+			rel.image[rule.ImageColumn] = i
+		}
+	}
+	return rel, misfits
 }
 
 // key decodes the primary key of a tuple into Go values and source_key JSON.
@@ -432,6 +595,17 @@ func (e *engine) touch(oid uint32, keyJSON []byte) {
 	if seen := e.seen[oid]; seen != nil {
 		seen[digestKey(keyJSON)] = true
 	}
+}
+
+// rulesOf returns the names of the rules of target t.
+func rulesOf(rules []*Rule, t *sink.Target) []string {
+	var out []string
+	for _, r := range rules {
+		if r.Target.Name() == t.Name() {
+			out = append(out, r.Name)
+		}
+	}
+	return out
 }
 
 // targets returns the distinct target tables of rules, in rule order, that

@@ -153,18 +153,57 @@ type liveConfig struct {
 	// fixed, so that every row is either read or streamed.
 	deferred  []*Rule
 	deferring bool
+	// misfits holds the rules that a table's new shape, read from the WAL,
+	// no longer fits, and why: they are invalid until the next check of
+	// invalid rules finds them fixed.
+	misfits map[string]string
+}
+
+// misfit makes rules invalid_rule, at the WAL position where their table
+// stopped fitting them (SPEC §2, issue 10: a schema change is a
+// configuration change), and reloads, so that the other rules go on.
+func (l *liveConfig) misfit(ctx context.Context, e *engine, why map[string]string) error {
+	if l.misfits == nil {
+		l.misfits = map[string]string{}
+	}
+	for name, reason := range why {
+		l.misfits[name] = reason
+	}
+	return l.retrying(ctx, "invalidating rules after a schema change", func() error { return l.reload(ctx, e) })
+}
+
+// rebackfill backfills the rules of lane from the start after its target
+// table was dropped and made again (see recreate): whatever it held is gone.
+func (l *liveConfig) rebackfill(ctx context.Context, e *engine, lane string) error {
+	var names []string
+	for name, r := range l.valid {
+		if r.Target.Name() == lane {
+			names = append(names, name)
+		}
+	}
+	return l.retrying(ctx, "re-creating target "+lane, func() error {
+		if _, err := l.tgt.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = ANY($1)", names); err != nil {
+			return fmt.Errorf("forget backfills of %s: %w", lane, err)
+		}
+		for _, name := range names {
+			e.stopBackfill(name)
+			delete(l.valid, name) // loaded again as new: a backfill from the start
+		}
+		l.log.Warn("target table was re-created; backfilling its rules", "target", lane, "rules", names)
+		return l.reload(ctx, e)
+	})
 }
 
 // commit applies the configuration changes of t, a transaction at its
 // commit, and reloads the rules. A reload that fails is retried (see
 // retrying): no transaction after t is processed under the old rules.
-func (l *liveConfig) commit(ctx context.Context, e *engine, t *txn) error {
+func (l *liveConfig) commit(ctx context.Context, e *engine, t *openTxn) error {
 	for _, cc := range t.config {
 		if err := l.cfg.apply(e.typeMap, cc); err != nil {
-			return fmt.Errorf("configuration change at %s: %w", t.commit.CommitLSN, err)
+			return fmt.Errorf("configuration change at %s: %w", t.final, err)
 		}
 	}
-	return l.retrying(ctx, fmt.Sprintf("applying the configuration change at %s", t.commit.CommitLSN), func() error {
+	return l.retrying(ctx, fmt.Sprintf("applying the configuration change at %s", t.final), func() error {
 		return l.reload(ctx, e)
 	})
 }
@@ -208,8 +247,10 @@ func (e *engine) recheck(ctx context.Context) error {
 	if e.open != nil || len(e.live.invalid) == 0 {
 		return nil
 	}
-	before := e.live.invalid
+	before, misfits := e.live.invalid, e.live.misfits
+	e.live.misfits = nil // checked again against the catalog
 	if err := e.live.reload(ctx, e); err != nil {
+		e.live.misfits = misfits
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -230,6 +271,17 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 	valid, invalid, err := l.comp.compileAll(ctx, l.cfg)
 	if err != nil {
 		return err
+	}
+	if len(l.misfits) > 0 {
+		kept := valid[:0:0]
+		for _, r := range valid {
+			if why, ok := l.misfits[r.Name]; ok {
+				invalid = append(invalid, InvalidRule{Name: r.Name, SourceTable: r.Source.String(), Err: errors.New(why)})
+				continue
+			}
+			kept = append(kept, r)
+		}
+		valid = kept
 	}
 	if valid, invalid, err = l.publish(ctx, valid, invalid, e.config); err != nil {
 		return err
@@ -256,14 +308,20 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 	}
 	e.rules = byOID
 	e.rels = map[*replication.Relation]*relation{}
+	byTarget := map[string][]*Rule{}
+	for _, r := range valid {
+		byTarget[r.Target.Name()] = append(byTarget[r.Target.Name()], r)
+	}
+	e.byTarget.Store(&byTarget)
 	for name, old := range l.valid {
 		r, ok := next[name]
 		if ok && r.Fingerprint == old.Fingerprint {
 			continue
 		}
 		e.stopBackfill(name)
-		if rr, exists := l.cfg.rules[name]; !exists || !rr.Enabled {
-			// Disabled or deleted: a re-enabled rule backfills again.
+		if !ok {
+			// Disabled, deleted or invalid: when it runs again, it
+			// backfills again (what changed meanwhile was not streamed).
 			if _, err := l.tgt.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = $1", name); err != nil {
 				return fmt.Errorf("forget backfill of %s: %w", name, err)
 			}

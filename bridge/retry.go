@@ -41,7 +41,7 @@ func (e *engine) retry(ctx context.Context, m *replication.Message) error {
 		todo = todo[:0]
 		rows, err := e.live.tgt.Query(ctx, `SELECT rule, jsonb_agg(source_key) FROM pgimageai.errors
 WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND ($1 = '' OR rule = $1) AND ($2 = '' OR reason = $2)
-GROUP BY rule`, f.Rule, f.Reason)
+GROUP BY rule ORDER BY rule`, f.Rule, f.Reason)
 		if err != nil {
 			return fmt.Errorf("retry: %w", err)
 		}
@@ -63,7 +63,7 @@ GROUP BY rule`, f.Rule, f.Reason)
 				continue // not running: its errors wait for the rule to be fixed
 			}
 			keys, _ := json.Marshal(b.keys)
-			found, err := e.readRows(ctx, e.live.src, r, byKeysSQL(r), string(keys))
+			found, err := readRows(ctx, e.live.src, r, byKeysSQL(r), string(keys))
 			if err != nil {
 				return fmt.Errorf("retry %s: %w", r.Name, err)
 			}
@@ -74,22 +74,38 @@ GROUP BY rule`, f.Rule, f.Reason)
 	if err != nil {
 		return err
 	}
-	n := 0
+	n, sub := 0, 0
 	for _, t := range todo {
 		seen := map[string]bool{}
+		lane := t.rule.Target.Name()
 		for _, row := range t.found {
+			seen[string(canonicalJSON(row.keyJSON))] = true
+			pos, ok := e.admit(lane, sub)
+			sub++
+			if !ok {
+				continue
+			}
 			it, err := e.resultItem(ctx, t.rule, row)
 			if err != nil {
 				return err
 			}
 			it.lsn = m.LSN
-			e.open.items = append(e.open.items, it)
-			seen[string(canonicalJSON(row.keyJSON))] = true
+			if err := e.emit(ctx, pos, it); err != nil {
+				return err
+			}
 			n++
 		}
 		for _, k := range t.keys {
-			if !seen[string(canonicalJSON(k))] {
-				e.open.items = append(e.open.items, item{kind: itemResolve, rule: t.rule, keyJSON: k})
+			if seen[string(canonicalJSON(k))] {
+				continue
+			}
+			pos, ok := e.admit(lane, sub)
+			sub++
+			if !ok {
+				continue
+			}
+			if err := e.emit(ctx, pos, item{kind: itemResolve, rule: t.rule, target: t.rule.Target, keyJSON: k}); err != nil {
+				return err
 			}
 		}
 	}

@@ -19,6 +19,10 @@ type Status struct {
 	Confirmed     uint64 // the flush LSN last confirmed to the slot
 	BytesInFlight int64  // image bytes (plus per-call overhead) held by calls in flight
 	Reconnects    int64  // replication connections lost and re-established
+	// Applied is the source commit time of the last transaction that every
+	// lane has made durable (zero: none yet).
+	Applied time.Time
+	Lanes   []Lane // one per target table
 }
 
 // LagBytes is the replication lag: server WAL end minus confirmed, 0 when
@@ -43,7 +47,6 @@ type Metrics struct {
 	errors      *prometheus.CounterVec   // reason
 	rowsWritten *prometheus.CounterVec   // op
 	batches     prometheus.Counter
-	applied     prometheus.Gauge // commit time of the last source transaction applied
 
 	status atomic.Pointer[func() Status]
 }
@@ -68,8 +71,6 @@ func New() *Metrics {
 	m.errors = counter("errors_total", "Rows written to pgimageai.errors, by reason.", "reason")
 	m.rowsWritten = counter("rows_written_total", "Target rows written (committed), by operation.", "op")
 	m.batches = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "batches_total", Help: "Target transactions committed."})
-	m.applied = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "last_applied_commit_timestamp_seconds",
-		Help: "Source commit time of the last transaction applied to the target (Unix seconds); time() minus it is the apply delay."})
 
 	gauge := func(name, help string, f func(Status) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help},
@@ -78,12 +79,15 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, m.applied,
+		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, laneCollector{m},
 		gauge("streaming", "1 while the replication stream is streaming, else 0.", func(s Status) float64 { return b2f(s.Streaming) }),
 		gauge("leader", "1 while this process holds the slot's leader lock, 0 while it waits as a standby.", func(s Status) float64 { return b2f(s.Leader) }),
 		gauge("replication_lag_bytes", "Server WAL end minus the LSN confirmed to the slot.", func(s Status) float64 { return float64(s.LagBytes()) }),
 		gauge("confirmed_lsn", "The flush LSN last confirmed to the slot, as a number.", func(s Status) float64 { return float64(s.Confirmed) }),
 		gauge("bytes_in_flight", "Image bytes held by provider calls in flight (the byte budget in use).", func(s Status) float64 { return float64(s.BytesInFlight) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "last_applied_commit_timestamp_seconds",
+			Help: "Source commit time of the last transaction every lane has applied to the target (Unix seconds); time() minus it is the apply delay."},
+			func() float64 { return unixSeconds(m.Status().Applied) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "replication_reconnects_total",
 			Help: "Replication connections lost and re-established."}, func() float64 { return float64(m.Status().Reconnects) }),
 	)
@@ -150,17 +154,13 @@ func (m *Metrics) CacheHit(rule string) {
 	}
 }
 
-// Written records a committed target transaction: rows written by
-// operation, errors rows by reason, and the source commit time of the last
-// transaction it applied (zero: a batch of backfill pages only).
-func (m *Metrics) Written(rows map[string]int, errorsByReason map[string]int, lastCommit time.Time) {
+// Written records a committed target transaction of a lane: rows written
+// by operation and errors rows by reason.
+func (m *Metrics) Written(rows map[string]int, errorsByReason map[string]int) {
 	if m == nil {
 		return
 	}
 	m.batches.Inc()
-	if !lastCommit.IsZero() {
-		m.applied.Set(float64(lastCommit.UnixNano()) / 1e9)
-	}
 	for op, n := range rows {
 		m.rowsWritten.WithLabelValues(op).Add(float64(n))
 	}

@@ -55,7 +55,12 @@ func TestHealthz(t *testing.T) {
 func TestMetricsExposition(t *testing.T) {
 	m := New()
 	m.SetStatus(func() Status {
-		return Status{Leader: true, Streaming: true, ServerWALEnd: 3 << 20, Confirmed: 1 << 20, BytesInFlight: 4096, Reconnects: 2}
+		return Status{Leader: true, Streaming: true, ServerWALEnd: 3 << 20, Confirmed: 1 << 20, BytesInFlight: 4096, Reconnects: 2,
+			Applied: time.Unix(1700000000, 500_000_000),
+			Lanes: []Lane{
+				{Name: "public.fast", Pending: 0, Applied: 3 << 20, CommitTime: time.Unix(1700000100, 0)},
+				{Name: "public.slow", Pending: 7, Applied: 1 << 19, CommitTime: time.Unix(1700000000, 0)},
+			}}
 	})
 	m.Change("insert")
 	m.Change("insert")
@@ -64,8 +69,8 @@ func TestMetricsExposition(t *testing.T) {
 	m.Call("caption", "vision", "bad_response", 3*time.Second)
 	m.Retry("vision")
 	m.CacheHit("caption")
-	m.Written(map[string]int{"upsert": 5, "delete": 1}, map[string]int{"unknown_format": 2}, time.Unix(1700000000, 500_000_000))
-	m.Written(nil, nil, time.Time{}) // backfill pages only: the commit time stays
+	m.Written(map[string]int{"upsert": 5, "delete": 1}, map[string]int{"unknown_format": 2})
+	m.Written(nil, nil)
 
 	if got := testutil.ToFloat64(m.changes.WithLabelValues("insert")); got != 2 {
 		t.Errorf("changes{insert} = %v, want 2", got)
@@ -102,6 +107,12 @@ func TestMetricsExposition(t *testing.T) {
 		`pgimageai_leader 1`,
 		`pgimageai_replication_reconnects_total 2`,
 		`go_goroutines `,
+		// Below the confirmed LSN every lane has applied everything, so
+		// the slow lane's lag counts from the confirmed LSN.
+		`pgimageai_lane_pending_changes{lane="public.slow"} 7`,
+		`pgimageai_lane_lag_bytes{lane="public.slow"} 2.097152e+06`,
+		`pgimageai_lane_lag_bytes{lane="public.fast"} 0`,
+		`pgimageai_lane_last_applied_commit_timestamp_seconds{lane="public.fast"} 1.7000001e+09`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -115,7 +126,7 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	m.Call("r", "m", "ok", time.Second)
 	m.Retry("m")
 	m.CacheHit("r")
-	m.Written(map[string]int{"upsert": 1}, nil, time.Now())
+	m.Written(map[string]int{"upsert": 1}, nil)
 	m.SetStatus(func() Status { return Status{Streaming: true} })
 	if s := m.Status(); s.Streaming {
 		t.Errorf("nil Metrics reported %+v", s)

@@ -94,33 +94,37 @@ func (o Resolve) queue(b *pgx.Batch) {
 WHERE rule = $1 AND source_key = $2 AND resolved_at IS NULL`, o.Rule, string(o.Key))
 }
 
-// ForgetRow resolves the open row errors of a deleted source row (Key set) or
-// of every row of a truncated source table (Key nil); invalid_rule rows stay.
+// ForgetRow resolves the open row errors of Rules for a deleted source row
+// (Key set) or for every row of a truncated source table (Key nil);
+// invalid_rule rows stay. The rules are those of one lane: another lane may
+// still be behind, writing errors of the row's earlier versions.
 type ForgetRow struct {
 	SourceTable string
 	Key         []byte
+	Rules       []string
 }
 
 func (o ForgetRow) queue(b *pgx.Batch) {
 	if o.Key == nil {
 		b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
-WHERE source_table = $1 AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable)
+WHERE source_table = $1 AND rule = ANY($2) AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable, o.Rules)
 		return
 	}
 	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
-WHERE source_table = $1 AND source_key = $2 AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable, string(o.Key))
+WHERE source_table = $1 AND source_key = $2 AND rule = ANY($3) AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable, string(o.Key), o.Rules)
 }
 
-// RekeyErrors points the open errors rows of a source row at its new key
-// after a primary-key change.
+// RekeyErrors points the open errors rows of Rules (one lane's) for a source
+// row at its new key after a primary-key change.
 type RekeyErrors struct {
 	SourceTable    string
 	OldKey, NewKey []byte
+	Rules          []string
 }
 
 func (o RekeyErrors) queue(b *pgx.Batch) {
 	b.Queue(`UPDATE pgimageai.errors SET source_key = $3
-WHERE source_table = $1 AND source_key = $2 AND resolved_at IS NULL`, o.SourceTable, string(o.OldKey), string(o.NewKey))
+WHERE source_table = $1 AND source_key = $2 AND rule = ANY($4) AND resolved_at IS NULL`, o.SourceTable, string(o.OldKey), string(o.NewKey), o.Rules)
 }
 
 // OwnWrites marks the target transaction as the bridge's own with a

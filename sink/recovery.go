@@ -22,7 +22,7 @@ type Progress struct {
 	Backfills  int64   // pgimageai.backfills rows deleted
 }
 
-// ForgetProgress deletes, in tx, the checkpoint of slot and every row of
+// ForgetProgress deletes, in tx, the checkpoints of slot (its lanes' too) and every row of
 // pgimageai.backfills: the next run starts at the slot's own position and
 // every enabled rule backfills again (a rule without a backfills row starts
 // a new backfill). The caller commits tx once the old slot is gone.
@@ -35,6 +35,9 @@ func ForgetProgress(ctx context.Context, tx pgx.Tx, slot string) (Progress, erro
 		p.Checkpoint = &lsn
 	case !errors.Is(err, pgx.ErrNoRows):
 		return p, fmt.Errorf("forget checkpoint of slot %s: %w", slot, err)
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM pgimageai.lane_checkpoints WHERE slot = $1", slot); err != nil {
+		return p, fmt.Errorf("forget lane checkpoints of slot %s: %w", slot, err)
 	}
 	tag, err := tx.Exec(ctx, "DELETE FROM pgimageai.backfills")
 	if err != nil {

@@ -1,0 +1,68 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/sink"
+)
+
+// checkpointInterval is how often the slot's checkpoint is stored while it
+// moves. The lanes' own checkpoints are written with every batch; this one
+// only says where a restart starts reading, so storing it late costs a
+// re-read of transactions whose items the lanes then skip.
+const checkpointInterval = time.Second
+
+// checkpointer stores the slot's confirmed LSN (what every lane has made
+// durable) in pgimageai.checkpoints, at most once per interval and once more
+// when it stops. It runs on its own goroutine with its own writer.
+type checkpointer struct {
+	w       *sink.Writer
+	tracker *tracker
+	log     *slog.Logger
+	stored  replication.LSN
+}
+
+// run stores the checkpoint until ctx ends, then stores it a last time. A
+// store behind another instance's is ErrLeadershipLost; other failures are
+// logged and tried again.
+func (c *checkpointer) run(ctx context.Context) error {
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := c.store(ctx); err != nil {
+				if errors.Is(err, ErrLeadershipLost) {
+					return err
+				}
+				if ctx.Err() == nil {
+					c.log.Warn("storing the checkpoint failed; retrying", "err", err)
+				}
+			}
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return c.store(sctx)
+		}
+	}
+}
+
+func (c *checkpointer) store(ctx context.Context) error {
+	lsn, _, _ := c.tracker.state()
+	if lsn <= c.stored {
+		return nil
+	}
+	if err := c.w.StoreCheckpoint(ctx, lsn); err != nil {
+		if errors.Is(err, sink.ErrFenced) {
+			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+		}
+		return err
+	}
+	c.stored = lsn
+	return nil
+}

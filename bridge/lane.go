@@ -1,0 +1,315 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/sink"
+)
+
+// laneWriter is what a lane needs of the sink.
+type laneWriter interface {
+	Write(ctx context.Context, ops []sink.Op, pos sink.Position, commitTime time.Time) error
+	Close(ctx context.Context) error
+}
+
+// maxWriteBackoff caps the wait between attempts of a failed target write:
+// short, so that the bridge catches up soon after the target is back.
+const maxWriteBackoff = 5 * time.Second
+
+// lane applies the items of one target table in source order (SPEC §5):
+// rules that share a target table share a lane, so a DELETE never overtakes
+// an upsert of the same row. It writes the ready prefix of its queue as soon
+// as the calls of that prefix have finished, in chunks of at most maxOps
+// items, each in one target transaction with the lane's checkpoint — so a
+// slow model holds back only its own lane, and a big source transaction is
+// written as it completes, never held to its end.
+//
+// push is called by the engine's goroutine; run by the lane's own.
+type lane struct {
+	name    string
+	log     *slog.Logger
+	w       laneWriter
+	budget  *budget
+	tracker *tracker
+	metrics *metrics.Metrics
+	maxOps  int
+	backoff time.Duration
+	// repair is called when a write finds the target table or column
+	// missing (dropped while the bridge ran); it makes them again, and the
+	// lane's name goes on repaired so that the engine backfills its rules.
+	repair   func(ctx context.Context, lane string) error
+	repaired chan<- string
+
+	mu     sync.Mutex
+	queue  []item
+	closed bool          // no more items: drain and stop
+	wake   chan struct{} // signalled by push and close
+
+	stat laneStat
+}
+
+// laneStat is what a lane reports, read by status and metrics.
+type laneStat struct {
+	mu         sync.Mutex
+	pos        sink.Position
+	commitTime time.Time
+	written    atomic.Int64 // ops written
+	batches    atomic.Int64
+	errorsN    atomic.Int64
+}
+
+func newLane(name string, w laneWriter, l *lanes) *lane {
+	return &lane{name: name, log: l.log, w: w, budget: l.budget, tracker: l.tracker, metrics: l.metrics,
+		maxOps: l.maxOps, backoff: l.backoff, repair: l.repair, repaired: l.repaired, wake: make(chan struct{}, 1)}
+}
+
+// push appends an item at the end of the lane.
+func (l *lane) push(it item) {
+	l.mu.Lock()
+	l.queue = append(l.queue, it)
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *lane) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close lets the lane write what it holds and stop.
+func (l *lane) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.signal()
+}
+
+// pending returns the items the lane holds.
+func (l *lane) pending() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
+}
+
+// take removes and returns the ready prefix of the queue, at most maxOps
+// items. When nothing is ready it returns what to wait for: the first
+// item's call, or nothing (wait for a push); done reports a closed, empty
+// lane.
+func (l *lane) take() (items []item, wait <-chan struct{}, done bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for n < len(l.queue) && n < l.maxOps && l.queue[n].ready() {
+		n++
+	}
+	if n == 0 {
+		if len(l.queue) == 0 {
+			return nil, nil, l.closed
+		}
+		return nil, l.queue[0].call.done, false
+	}
+	items = make([]item, n)
+	copy(items, l.queue[:n])
+	clear(l.queue[:n]) // results are held by items only until written
+	l.queue = l.queue[n:]
+	return items, nil, false
+}
+
+// run writes the lane's items until ctx ends or the lane is closed and
+// empty.
+func (l *lane) run(ctx context.Context) error {
+	for {
+		items, wait, done := l.take()
+		if done {
+			return nil
+		}
+		if len(items) == 0 {
+			select {
+			case <-wait: // nil when waiting for a push: only wake fires
+			case <-l.wake:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		if err := l.write(ctx, items); err != nil {
+			return err
+		}
+	}
+}
+
+// write writes items in one target transaction, retrying with backoff until
+// it succeeds or ctx ends, then releases their budget and marks them done.
+func (l *lane) write(ctx context.Context, items []item) error {
+	var b batch
+	for i := range items {
+		b.add(&items[i])
+	}
+	ops := b.final()
+	last := items[len(items)-1]
+	wait := l.backoff
+	for attempt := 1; ; attempt++ {
+		err := l.w.Write(ctx, ops, last.pos, last.rec.commitTime)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, sink.ErrFenced) {
+			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+		}
+		l.log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.pos.String(), "err", err)
+		if missingTarget(err) && l.repair != nil {
+			if rerr := l.repair(ctx, l.name); rerr != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				l.log.Error("re-creating the target failed", "lane", l.name, "err", rerr)
+			} else {
+				l.log.Warn("target table or column was missing; re-created it", "lane", l.name)
+				select {
+				case l.repaired <- l.name:
+				default: // a backfill of the lane is requested already
+				}
+			}
+		}
+		d := wait/2 + rand.N(wait/2+1)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wait = min(wait*2, maxWriteBackoff)
+	}
+	var cost int64
+	for i := range items {
+		cost += items[i].cost
+	}
+	l.budget.release(cost)
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].rec == items[i].rec {
+			j++
+		}
+		l.tracker.done(items[i].rec, j-i)
+		i = j
+	}
+	l.stat.mu.Lock()
+	l.stat.pos, l.stat.commitTime = last.pos, last.rec.commitTime
+	l.stat.mu.Unlock()
+	l.stat.written.Add(int64(len(ops)))
+	l.stat.batches.Add(1)
+	l.stat.errorsN.Add(int64(b.errorsN))
+	l.metrics.Written(b.rows, b.reasons)
+	return nil
+}
+
+// missingTarget reports a write that failed because its target table or
+// column does not exist (SQLSTATE 42P01 undefined_table, 42703
+// undefined_column).
+func missingTarget(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42703")
+}
+
+// lanes is the registry of lanes by target table. get and close are called
+// by the engine's goroutine; status by anyone.
+type lanes struct {
+	log       *slog.Logger
+	newWriter func(lane string) laneWriter
+	budget    *budget
+	tracker   *tracker
+	metrics   *metrics.Metrics
+	maxOps    int
+	backoff   time.Duration
+	repair    func(ctx context.Context, lane string) error
+	repaired  chan string     // lanes whose target was re-created, for the engine
+	ctx       context.Context // the lanes' goroutines end with it
+
+	mu   sync.Mutex
+	byID map[string]*lane
+	wg   sync.WaitGroup
+	errs chan error // the first failure of each lane
+}
+
+// get returns the lane of target table name, starting it when new.
+func (ls *lanes) get(name string) *lane {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l, ok := ls.byID[name]; ok {
+		return l
+	}
+	if ls.byID == nil {
+		ls.byID = map[string]*lane{}
+	}
+	if ls.errs == nil {
+		ls.errs = make(chan error, 64)
+	}
+	l := newLane(name, ls.newWriter(name), ls)
+	ls.byID[name] = l
+	ls.wg.Add(1)
+	go func() {
+		defer ls.wg.Done()
+		defer l.w.Close(context.WithoutCancel(ls.ctx))
+		if err := l.run(ls.ctx); err != nil && ls.ctx.Err() == nil {
+			select {
+			case ls.errs <- fmt.Errorf("lane %s: %w", name, err):
+			default:
+			}
+		}
+	}()
+	return l
+}
+
+// failed returns the channel of lane failures.
+func (ls *lanes) failed() <-chan error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.errs == nil {
+		ls.errs = make(chan error, 64)
+	}
+	return ls.errs
+}
+
+// drain closes every lane and waits until they have written what they hold
+// (or ctx of the lanes ends).
+func (ls *lanes) drain() {
+	ls.mu.Lock()
+	for _, l := range ls.byID {
+		l.close()
+	}
+	ls.mu.Unlock()
+	ls.wg.Wait()
+}
+
+// all returns the lanes, for status.
+func (ls *lanes) all() []*lane {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	out := make([]*lane, 0, len(ls.byID))
+	for _, l := range ls.byID {
+		out = append(out, l)
+	}
+	return out
+}
+
+// status reports a lane for metrics and status.
+func (l *lane) status() metrics.Lane {
+	l.stat.mu.Lock()
+	pos, at := l.stat.pos, l.stat.commitTime
+	l.stat.mu.Unlock()
+	return metrics.Lane{Name: l.name, Pending: int64(l.pending()), Applied: uint64(pos.Commit), CommitTime: at}
+}
