@@ -68,30 +68,51 @@ WHERE locktype = 'advisory' AND granted AND classid = hashtext('pgimageai.leader
 }
 
 // TestCheckpointFencing writes as two instances would after a failover: a
-// batch whose checkpoint is below the stored one is refused with ErrFenced
-// and writes nothing, one at or above it is applied.
+// lane's batch whose position is below the lane's stored one is refused with
+// ErrFenced and writes nothing, one at or above it is applied; lanes are
+// fenced each on their own; the slot's checkpoint is fenced the same way.
 func TestCheckpointFencing(t *testing.T) {
 	s := newSource(t)
 	ctx := context.Background()
-	w := sink.NewWriter(s.db.Connect(t), s.db.DSN(), s.slot)
-	stale := sink.NewWriter(s.db.Connect(t), s.db.DSN(), s.slot)
-	if err := w.Write(ctx, []sink.Op{sink.OwnWrites{}}, replication.LSN(0x2000)); err != nil {
+	errOp := func(detail string) []sink.Op {
+		return []sink.Op{sink.Error{Rule: "r", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Reason: "provider_error", Detail: detail}}
+	}
+	w := sink.NewWriter(s.db.Connect(t), s.db.DSN(), s.slot, "public.a")
+	stale := sink.NewWriter(nil, s.db.DSN(), s.slot, "public.a")
+	other := sink.NewWriter(nil, s.db.DSN(), s.slot, "public.b")
+	at := func(lsn replication.LSN, ord int64) sink.Position { return sink.Position{Commit: lsn, Ord: ord} }
+	if err := w.Write(ctx, []sink.Op{sink.OwnWrites{}}, at(0x2000, 5), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	err := stale.Write(ctx, []sink.Op{sink.Error{Rule: "r", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Reason: "provider_error", Detail: "stale"}}, replication.LSN(0x1000))
-	if !errors.Is(err, sink.ErrFenced) {
-		t.Fatalf("stale write = %v, want ErrFenced", err)
-	}
-	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors"); n != 0 {
-		t.Errorf("the fenced batch wrote %d errors rows", n)
-	}
-	for _, lsn := range []replication.LSN{0x2000, 0x3000} { // equal: a batch of backfill pages
-		if err := stale.Write(ctx, []sink.Op{sink.Error{Rule: "r", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Reason: "provider_error", Detail: "ok"}}, lsn); err != nil {
-			t.Errorf("write at %s: %v", lsn, err)
+	for _, pos := range []sink.Position{at(0x1000, 9), at(0x2000, 4)} { // an earlier transaction; earlier inside the same one
+		err := stale.Write(ctx, errOp("stale"), pos, time.Time{})
+		if !errors.Is(err, sink.ErrFenced) {
+			t.Fatalf("stale write at %s = %v, want ErrFenced", pos, err)
 		}
 	}
-	var got replication.LSN
-	if err := s.conn.QueryRow(ctx, "SELECT lsn FROM pgimageai.checkpoints WHERE slot = $1", s.slot).Scan(&got); err != nil || got != 0x3000 {
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors"); n != 0 {
+		t.Errorf("the fenced batches wrote %d errors rows", n)
+	}
+	// Another lane is not behind lane a: its own position counts.
+	if err := other.Write(ctx, errOp("other lane"), at(0x1000, 1), time.Time{}); err != nil {
+		t.Errorf("lane b at 0/1000: %v", err)
+	}
+	for _, pos := range []sink.Position{at(0x2000, 5), at(0x2000, 6), at(0x3000, 0)} { // equal: the same batch again
+		if err := stale.Write(ctx, errOp("ok"), pos, time.Time{}); err != nil {
+			t.Errorf("write at %s: %v", pos, err)
+		}
+	}
+	lanes, err := sink.LoadLaneCheckpoints(ctx, s.conn, s.slot)
+	if err != nil || lanes["public.a"] != at(0x3000, 0) || lanes["public.b"] != at(0x1000, 1) {
+		t.Errorf("lane checkpoints %v (%v), want a at 0/3000#0 and b at 0/1000#1", lanes, err)
+	}
+	if err := w.StoreCheckpoint(ctx, 0x3000); err != nil {
+		t.Fatal(err)
+	}
+	if err := stale.StoreCheckpoint(ctx, 0x2000); !errors.Is(err, sink.ErrFenced) {
+		t.Errorf("stale slot checkpoint = %v, want ErrFenced", err)
+	}
+	if got, err := sink.LoadCheckpoint(ctx, s.conn, s.slot); err != nil || got != 0x3000 {
 		t.Errorf("checkpoint %s (%v), want 0/3000", got, err)
 	}
 }
