@@ -14,10 +14,14 @@ type Lane struct {
 	CommitTime time.Time // its source commit time; zero before the first write
 }
 
-// LagBytes is how far the lane is behind the server: WAL end minus the
-// greater of what it applied and what the slot confirmed (everything below
-// the confirmed LSN is applied by every lane).
+// LagBytes is how far the lane is behind the server: 0 when it holds nothing
+// (it has written all the bridge read), else WAL end minus the greater of
+// what it applied and what the slot confirmed (everything below the
+// confirmed LSN is applied by every lane).
 func (l Lane) LagBytes(s Status) uint64 {
+	if l.Pending == 0 {
+		return 0
+	}
 	at := max(l.Applied, s.Confirmed)
 	if at == 0 || s.ServerWALEnd <= at {
 		return 0

@@ -36,10 +36,12 @@ func registry() *provider.Registry {
 	return r
 }
 
-// memoryHeadroom is what the process needs beside the images in flight:
-// request bodies (base64 and JSON copies of the images being sent), decoded
-// messages waiting in channels, and the runtime.
-const memoryHeadroom = 96 << 20
+// memoryHeadroom is what the Go heap may hold beside the byte budget (which
+// charges images in flight, the results waiting in lanes and per-call
+// overheads): the result cache (16 MiB at most), decoded messages waiting in
+// channels, and the runtime. The limit is soft: the collector works harder
+// near it, so peak RSS stays within budget + 64 MiB (SPEC §5).
+const memoryHeadroom = 24 << 20
 
 // runBridge streams until ctx ends (SIGINT/SIGTERM), then stops gracefully.
 func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {

@@ -20,6 +20,7 @@ type statusReport struct {
 	Slot       slotStatus
 	Checkpoint *checkpoint // nil: none stored for the slot
 	Rules      []ruleStatus
+	Lanes      []laneStatus // ordered by lane
 	Backfills  []backfill
 	OpenErrors []errorCount // ordered by rule, then reason
 	Usage      []usageRow   // the last usageDays UTC days, newest first
@@ -83,6 +84,30 @@ func (r ruleStatus) State() string {
 	return ruleValid
 }
 
+// laneStatus is a row of pgimageai.lane_checkpoints: how far the rules that
+// write one target table have applied the stream.
+type laneStatus struct {
+	Lane       string
+	LSN        replication.LSN // commit LSN of the last source transaction applied (in part or whole)
+	Ord        int64           // change ordinal inside it
+	CommitTime *time.Time      // its source commit time
+	UpdatedAt  time.Time
+	// Delay is the target's now() minus CommitTime, when known.
+	Delay *time.Duration
+}
+
+// Lag is the WAL in bytes that the lane may still have to apply: the
+// current LSN minus the greater of its own position and the slot's
+// confirmed one (below which every lane has applied everything). An idle
+// lane beside a busy one shows the busy one's lag: it is an upper bound.
+func (l laneStatus) Lag(s slotStatus) uint64 {
+	at := max(l.LSN, s.ConfirmedFlushLSN)
+	if !s.Found || s.CurrentLSN <= at {
+		return 0
+	}
+	return uint64(s.CurrentLSN - at)
+}
+
 // backfill is a row of pgimageai.backfills.
 type backfill struct {
 	Rule      string
@@ -129,6 +154,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 		r.Checkpoint = &cp
 	}
 	if r.Rules, err = readRules(ctx, source, target); err != nil {
+		return r, err
+	}
+	if r.Lanes, err = readLanes(ctx, target, slot); err != nil {
 		return r, err
 	}
 	if r.Backfills, err = readBackfills(ctx, target); err != nil {
@@ -218,6 +246,20 @@ WHERE reason = $1 AND resolved_at IS NULL`, functions.InvalidRule)
 		rules[i].Invalid = invalid[rules[i].Name]
 	}
 	return rules, nil
+}
+
+func readLanes(ctx context.Context, target *database, slot string) ([]laneStatus, error) {
+	rows, _ := target.conn.Query(ctx, `SELECT lane, lsn, ord, commit_time, updated_at, now() - commit_time
+FROM pgimageai.lane_checkpoints WHERE slot = $1 ORDER BY lane`, slot)
+	lanes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (laneStatus, error) {
+		var l laneStatus
+		err := row.Scan(&l.Lane, &l.LSN, &l.Ord, &l.CommitTime, &l.UpdatedAt, &l.Delay)
+		return l, err
+	})
+	if err != nil {
+		return nil, target.explain("read lanes", err)
+	}
+	return lanes, nil
 }
 
 func readBackfills(ctx context.Context, target *database) ([]backfill, error) {

@@ -23,6 +23,8 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 	buf.WriteByte('\n')
 	writeRulesTable(&buf, r.Rules)
 	buf.WriteByte('\n')
+	writeLanesTable(&buf, r.Lanes, r.Slot)
+	buf.WriteByte('\n')
 	writeBackfillsTable(&buf, r.Backfills)
 	buf.WriteByte('\n')
 	writeErrorCountsTable(&buf, r.OpenErrors)
@@ -135,6 +137,29 @@ func writeRulesTable(buf *bytes.Buffer, rules []ruleStatus) {
 	t.flush()
 }
 
+func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
+	if len(lanes) == 0 {
+		buf.WriteString("Lanes: none\n")
+		return
+	}
+	buf.WriteString("Lanes (one per target table)\n")
+	t := newTable(buf)
+	t.row("LANE", "APPLIED", "LAG", "LAST COMMIT", "DELAY", "UPDATED")
+	for _, l := range lanes {
+		commit, delay := "-", "-"
+		if l.CommitTime != nil {
+			commit = utcTime(*l.CommitTime)
+		}
+		if l.Delay != nil && l.Lag(s) > 0 {
+			delay = l.Delay.Round(time.Second).String()
+		} else if l.Delay != nil {
+			delay = "0s"
+		}
+		t.row(l.Lane, fmt.Sprintf("%s#%d", l.LSN, l.Ord), byteSize(l.Lag(s)), commit, delay, utcTime(l.UpdatedAt))
+	}
+	t.flush()
+}
+
 func writeBackfillsTable(buf *bytes.Buffer, backfills []backfill) {
 	if len(backfills) == 0 {
 		buf.WriteString("Backfills: none\n")
@@ -207,6 +232,7 @@ type (
 		Slot       slotJSON        `json:"slot"`
 		Checkpoint *checkpointJSON `json:"checkpoint"` // null: none stored
 		Rules      []ruleJSON      `json:"rules"`
+		Lanes      []laneJSON      `json:"lanes"`
 		Backfills  []backfillJSON  `json:"backfills"`
 		OpenErrors openErrorsJSON  `json:"open_errors"`
 		Usage      []usageJSON     `json:"usage"`
@@ -256,6 +282,17 @@ type (
 		Status       string  `json:"status"`         // valid, invalid or disabled
 		Reason       *string `json:"invalid_reason"` // null unless invalid
 	}
+	laneJSON struct {
+		Lane       string     `json:"lane"`
+		LSN        string     `json:"lsn"`
+		Ord        int64      `json:"ord"`
+		CommitTime *time.Time `json:"commit_time"`
+		LagBytes   uint64     `json:"lag_bytes"`
+		// DelaySeconds is the target's now() minus CommitTime while the
+		// lane lags, 0 when it does not, null before its first write.
+		DelaySeconds *float64  `json:"delay_seconds"`
+		UpdatedAt    time.Time `json:"updated_at"`
+	}
 	backfillJSON struct {
 		Rule      string    `json:"rule"`
 		State     string    `json:"state"`
@@ -274,6 +311,7 @@ func statusDocument(r statusReport) statusJSON {
 	doc := statusJSON{
 		Slot:      slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
 		Rules:     []ruleJSON{},
+		Lanes:     []laneJSON{},
 		Backfills: []backfillJSON{},
 		Usage:     usageDocument(r.Usage),
 		OpenErrors: openErrorsJSON{
@@ -314,6 +352,21 @@ func statusDocument(r statusReport) statusJSON {
 			j.Reason = &rule.Invalid
 		}
 		doc.Rules = append(doc.Rules, j)
+	}
+	for _, l := range r.Lanes {
+		j := laneJSON{Lane: l.Lane, LSN: l.LSN.String(), Ord: l.Ord, LagBytes: l.Lag(r.Slot), UpdatedAt: l.UpdatedAt.UTC()}
+		if l.CommitTime != nil {
+			ct := l.CommitTime.UTC()
+			j.CommitTime = &ct
+		}
+		if l.Delay != nil {
+			d := 0.0
+			if j.LagBytes > 0 {
+				d = l.Delay.Seconds()
+			}
+			j.DelaySeconds = &d
+		}
+		doc.Lanes = append(doc.Lanes, j)
 	}
 	for _, b := range r.Backfills {
 		doc.Backfills = append(doc.Backfills, backfillJSON{

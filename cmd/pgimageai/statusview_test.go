@@ -14,11 +14,11 @@ func TestWriteStatusTable(t *testing.T) {
 	lost.Slot.Active, lost.Slot.ActivePID, lost.Slot.WALStatus, lost.Slot.InvalidationReason = false, 0, "lost", "wal_removed"
 	lost.Slot.CurrentLSN = lost.Slot.ConfirmedFlushLSN
 	lost.Slot.Leader = nil // an invalidated slot stops the bridge
-	lost.Checkpoint, lost.Rules, lost.Backfills, lost.OpenErrors, lost.Usage = nil, nil, nil, nil, nil
+	lost.Checkpoint, lost.Rules, lost.Lanes, lost.Backfills, lost.OpenErrors, lost.Usage = nil, nil, nil, nil, nil, nil
 
 	atRisk := sampleStatus()
 	atRisk.Slot.WALStatus, atRisk.Slot.SafeWALSize = "unreserved", pointerTo[int64](-8192)
-	atRisk.Rules, atRisk.Backfills, atRisk.OpenErrors, atRisk.Usage = nil, nil, nil, nil
+	atRisk.Rules, atRisk.Lanes, atRisk.Backfills, atRisk.OpenErrors, atRisk.Usage = nil, nil, nil, nil, nil
 	lostOld := lost // PostgreSQL 13 to 16: no invalidation_reason
 	lostOld.Slot.InvalidationReason = ""
 
@@ -45,6 +45,11 @@ Rules
   caption  yes      AI_IMAGE_COMPLETE  gpt    public.photos.img              →  public.captions.caption  valid
   embed    yes      AI_IMAGE_EMBED     gpt    public.photos.img              →  public.vectors.v         invalid: model gpt: provider openai cannot AI_IMAGE_EMBED
   old      no       AI_IMAGE_COMPLETE  gpt    "Odd Schema"."My Table"."Pic"  →  public.old.text          disabled
+
+Lanes (one per target table)
+  LANE             APPLIED             LAG                      LAST COMMIT           DELAY  UPDATED
+  public.captions  0/1F2B000#50331648  2194 bytes (2.1 KiB)     2025-03-01T12:04:05Z  2s     2025-03-01T12:04:05Z
+  public.vectors   0/1A00000#16777217  5244114 bytes (5.0 MiB)  2025-03-01T12:03:05Z  1m2s   2025-03-01T12:04:05Z
 
 Backfills
   RULE     STATE    ROWS     UPDATED
@@ -74,6 +79,8 @@ Usage (last 7 days, UTC)
 
 Rules: none (insert rows into pgimageai.rules)
 
+Lanes: none
+
 Backfills: none
 
 Open errors: none
@@ -94,6 +101,8 @@ Usage (last 7 days, UTC): none
   checkpoint           none stored yet
 
 Rules: none (insert rows into pgimageai.rules)
+
+Lanes: none
 
 Backfills: none
 
@@ -117,6 +126,8 @@ Usage (last 7 days, UTC): none
 
 Rules: none (insert rows into pgimageai.rules)
 
+Lanes: none
+
 Backfills: none
 
 Open errors: none
@@ -137,6 +148,8 @@ Usage (last 7 days, UTC): none
   checkpoint           none stored yet
 
 Rules: none (insert rows into pgimageai.rules)
+
+Lanes: none
 
 Backfills: none
 
@@ -233,6 +246,16 @@ func TestWriteStatusJSON(t *testing.T) {
 	}
 	if old := rules[2].(map[string]any); old["status"] != "disabled" || old["invalid_reason"] != nil || old["source_table"] != `"Odd Schema"."My Table"` {
 		t.Errorf("old = %v", old)
+	}
+	lanes := doc["lanes"].([]any)
+	wantLanes := []any{
+		map[string]any{"lane": "public.captions", "lsn": "0/1F2B000", "ord": 50331648.0, "commit_time": "2025-03-01T12:04:05Z",
+			"lag_bytes": 2194.0, "delay_seconds": 2.0, "updated_at": "2025-03-01T12:04:05Z"},
+		map[string]any{"lane": "public.vectors", "lsn": "0/1A00000", "ord": 16777217.0, "commit_time": "2025-03-01T12:03:05Z",
+			"lag_bytes": 5244114.0, "delay_seconds": 62.0, "updated_at": "2025-03-01T12:04:05Z"},
+	}
+	if !reflect.DeepEqual(lanes, wantLanes) {
+		t.Errorf("lanes = %#v, want %#v", lanes, wantLanes)
 	}
 	backfills := doc["backfills"].([]any)
 	if b := backfills[1].(map[string]any); b["rows_total"] != nil || b["rows_done"] != 40.0 || b["state"] != "running" {

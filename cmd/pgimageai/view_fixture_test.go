@@ -35,6 +35,12 @@ func sampleStatus() statusReport {
 			{Name: "old", Function: "AI_IMAGE_COMPLETE", Model: "gpt", SourceTable: `"Odd Schema"."My Table"`, ImageColumn: "Pic",
 				TargetTable: "public.old", TargetColumn: "text", Enabled: false},
 		},
+		Lanes: []laneStatus{
+			{Lane: "public.captions", LSN: 0x1F2B000, Ord: 3 << 24, CommitTime: pointerTo(fixtureTime), UpdatedAt: fixtureTime,
+				Delay: pointerTo(2 * time.Second)},
+			{Lane: "public.vectors", LSN: 0x1A00000, Ord: 16777217, CommitTime: pointerTo(fixtureTime.Add(-time.Minute)), UpdatedAt: fixtureTime,
+				Delay: pointerTo(62 * time.Second)},
+		},
 		Backfills: []backfill{
 			{Rule: "caption", State: "done", RowsDone: 120, RowsTotal: pointerTo[int64](120), UpdatedAt: fixtureTime},
 			{Rule: "embed", State: "running", RowsDone: 40, UpdatedAt: fixtureTime},
