@@ -291,6 +291,9 @@ func (b *Bridge) lead(ctx context.Context) error {
 	return b.pipeline(ctx, hard, stream, checkpoint, cpw)
 }
 
+// errCheckpoint marks a failure of the checkpointer, which has stopped.
+var errCheckpoint = errors.New("checkpoint")
+
 // recreate makes the target table and result columns of rules again, as at
 // rule load, after a write found them missing (dropped while the bridge
 // ran). It runs on the lane's goroutine, on a connection of its own.
@@ -366,7 +369,7 @@ loop:
 			err = fmt.Errorf("apply: %w", err)
 			break loop
 		case err = <-cpErr:
-			err = fmt.Errorf("checkpoint: %w", err)
+			err = fmt.Errorf("%w: %w", errCheckpoint, err)
 			break loop
 		case err = <-lost:
 			// Another instance leads now: stop at once, without a drain;
@@ -378,6 +381,11 @@ loop:
 	}
 	graceful := ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled))
 	if !graceful {
+		if !errors.Is(err, ErrLeadershipLost) && !errors.Is(err, errCheckpoint) {
+			// What the lanes made durable is where the next run starts.
+			stopCheckpointer()
+			<-cpErr
+		}
 		return err
 	}
 	// Graceful stop: the lanes write what they hold, the checkpoint is

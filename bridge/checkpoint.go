@@ -27,15 +27,23 @@ type checkpointer struct {
 	stored  replication.LSN
 }
 
-// run stores the checkpoint until ctx ends, then stores it a last time. A
-// store behind another instance's is ErrLeadershipLost; other failures are
-// logged and tried again.
+// run stores the checkpoint whenever it moved, at most once per interval,
+// until ctx ends, then stores it a last time. A store behind another
+// instance's is ErrLeadershipLost; other failures are logged and tried
+// again.
 func (c *checkpointer) run(ctx context.Context) error {
-	t := time.NewTicker(checkpointInterval)
-	defer t.Stop()
+	var last time.Time
 	for {
 		select {
-		case <-t.C:
+		case <-c.tracker.moved:
+			if wait := time.Until(last.Add(checkpointInterval)); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					continue // stores below
+				}
+			}
+			last = time.Now()
 			if err := c.store(ctx); err != nil {
 				if errors.Is(err, ErrLeadershipLost) {
 					return err

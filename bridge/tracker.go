@@ -24,11 +24,12 @@ type tracker struct {
 	txns      []*txnRecord // in commit order, from the oldest not yet confirmed
 	ack       func(replication.LSN)
 	confirmed replication.LSN
-	at        time.Time // source commit time at confirmed
+	at        time.Time     // source commit time at confirmed
+	moved     chan struct{} // signalled when confirmed moves
 }
 
 func newTracker(ack func(replication.LSN)) *tracker {
-	return &tracker{ack: ack}
+	return &tracker{ack: ack, moved: make(chan struct{}, 1)}
 }
 
 // begin records a new transaction, after every earlier one.
@@ -87,8 +88,15 @@ func (t *tracker) advance() replication.LSN {
 }
 
 func (t *tracker) confirm(lsn replication.LSN) {
-	if lsn != 0 && t.ack != nil {
+	if lsn == 0 {
+		return
+	}
+	if t.ack != nil {
 		t.ack(lsn)
+	}
+	select {
+	case t.moved <- struct{}{}:
+	default:
 	}
 }
 

@@ -304,6 +304,9 @@ func TestFaultTargetRefusesWrites(t *testing.T) {
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	cfg := s.config(t)
 	cfg.TargetDSN = tdb.DSN()
+	// A small byte budget: results waiting in the lane hold it, so the
+	// engine stops reading after ~100 of them.
+	cfg.ByteBudget = 2 << 20
 	s.start(t, cfg)
 
 	want := map[int]string{}
@@ -326,8 +329,8 @@ func TestFaultTargetRefusesWrites(t *testing.T) {
 	terminate()
 	refused := time.Now()
 
-	// A backlog larger than the bridge's queues (256 transactions applied
-	// ahead, 64 events): the engine stops calling, and the stream blocks.
+	// A backlog larger than the byte budget lets the lane hold: the engine
+	// stops calling, and the stream blocks.
 	const total = 700
 	insertEach(t, s, 51, total+1, want)
 	var stalled int

@@ -175,7 +175,7 @@ func TestSlotInvalidatedRecovery(t *testing.T) {
 
 	t1 := time.Now()
 	wantCLI(t, env, 0, []string{"could not stream (wal_status lost", "dropped slot " + s.slot + " and re-created it",
-		"forgot the checkpoint", "1 backfill state", "deleted 3 rows whose source row no longer exists"}, "recover-slot")
+		"forgot the checkpoint", "1 lane checkpoint", "1 backfill state", "deleted 3 rows whose source row no longer exists"}, "recover-slot")
 	recovered := time.Since(t1)
 	if got := walStatus(t, s.conn, s.slot); got != "reserved" {
 		t.Errorf("after recover-slot the slot's wal_status is %q, want reserved", got)
@@ -187,6 +187,7 @@ func TestSlotInvalidatedRecovery(t *testing.T) {
 		t.Errorf("%d target rows after recover-slot, want 17 (rows 4 to 20; 21 never got its result)", n)
 	}
 	if n := queryInt(t, tgt, "SELECT count(*) FROM pgimageai.checkpoints WHERE slot = $1", s.slot) +
+		queryInt(t, tgt, "SELECT count(*) FROM pgimageai.lane_checkpoints WHERE slot = $1", s.slot) +
 		queryInt(t, tgt, "SELECT count(*) FROM pgimageai.backfills"); n != 0 {
 		t.Errorf("the checkpoint or backfill state survived recover-slot")
 	}

@@ -19,6 +19,7 @@ import (
 // Progress is the bookkeeping ForgetProgress removed.
 type Progress struct {
 	Checkpoint *string // the slot's checkpoint LSN as stored; nil when none
+	Lanes      int64   // pgimageai.lane_checkpoints rows of the slot deleted
 	Backfills  int64   // pgimageai.backfills rows deleted
 }
 
@@ -36,10 +37,12 @@ func ForgetProgress(ctx context.Context, tx pgx.Tx, slot string) (Progress, erro
 	case !errors.Is(err, pgx.ErrNoRows):
 		return p, fmt.Errorf("forget checkpoint of slot %s: %w", slot, err)
 	}
-	if _, err := tx.Exec(ctx, "DELETE FROM pgimageai.lane_checkpoints WHERE slot = $1", slot); err != nil {
+	tag, err := tx.Exec(ctx, "DELETE FROM pgimageai.lane_checkpoints WHERE slot = $1", slot)
+	if err != nil {
 		return p, fmt.Errorf("forget lane checkpoints of slot %s: %w", slot, err)
 	}
-	tag, err := tx.Exec(ctx, "DELETE FROM pgimageai.backfills")
+	p.Lanes = tag.RowsAffected()
+	tag, err = tx.Exec(ctx, "DELETE FROM pgimageai.backfills")
 	if err != nil {
 		return p, fmt.Errorf("forget backfills: %w", err)
 	}

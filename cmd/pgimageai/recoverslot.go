@@ -22,7 +22,7 @@ streamed any more, so the bridge starts over from the source's current rows:
   1. refuses while a process holds the slot (stop pgimageai run first; on an
      invalidated slot it stops by itself), and refuses a slot that can still
      stream unless --force is given (exit code 2);
-  2. forgets the slot's checkpoint and every backfill state in the target;
+  2. forgets the slot's checkpoints (its lanes' too) and every backfill state in the target;
   3. drops the slot and re-creates it at once, so that every later change is
      streamed to the next run;
   4. deletes the target rows whose source row no longer exists (write-back
@@ -75,7 +75,7 @@ func recoveryText(rec bridge.Recovery) string {
 	if rec.Progress.Checkpoint != nil {
 		cp = "forgot the checkpoint " + *rec.Progress.Checkpoint
 	}
-	fmt.Fprintf(&b, "%s and %s\n", cp, plural(rec.Progress.Backfills, "backfill state"))
+	fmt.Fprintf(&b, "%s, %s and %s\n", cp, plural(rec.Progress.Lanes, "lane checkpoint"), plural(rec.Progress.Backfills, "backfill state"))
 	for _, t := range rec.Targets {
 		rules := strings.Join(t.Rules, ", ")
 		if t.Skipped != "" {
