@@ -21,10 +21,11 @@ import (
 	"github.com/pgimageai/pgimageai/sink"
 )
 
-// callOverhead is what the byte budget charges for a call on top of its image
-// bytes (goroutine, request buffers, the answer), so that tiny images cannot
-// make the number of calls in flight unbounded. The image bytes are released
-// when the call ends; the overhead when its result is written.
+// callOverhead is what the byte budget charges for a call on top of twice its
+// image bytes (the image, and the request that carries it): the goroutine and
+// the answer, so that tiny images cannot make the number of calls in flight
+// unbounded. The image bytes are released when the call ends; the overhead
+// when its result is written.
 const callOverhead = 16 << 10
 
 // itemOverhead is what the byte budget charges for an item waiting in a lane
@@ -445,12 +446,15 @@ func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string) 
 		close(c.done)
 		return c, nil
 	}
-	if err := e.budget.acquire(ctx, int64(len(img))+callOverhead); err != nil {
+	// The image is charged twice: its bytes, and the request that carries
+	// it (base64, JSON) while the call runs.
+	imgCost := 2 * int64(len(img))
+	if err := e.budget.acquire(ctx, imgCost+callOverhead); err != nil {
 		return nil, err
 	}
 	c.held = callOverhead
 	go func() {
-		defer e.budget.release(int64(len(img)))
+		defer e.budget.release(imgCost)
 		k := keyOf(r.Fn.Name(), r.Model, prompt, img)
 		c.result, c.hit, c.err = e.cache.do(e.callCtx, k, func() (functions.Result, error) {
 			e.calls.Add(1)
