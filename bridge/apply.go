@@ -96,6 +96,13 @@ func (b *batch) result(it *item) {
 			row.ImageBytes, row.ImageHead = &n, fe.ImageHead
 		}
 	}
+	if it.call != nil && it.call.key != nil && functions.Permanent(err) {
+		row.InputKey = it.call.key[:]
+		if row.ImageBytes == nil { // a failure remembered from an earlier run
+			n := it.call.size
+			row.ImageBytes, row.ImageHead = &n, it.call.head
+		}
+	}
 	if b.reasons == nil {
 		b.reasons = map[string]int{}
 	}

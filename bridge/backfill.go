@@ -326,7 +326,7 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 		if !ok || seen[digestKey(row.keyJSON)] {
 			continue
 		}
-		it, err := e.resultItem(ctx, r, row)
+		it, err := e.resultItem(ctx, r, row, false)
 		if err != nil {
 			return err
 		}
@@ -368,14 +368,15 @@ func (e *engine) backfilling(oid uint32) bool {
 }
 
 // resultItem starts the function call of a row read from the source.
-func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow) (item, error) {
+// fresh: see engine.start.
+func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow, fresh bool) (item, error) {
 	it := item{kind: itemResult, rule: r, target: r.Target, sourceTable: r.Source.String(), key: row.key, keyJSON: row.keyJSON}
 	if r.Template != nil {
 		e.memo.set(r.Name, row.keyJSON, row.prompt)
 	}
 	if row.valid {
 		var err error
-		if it.call, err = e.start(ctx, r, row.img, row.prompt); err != nil {
+		if it.call, err = e.start(ctx, r, row.img, row.prompt, fresh); err != nil {
 			return item{}, err
 		}
 	}

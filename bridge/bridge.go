@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
@@ -255,6 +256,17 @@ func (b *Bridge) lead(ctx context.Context) error {
 	}
 	if err := live.startDeferred(ctx, eng); err != nil {
 		return err
+	}
+	// Permanent failures of earlier runs are not paid for again.
+	failed, err := sink.PermanentFailures(ctx, live.tgt, max(cfg.CacheEntries, 0))
+	if err != nil {
+		return err
+	}
+	for _, f := range failed {
+		if len(f.InputKey) == len(cacheKey{}) {
+			eng.cache.fail(cacheKey(f.InputKey), &functions.Error{Reason: functions.Reason(f.Reason), Detail: f.Detail, ImageBytes: -1,
+				Err: provider.Errorf(provider.Permanent, "%s", f.Detail)})
+		}
 	}
 	checkpoint, err := sink.LoadCheckpoint(ctx, live.tgt, cfg.Slot)
 	if err != nil {

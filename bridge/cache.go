@@ -28,11 +28,12 @@ func keyOf(fn functions.Name, model, prompt string, img []byte) cacheKey {
 	return k
 }
 
-// cache remembers successful results (an LRU bounded by entries and by
-// bytes) and collapses identical calls in flight into one (single flight), so
-// the same (function, model, prompt, image) costs one provider call. Failures
-// are not remembered: a later identical call tries again. It is safe for
-// concurrent use.
+// cache remembers results (an LRU bounded by entries and by bytes) and
+// collapses identical calls in flight into one (single flight), so the same
+// (function, model, prompt, image) costs one provider call. Permanent
+// failures (functions.Permanent) are remembered too, so that a row whose
+// answer was unusable is not paid for again; transient ones are not: a later
+// identical call tries again. It is safe for concurrent use.
 type cache struct {
 	mu       sync.Mutex
 	max      int
@@ -47,6 +48,7 @@ type cache struct {
 type entry struct {
 	key    cacheKey
 	result functions.Result
+	err    error // a permanent failure
 	size   int64
 }
 
@@ -54,8 +56,12 @@ type entry struct {
 // the list element and the map slot.
 const entryOverhead = 128
 
-func sizeOf(r functions.Result) int64 {
-	return entryOverhead + int64(len(r.Text)) + 4*int64(len(r.Vector))
+func sizeOf(r functions.Result, err error) int64 {
+	n := entryOverhead + int64(len(r.Text)) + 4*int64(len(r.Vector))
+	if err != nil {
+		n += int64(len(err.Error()))
+	}
+	return n
 }
 
 type flight struct {
@@ -76,7 +82,8 @@ func (c *cache) do(ctx context.Context, k cacheKey, call func() (functions.Resul
 		c.lru.MoveToFront(el)
 		c.hits++
 		c.mu.Unlock()
-		return el.Value.(*entry).result, true, nil
+		en := el.Value.(*entry)
+		return en.result, true, en.err
 	}
 	if f, ok := c.inflight[k]; ok {
 		c.hits++
@@ -96,18 +103,53 @@ func (c *cache) do(ctx context.Context, k cacheKey, call func() (functions.Resul
 
 	c.mu.Lock()
 	delete(c.inflight, k)
-	if size := sizeOf(f.result); f.err == nil && c.max > 0 && size <= c.maxBytes {
-		c.entries[k] = c.lru.PushFront(&entry{key: k, result: f.result, size: size})
-		c.bytes += size
-		for c.lru.Len() > c.max || c.bytes > c.maxBytes {
-			old := c.lru.Remove(c.lru.Back()).(*entry)
-			delete(c.entries, old.key)
-			c.bytes -= old.size
-		}
+	if f.err == nil || functions.Permanent(f.err) {
+		c.put(k, f.result, f.err)
 	}
 	c.mu.Unlock()
 	close(f.done)
 	return f.result, false, f.err
+}
+
+// put remembers a result or a permanent failure. c.mu is held.
+func (c *cache) put(k cacheKey, r functions.Result, err error) {
+	size := sizeOf(r, err)
+	if c.max <= 0 || size > c.maxBytes {
+		return
+	}
+	if el, ok := c.entries[k]; ok {
+		old := c.lru.Remove(el).(*entry)
+		c.bytes -= old.size
+	}
+	c.entries[k] = c.lru.PushFront(&entry{key: k, result: r, err: err, size: size})
+	c.bytes += size
+	for c.lru.Len() > c.max || c.bytes > c.maxBytes {
+		old := c.lru.Remove(c.lru.Back()).(*entry)
+		delete(c.entries, old.key)
+		c.bytes -= old.size
+	}
+}
+
+// fail remembers a permanent failure read back from the errors table, so
+// that it is not paid for again after a restart.
+func (c *cache) fail(k cacheKey, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[k]; !ok {
+		c.put(k, functions.Result{Null: true}, err)
+	}
+}
+
+// forget drops what the cache remembers for k: `pgimageai retry` asks for
+// the call again.
+func (c *cache) forget(k cacheKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[k]; ok {
+		old := c.lru.Remove(el).(*entry)
+		delete(c.entries, k)
+		c.bytes -= old.size
+	}
 }
 
 // stats returns the number of hits so far and the entries held.

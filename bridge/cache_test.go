@@ -71,8 +71,29 @@ func TestCacheForgetsFailuresAndEvicts(t *testing.T) {
 	c.do(context.Background(), k, fail)
 	c.do(context.Background(), k, fail)
 	if calls != 2 {
-		t.Fatalf("failure was cached: %d calls", calls)
+		t.Fatalf("transient failure was cached: %d calls", calls)
 	}
+	// A permanent failure is remembered until forgotten (pgimageai retry).
+	calls = 0
+	permanent := func() (functions.Result, error) {
+		calls++
+		return functions.Result{Null: true}, &functions.Error{Reason: functions.BadResponse, Detail: "wrong dimension"}
+	}
+	kp := keyOf(functions.Embed, "m", "", []byte("p"))
+	for range 3 {
+		if _, _, err := c.do(context.Background(), kp, permanent); functions.ReasonOf(err) != functions.BadResponse {
+			t.Fatalf("err %v, want bad_response", err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("%d calls for a permanent failure, want 1", calls)
+	}
+	c.forget(kp)
+	c.do(context.Background(), kp, permanent)
+	if calls != 2 {
+		t.Fatalf("forget did not make the call again")
+	}
+	c.forget(kp)
 	ok := func() (functions.Result, error) { calls++; return functions.Result{Text: "ok"}, nil }
 	for _, img := range []string{"1", "2", "3"} {
 		c.do(context.Background(), keyOf(functions.Complete, "m", "p", []byte(img)), ok)
@@ -125,5 +146,19 @@ func TestBudget(t *testing.T) {
 	}
 	if _, peak := b.inUse(); peak != 1000 {
 		t.Fatalf("peak %d", peak)
+	}
+}
+
+func TestCacheBoundedByBytes(t *testing.T) {
+	c := newCache(1000, 10*(entryOverhead+4*256))
+	vec := func() (functions.Result, error) { return functions.Result{Vector: make([]float32, 256)}, nil }
+	for i := range 50 {
+		c.do(context.Background(), keyOf(functions.Embed, "m", "", []byte{byte(i)}), vec)
+	}
+	if _, n := c.stats(); n != 10 {
+		t.Fatalf("cache holds %d vectors of 1 KiB, want 10 (bounded by bytes)", n)
+	}
+	if c.bytes > c.maxBytes {
+		t.Fatalf("cache holds %d bytes > %d", c.bytes, c.maxBytes)
 	}
 }

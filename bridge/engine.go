@@ -75,10 +75,11 @@ type call struct {
 	done   chan struct{}
 	result functions.Result
 	err    error
-	hit    bool   // served by the cache or an identical call in flight
-	size   int    // image length, for errors rows found after the call
-	head   []byte // first bytes of the image
-	held   int64  // budget bytes the call's result holds until written
+	hit    bool      // served by the cache or an identical call in flight
+	size   int       // image length, for errors rows found after the call
+	head   []byte    // first bytes of the image
+	held   int64     // budget bytes the call's result holds until written
+	key    *cacheKey // the call's identity; nil when no provider was asked
 }
 
 func (c *call) ready() bool {
@@ -385,7 +386,7 @@ func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *rel
 			}
 			e.memo.set(r.Name, keyJSON, prompt)
 			if img, ok := fetched[r.ImageColumn].([]byte); ok {
-				if it.call, err = e.start(ctx, r, img, prompt); err != nil {
+				if it.call, err = e.start(ctx, r, img, prompt, false); err != nil {
 					return item{}, false, err
 				}
 			}
@@ -405,7 +406,7 @@ func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *rel
 		if err != nil {
 			return item{}, false, fmt.Errorf("%s.%s at %s: %w", src, r.ImageColumn, ch.LSN, err)
 		}
-		if it.call, err = e.start(ctx, r, img, prompt); err != nil {
+		if it.call, err = e.start(ctx, r, img, prompt, false); err != nil {
 			return item{}, false, err
 		}
 	}
@@ -439,7 +440,10 @@ func (e *engine) truncate(ctx context.Context, ch *replication.Change) error {
 // unknown, too large, unsupported) finish at once without budget; the others
 // wait for budget — which stops the engine reading, the backpressure of
 // SPEC §5 — and then run on their own goroutine.
-func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string) (*call, error) {
+//
+// fresh asks the provider even when the cache remembers a permanent failure
+// of the same call (pgimageai retry).
+func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string, fresh bool) (*call, error) {
 	c := &call{done: make(chan struct{}), size: len(img), head: magic.Head(img, 16)}
 	if _, err := r.Fn.Check(img); err != nil {
 		c.result, c.err = functions.Result{Null: true}, err
@@ -453,9 +457,13 @@ func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string) 
 		return nil, err
 	}
 	c.held = callOverhead
+	k := keyOf(r.Fn.Name(), r.ModelKey, prompt, img)
+	c.key = &k
+	if fresh {
+		e.cache.forget(k)
+	}
 	go func() {
 		defer e.budget.release(imgCost)
-		k := keyOf(r.Fn.Name(), r.Model, prompt, img)
 		c.result, c.hit, c.err = e.cache.do(e.callCtx, k, func() (functions.Result, error) {
 			e.calls.Add(1)
 			return e.call(r, img, prompt)

@@ -85,7 +85,7 @@ GROUP BY rule ORDER BY rule`, f.Rule, f.Reason)
 			if !ok {
 				continue
 			}
-			it, err := e.resultItem(ctx, t.rule, row)
+			it, err := e.resultItem(ctx, t.rule, row, true)
 			if err != nil {
 				return err
 			}

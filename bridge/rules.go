@@ -43,9 +43,13 @@ type Rule struct {
 	ImageColumn string
 	Fn          *functions.Function
 	Model       string
-	Prompt      string
-	Target      *sink.Target
-	KeyColumns  []sink.KeyColumn
+	// ModelKey identifies the model row as loaded (name and a digest of
+	// every column): results and permanent failures are remembered per
+	// ModelKey, so a changed model asks again.
+	ModelKey   string
+	Prompt     string
+	Target     *sink.Target
+	KeyColumns []sink.KeyColumn
 	// Template is set when the prompt names columns of the source row.
 	Template *template
 	// Fingerprint identifies what the rule computes (source, image column,
@@ -185,7 +189,10 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr ruleRow) (*Rule,
 	if target.WriteBack && rr.TargetColumn == rr.ImageColumn {
 		return nil, fmt.Errorf("write-back rule would overwrite its own image column %q", rr.ImageColumn)
 	}
-	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target, Template: tpl}
+	row, _ := json.Marshal(m)
+	sum := sha256.Sum256(row)
+	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target, Template: tpl,
+		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8])}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}

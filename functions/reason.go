@@ -46,6 +46,18 @@ func ReasonOf(err error) Reason {
 	return ""
 }
 
+// Permanent reports whether err is a failure that the same call would give
+// again: an unusable answer (bad_response) or a provider error that is not
+// worth retrying (a 4xx other than 408, 409 and 429). A transient failure
+// whose retries were spent is not permanent.
+func Permanent(err error) bool {
+	if ReasonOf(err) == BadResponse {
+		return true
+	}
+	var pe *provider.Error
+	return errors.As(err, &pe) && (pe.Kind == provider.Permanent || pe.Kind == provider.BadResponse)
+}
+
 // invalidRule returns an invalid_rule error with a formatted detail.
 func invalidRule(format string, args ...any) *Error {
 	return &Error{Reason: InvalidRule, Detail: fmt.Sprintf(format, args...), ImageBytes: -1}

@@ -432,3 +432,53 @@ SELECT i, '\x89504e470d0a1a0a'::bytea || int4send(i) FROM generate_series(1, 200
 		}
 	})
 }
+
+// TestPermanentFailureIsNotPaidAgain: a row whose call failed for good (a
+// 400) is not sent again when an UPDATE of a column the rule does not use
+// streams it again — within a run, and after a restart — until the model
+// changes or pgimageai retry asks for it.
+func TestPermanentFailureIsNotPaidAgain(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	ai.Set(0, func(aiRequest) (int, string) { return http.StatusBadRequest, "image refused by policy" })
+	s.model(t, "vision", ai, `{}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	_, stop := s.start(t, s.config(t))
+	s.exec(t, `INSERT INTO public.photos (id, img) VALUES (1, $1)`, pngImage(t, 1))
+	s.sync(t, 30*time.Second)
+	if n := ai.Count(); n != 1 {
+		t.Fatalf("%d requests for one row, want 1", n)
+	}
+	update := func(note string) {
+		t.Helper()
+		s.exec(t, `UPDATE public.photos SET note = $1 WHERE id = 1`, note)
+		s.sync(t, 30*time.Second)
+	}
+	update("unrelated")
+	if n := ai.Count(); n != 1 {
+		t.Errorf("%d requests after an unrelated UPDATE of a permanently failed row, want 1", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, stop = s.start(t, s.config(t))
+	update("after a restart")
+	if n := ai.Count(); n != 1 {
+		t.Errorf("%d requests after a restart and an unrelated UPDATE, want 1", n)
+	}
+	if n := queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'caption' AND reason = 'provider_error'
+AND resolved_at IS NULL AND input_key IS NOT NULL AND attempts = 3 AND image_bytes > 0`); n != 1 {
+		t.Errorf("want one open provider_error row with its input key, 3 attempts and the image length")
+	}
+	runCLI(t, s, "retry", "--rule", "caption")
+	waitFor(t, 30*time.Second, "the retried request", func() bool { return ai.Count() == 2 })
+	// A changed model asks again.
+	s.exec(t, `UPDATE pgimageai.models SET options = '{"max_retries": 1}' WHERE name = 'vision'`)
+	update("after a model change")
+	if n := ai.Count(); n != 3 {
+		t.Errorf("%d requests after a model change and an UPDATE, want 3", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,8 @@
 package sink
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -71,15 +73,41 @@ type Error struct {
 	ImageBytes  *int   // nil when there was no image
 	ImageHead   []byte // first 16 bytes
 	LSN         replication.LSN
+	// InputKey identifies the call of a permanent failure, so that a
+	// restart does not pay for it again; nil otherwise.
+	InputKey []byte
 }
 
 func (o Error) queue(b *pgx.Batch) {
-	b.Queue(`INSERT INTO pgimageai.errors AS e (rule, source_table, source_key, reason, detail, image_bytes, image_head, lsn)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	b.Queue(`INSERT INTO pgimageai.errors AS e (rule, source_table, source_key, reason, detail, image_bytes, image_head, lsn, input_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (rule, source_key) WHERE resolved_at IS NULL DO UPDATE SET
   reason = EXCLUDED.reason, detail = EXCLUDED.detail, image_bytes = EXCLUDED.image_bytes,
-  image_head = EXCLUDED.image_head, lsn = EXCLUDED.lsn, attempts = e.attempts + 1`,
-		o.Rule, o.SourceTable, string(o.Key), o.Reason, o.Detail, o.ImageBytes, o.ImageHead, o.LSN)
+  image_head = EXCLUDED.image_head, lsn = EXCLUDED.lsn, input_key = EXCLUDED.input_key, attempts = e.attempts + 1`,
+		o.Rule, o.SourceTable, string(o.Key), o.Reason, o.Detail, o.ImageBytes, o.ImageHead, o.LSN, o.InputKey)
+}
+
+// PermanentFailure is an open errors row of a permanent failure: the call it
+// came from and its reason.
+type PermanentFailure struct {
+	InputKey       []byte
+	Reason, Detail string
+}
+
+// PermanentFailures returns up to limit open errors rows that carry the key
+// of a permanently failed call, newest first.
+func PermanentFailures(ctx context.Context, conn *pgx.Conn, limit int) ([]PermanentFailure, error) {
+	rows, _ := conn.Query(ctx, `SELECT input_key, reason, detail FROM pgimageai.errors
+WHERE resolved_at IS NULL AND input_key IS NOT NULL ORDER BY id DESC LIMIT $1`, limit)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PermanentFailure, error) {
+		var f PermanentFailure
+		err := r.Scan(&f.InputKey, &f.Reason, &f.Detail)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read permanent failures: %w", err)
+	}
+	return out, nil
 }
 
 // Resolve marks the open errors rows of a rule and source row resolved, after

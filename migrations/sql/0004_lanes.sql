@@ -14,3 +14,9 @@ CREATE TABLE pgimageai.lane_checkpoints (
   updated_at  timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (slot, lane)
 );
+
+-- The call behind a permanent failure (SPEC §5: identical work is done once):
+-- a digest of (function, model row, prompt, image bytes). A restart reads the
+-- open ones back, so that a row whose answer was unusable is not paid for
+-- again until the model or prompt changes or pgimageai retry asks for it.
+ALTER TABLE pgimageai.errors ADD COLUMN input_key bytea;
