@@ -482,3 +482,37 @@ AND resolved_at IS NULL AND input_key IS NOT NULL AND attempts = 3 AND image_byt
 		t.Fatal(err)
 	}
 }
+
+// TestLiveRuleChangeDuringBackfill adds and changes rules while a backfill
+// reads pages, under -race: every backfill worker decodes on its own
+// connection's type map, never on the engine's.
+func TestLiveRuleChangeDuringBackfill(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	ai.Set(time.Millisecond, nil)
+	s.model(t, "vision", ai, `{"max_concurrency": 4}`)
+	s.exec(t, `INSERT INTO public.photos (id, img, note)
+SELECT i, '\x89504e470d0a1a0a'::bytea || int4send(i), 'n' || i FROM generate_series(1, 1500) AS i`)
+	_, stop := s.start(t, s.config(t))
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('a', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{note}}', 'public.a_out', 'caption')`)
+	waitFor(t, 30*time.Second, "rule a's backfill to run", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'a' AND state = 'running'") == 1
+	})
+	for i, prompt := range []string{"Name {{note}}", "Tell {{ note }}", "Say {{note}}"} {
+		s.exec(t, fmt.Sprintf(`INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('b%d', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'public.b%d_out', 'caption')`, i, i), prompt)
+		s.exec(t, `UPDATE pgimageai.rules SET prompt = $1 WHERE name = 'a'`, prompt+"!")
+	}
+	waitFor(t, 120*time.Second, "every backfill to finish", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE state = 'done'") == 4
+	})
+	for _, table := range []string{"public.a_out", "public.b0_out", "public.b1_out", "public.b2_out"} {
+		if n := queryInt(t, s.conn, "SELECT count(*) FROM "+table+" WHERE caption IS NOT NULL"); n != 1500 {
+			t.Errorf("%s has %d results, want 1500", table, n)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+}
