@@ -134,6 +134,38 @@ FROM generate_series(1, %d) i`, size/16, rows))
 		elapsed.Round(time.Second), float64(hwm)/(1<<20), float64(peakFlight.Load())/(1<<20), float64(peakLag.Load())/(1<<20), ai.Count())
 }
 
+// BenchmarkLargeEmbeddingTransaction measures `pgimageai run` on 100,000
+// AI_IMAGE_EMBED results of 1,536 dimensions in ONE source transaction at the
+// default byte budget (256 MiB): its peak RSS against budget + 64 MiB, and the
+// rows per second.
+func BenchmarkLargeEmbeddingTransaction(b *testing.B) {
+	if b.N > 1 {
+		b.Skip("one iteration is the whole measurement; run with -benchtime=1x") // ok-to-skip: benchmark shape
+	}
+	s := newSource(b)
+	srv, calls := newFakeEmbedder(b, 1536)
+	s.exec(b, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES ('emb', 'vllm', $1, 'm', '{"max_concurrency": 32}')`, srv.URL+"/v1")
+	s.exec(b, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, target_table, target_column)
+VALUES ('embed', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', 'public.vectors', 'v')`)
+	const rows = 100000
+	p := s.runProcess(b)
+	start := time.Now()
+	s.exec(b, fmt.Sprintf(`INSERT INTO public.photos (id, img) SELECT i, '\x89504e470d0a1a0a'::bytea || int4send(i) FROM generate_series(1, %d) AS i`, rows))
+	s.sync(b, 30*time.Minute)
+	elapsed := time.Since(start)
+	hwm := vmHWM(b, p.cmd.Process.Pid)
+	if err := p.signal(b, syscall.SIGTERM); err != nil {
+		b.Fatalf("graceful stop: %v", err)
+	}
+	if n := queryInt(b, s.conn, "SELECT count(*) FROM public.vectors WHERE array_length(v, 1) = 1536"); n != rows {
+		b.Fatalf("%d vectors, want %d", n, rows)
+	}
+	b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
+	b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
+	b.Logf("%d embeddings of 1536 dimensions in one transaction: %s, peak RSS %.1f MiB with the default 256 MiB budget, %d calls",
+		rows, elapsed.Round(time.Second), float64(hwm)/(1<<20), calls.Load())
+}
+
 // gauges reads the named series from a /metrics endpoint, quietly: it runs
 // beside the test, where failing is not allowed.
 func gauges(base string, names ...string) map[string]float64 {

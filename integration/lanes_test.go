@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -316,31 +315,12 @@ func TestDroppedTargetRecreated(t *testing.T) {
 	}
 }
 
-// peakRSS returns the peak resident set size of process pid (VmHWM).
-func peakRSS(t testing.TB, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/pid/status")
-	return 0
-}
 
 // newFakeEmbedder serves vLLM's POST /v1/embeddings for chat-style image
 // input (vLLM's OpenAI-compatible server, "Embeddings API" with messages:
 // docs.vllm.ai/en/latest/serving/openai_compatible_server.html) with vectors
 // of dims values.
-func newFakeEmbedder(t *testing.T, dims int) (*httptest.Server, *atomic.Int64) {
+func newFakeEmbedder(t testing.TB, dims int) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -396,7 +376,7 @@ func TestBigTransactionsInBoundedMemory(t *testing.T) {
 		s.exec(t, `INSERT INTO public.photos (id, img)
 SELECT i, '\x89504e470d0a1a0a'::bytea || convert_to(repeat(md5(i::text), 3125), 'UTF8') FROM generate_series(1, 2000) AS i`)
 		s.sync(t, 5*time.Minute)
-		rss := peakRSS(t, p.cmd.Process.Pid)
+		rss := vmHWM(t, p.cmd.Process.Pid)
 		if err := p.signal(t, syscall.SIGTERM); err != nil {
 			t.Errorf("stop: %v", err)
 		}
@@ -418,7 +398,7 @@ VALUES ('embed', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', 'public.vector
 		s.exec(t, `INSERT INTO public.photos (id, img)
 SELECT i, '\x89504e470d0a1a0a'::bytea || int4send(i) FROM generate_series(1, 20000) AS i`)
 		s.sync(t, 5*time.Minute)
-		rss := peakRSS(t, p.cmd.Process.Pid)
+		rss := vmHWM(t, p.cmd.Process.Pid)
 		if err := p.signal(t, syscall.SIGTERM); err != nil {
 			t.Errorf("stop: %v", err)
 		}
