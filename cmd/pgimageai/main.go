@@ -46,7 +46,7 @@ Settings (flag or environment):
   --publication   PGIMAGEAI_PUBLICATION   publication (default pgimageai)
   --metrics-addr  PGIMAGEAI_METRICS_ADDR  Prometheus /metrics and /healthz address
   --log-format    PGIMAGEAI_LOG_FORMAT    text (default) or json
-  --byte-budget   PGIMAGEAI_BYTE_BUDGET   bytes of images in flight (default 268435456 = 256 MiB)
+  --byte-budget   PGIMAGEAI_BYTE_BUDGET   image bytes in flight (default 256MiB; units B, kB, MB, GB, KiB, MiB, GiB)
 
 Exit codes: 0 done, 1 runtime failure, 2 usage or configuration error.
 Run 'pgimageai <command> --help' for a command's flags.
