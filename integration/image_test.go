@@ -67,6 +67,22 @@ VALUES ('describe', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'pixels', 'Desc
 		t.Errorf("the image's CA bundle holds no certificate (%d bytes)", len(ca))
 	}
 
+	// The image's health check: pgimageai health, run inside the container (no curl).
+	for _, probe := range []string{"ready", "live", "leader"} {
+		code, out, err := app.Exec(ctx, "/usr/local/bin/pgimageai", "health", "--probe", probe)
+		if err != nil || code != 0 || !strings.Contains(out, `"state"`) {
+			t.Errorf("pgimageai health --probe %s in the container: exit %d, %v: %s", probe, code, err, out)
+		}
+	}
+	if code, state := probe(t, app.MetricsURL(), "/readyz"); code != http.StatusOK || state != "streaming" {
+		t.Errorf("/readyz %d %s, want 200 streaming", code, state)
+	}
+	m := scrape(t, app.MetricsURL())
+	if m[`pgimageai_slot_wal_status{slot="`+s.slot+`",wal_status="reserved"}`] != 1 || m[`pgimageai_slot_active{slot="`+s.slot+`"}`] != 1 {
+		t.Errorf("slot metrics: wal_status reserved %v, active %v; want 1 and 1",
+			m[`pgimageai_slot_wal_status{slot="`+s.slot+`",wal_status="reserved"}`], m[`pgimageai_slot_active{slot="`+s.slot+`"}`])
+	}
+
 	start := time.Now()
 	if err := app.Signal(ctx, docker.SIGTERM); err != nil {
 		t.Fatal(err)
