@@ -151,7 +151,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 // status reports the bridge's state to metrics.
 func (b *Bridge) status() metrics.Status {
-	st := metrics.Status{Leader: b.leader != nil && b.leader.held.Load()}
+	st := metrics.Status{Leader: b.leader != nil && b.leader.held.Load(), Standby: b.leader != nil && b.leader.standby.Load()}
 	b.mu.Lock()
 	st.Reconnects = b.reconnects
 	if s := b.stream; s != nil {

@@ -45,6 +45,9 @@ type leader struct {
 	conn      *pgx.Conn     // the session holding the lock; nil when none
 	pid       uint32        // its backend PID, to recognise our own stale session
 	held      atomic.Bool
+	// standby: waiting for the lock with a working connection to the source
+	// (another instance holds it); what /readyz calls a ready standby.
+	standby atomic.Bool
 }
 
 // acquire takes the lock, waiting as a standby while another instance holds
@@ -59,6 +62,7 @@ func (l *leader) acquire(ctx context.Context) error {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
+				l.standby.Store(false)
 				return ctx.Err()
 			}
 		}
@@ -66,6 +70,7 @@ func (l *leader) acquire(ctx context.Context) error {
 		if err == nil {
 			unreachable = false
 		}
+		l.standby.Store(!ok && err == nil)
 		switch {
 		case ok:
 			if waiting {

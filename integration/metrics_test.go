@@ -55,7 +55,13 @@ func scrape(t testing.TB, base string) map[string]float64 {
 // health returns the status code and state of /healthz.
 func health(t testing.TB, base string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(base + "/healthz")
+	return probe(t, base, "/healthz")
+}
+
+// probe returns the status code and state of a health check path.
+func probe(t testing.TB, base, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(base + path)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -64,7 +70,7 @@ func health(t testing.TB, base string) (int, string) {
 		State string `json:"state"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatalf("/healthz body: %v", err)
+		t.Fatalf("%s body: %v", path, err)
 	}
 	return resp.StatusCode, body.State
 }

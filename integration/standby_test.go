@@ -59,6 +59,9 @@ func TestStandbyTakesOver(t *testing.T) {
 	if code, state := health(t, "http://"+addrB); code != http.StatusServiceUnavailable || state != "standby" {
 		t.Errorf("B: /healthz %d %s, want 503 standby", code, state)
 	}
+	if code, state := probe(t, "http://"+addrB, "/readyz"); code != http.StatusOK || state != "standby" {
+		t.Errorf("B: /readyz %d %s, want 200 standby (a connected standby is ready)", code, state)
+	}
 	if m := scrape(t, "http://"+addrB); m["pgimageai_leader"] != 0 || m[`pgimageai_changes_total{op="insert"}`] != 0 {
 		t.Errorf("standby B: leader %v, inserts read %v; want 0 and 0", m["pgimageai_leader"], m[`pgimageai_changes_total{op="insert"}`])
 	}

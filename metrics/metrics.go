@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ const Namespace = "pgimageai"
 type Status struct {
 	Streaming     bool   // the replication stream is connected and streaming
 	Leader        bool   // this process holds the slot's leader lock (standby: false)
+	Standby       bool   // waiting for the lock with a working connection to the source
 	ServerWALEnd  uint64 // the latest server WAL end seen on the stream
 	Confirmed     uint64 // the flush LSN last confirmed to the slot
 	BytesInFlight int64  // image bytes (plus per-call overhead) held by calls in flight
@@ -49,6 +51,7 @@ type Metrics struct {
 	batches     prometheus.Counter
 
 	status atomic.Pointer[func() Status]
+	slot   atomic.Pointer[func(context.Context) (Slot, error)]
 }
 
 // New returns Metrics registered on a new registry, with the Go runtime and
@@ -90,6 +93,7 @@ func New() *Metrics {
 			func() float64 { return unixSeconds(m.Status().Applied) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "replication_reconnects_total",
 			Help: "Replication connections lost and re-established."}, func() float64 { return float64(m.Status().Reconnects) }),
+		newSlotCollector(m),
 	)
 	return m
 }

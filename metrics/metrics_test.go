@@ -52,6 +52,45 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
+func TestReadyzLivez(t *testing.T) {
+	tests := []struct {
+		name      string
+		status    *Status // nil: no source installed
+		path      string
+		wantCode  int
+		wantState string
+	}{
+		{"ready: no bridge yet", nil, "/readyz", http.StatusServiceUnavailable, "starting"},
+		{"ready: source unreachable, not leading", &Status{}, "/readyz", http.StatusServiceUnavailable, "starting"},
+		{"ready: standby", &Status{Standby: true}, "/readyz", http.StatusOK, "standby"},
+		{"ready: leader reconnecting", &Status{Leader: true}, "/readyz", http.StatusServiceUnavailable, "disconnected"},
+		{"ready: streaming", &Status{Leader: true, Streaming: true}, "/readyz", http.StatusOK, "streaming"},
+		{"healthz: standby stays 503", &Status{Standby: true}, "/healthz", http.StatusServiceUnavailable, "standby"},
+		{"live: no bridge yet", nil, "/livez", http.StatusOK, "alive"},
+		{"live: reconnecting", &Status{Leader: true}, "/livez", http.StatusOK, "alive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New()
+			if tt.status != nil {
+				st := *tt.status
+				m.SetStatus(func() Status { return st })
+			}
+			rec := httptest.NewRecorder()
+			m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+			var body struct {
+				State string `json:"state"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %q: %v", rec.Body.String(), err)
+			}
+			if rec.Code != tt.wantCode || body.State != tt.wantState {
+				t.Errorf("%s: %d %s, want %d %s", tt.path, rec.Code, body.State, tt.wantCode, tt.wantState)
+			}
+		})
+	}
+}
+
 func TestMetricsExposition(t *testing.T) {
 	m := New()
 	m.SetStatus(func() Status {

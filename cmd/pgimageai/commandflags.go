@@ -16,6 +16,7 @@ type queryFlags struct {
 	Reason functions.Reason // only this reason; "" = all (errors, retry)
 	Limit  int              // rows to list, 0 = all (errors)
 	Force  bool             // recover a slot that can still stream (recover-slot)
+	Probe  string           // ready, live or leader (health)
 }
 
 // Output formats of --format.
@@ -66,6 +67,14 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 	case "recover-slot":
 		fs.BoolVar(&q.Force, "force", false, "recover the slot even though it can still stream (every rule backfills again)")
 		return func() error { return nil }
+	case "health":
+		fs.StringVar(&q.Probe, "probe", "ready", "what to check: ready (/readyz), live (/livez) or leader (/healthz)")
+		return func() error {
+			if _, ok := probes[q.Probe]; !ok {
+				return fmt.Errorf("--probe must be ready, live or leader, got %q", q.Probe)
+			}
+			return nil
+		}
 	case "retry":
 		filters("all but invalid_rule")
 		return func() error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 )
 
@@ -42,7 +41,7 @@ func (c *config) settings() []setting {
 		{"publication", "PGIMAGEAI_PUBLICATION", "pgimageai", "publication name", &c.Publication},
 		{"metrics-addr", "PGIMAGEAI_METRICS_ADDR", "", "address for Prometheus /metrics and /healthz, e.g. :9187 (default: off)", &c.MetricsAddr},
 		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
-		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "268435456", "bytes of images in flight before reading pauses", &c.byteBudget},
+		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
 	}
 }
 
@@ -78,9 +77,12 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 			*s.dst = s.def
 		}
 	}
-	n, err := strconv.ParseInt(c.byteBudget, 10, 64)
-	if err != nil || n < 1<<20 {
-		return c, fmt.Errorf("%w: --byte-budget must be a number of bytes >= 1048576, got %q", errUsage, c.byteBudget)
+	n, err := parseSize(c.byteBudget)
+	if err != nil {
+		return c, fmt.Errorf("%w: --byte-budget: %v", errUsage, err)
+	}
+	if n < 1<<20 {
+		return c, fmt.Errorf("%w: --byte-budget must be at least 1MiB (1048576 bytes), got %q", errUsage, c.byteBudget)
 	}
 	c.ByteBudget = n
 	if c.LogFormat != "text" && c.LogFormat != "json" {

@@ -38,15 +38,14 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (err error) {
 	// `pgimageai demo | head` must not kill the demo before it cleaned up: a
 	// closed stdout becomes a write error instead of SIGPIPE.
 	signal.Ignore(syscall.SIGPIPE)
-	pg, err := findPostgres(pgBinDirs(), postgresVersion)
-	if err != nil {
-		return err
-	}
 	rows, err := demoRows()
 	if err != nil {
 		return err
 	}
-	cl, err := startCluster(ctx, pg)
+	cl, err := startDemoServer(ctx, os.Getenv)
+	if errors.Is(err, errNoPostgres) || errors.Is(err, errUsage) {
+		return err
+	}
 	if err != nil {
 		return interrupted(ctx, fmt.Errorf("start PostgreSQL: %w", err))
 	}
@@ -65,7 +64,11 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (err error) {
 	if err := cl.Stop(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nStopped PostgreSQL and removed %s. The demo took %.1fs.\n", cl.Dir, time.Since(began).Seconds())
+	removed := cl.Dir
+	if cl.Container != "" {
+		removed = "its container " + shortID(cl.Container)
+	}
+	fmt.Fprintf(stdout, "\nStopped PostgreSQL and removed %s. The demo took %.1fs.\n", removed, time.Since(began).Seconds())
 	fmt.Fprint(stdout, `Next, on your own database (wal_level=logical): pgimageai migrate --dsn "$DSN", insert a model
 and rules into pgimageai.models and pgimageai.rules (see README), then pgimageai run --dsn "$DSN";
 pgimageai status and pgimageai errors show how it is doing.
@@ -160,8 +163,14 @@ func (s *demoSession) header(ctx context.Context, conn *pgx.Conn) {
 	version := s.cl.Version
 	_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&version)
 	version, _, _ = strings.Cut(version, " ")
-	fmt.Fprintf(s.stdout, "pgimageai demo: a throwaway PostgreSQL %s (%s) on 127.0.0.1:%d, data in %s\n",
-		version, s.cl.BinDir, s.cl.Port, s.cl.Dir)
+	if s.cl.Container != "" {
+		fmt.Fprintf(s.stdout, "pgimageai demo: a throwaway PostgreSQL %s in Docker, container %s of image %s (%s), on 127.0.0.1:%d\n"+
+			"(no PostgreSQL server binaries on this machine, or %s=docker)\n",
+			version, shortID(s.cl.Container), s.cl.Image, s.cl.ImageHow, s.cl.Port, demoServerEnv)
+	} else {
+		fmt.Fprintf(s.stdout, "pgimageai demo: a throwaway PostgreSQL %s (%s) on 127.0.0.1:%d, data in %s\n",
+			version, s.cl.BinDir, s.cl.Port, s.cl.Dir)
+	}
 	if s.cl.As != nil {
 		fmt.Fprintf(s.stdout, "(running as root, so PostgreSQL runs as user %s)\n", s.cl.As.Name)
 	}

@@ -174,6 +174,10 @@ type cluster struct {
 	Port int
 	As   *account // nil = the current user
 
+	// In Docker (startDockerCluster): the container, its image and how it was chosen;
+	// Dir is empty then.
+	Container, Image, ImageHow string
+
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when postgres exited
 	stopOnce sync.Once
@@ -326,6 +330,10 @@ func (c *cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 
 // logTail returns the last lines of the server log.
 func (c *cluster) logTail() string {
+	if c.Container != "" {
+		out, _ := exec.Command("docker", "logs", "--tail", "10", c.Container).CombinedOutput()
+		return strings.TrimSpace(string(out))
+	}
 	b, _ := os.ReadFile(c.logFile())
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-10):], "\n")
@@ -335,6 +343,10 @@ func (c *cluster) logTail() string {
 // kill, if it lingers) and deletes the temporary directory.
 func (c *cluster) Stop() error {
 	c.stopOnce.Do(func() {
+		if c.Container != "" {
+			c.stopErr = c.stopContainer()
+			return
+		}
 		if c.cmd != nil && c.cmd.Process != nil {
 			for _, s := range []struct {
 				sig  os.Signal

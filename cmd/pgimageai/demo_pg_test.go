@@ -90,3 +90,29 @@ func TestServerEnv(t *testing.T) {
 		t.Errorf("got %v, want %s", got, want)
 	}
 }
+
+func TestDemoServerMode(t *testing.T) {
+	tests := []struct {
+		value, want, wantErr string
+	}{
+		{"", "auto", ""},
+		{"auto", "auto", ""},
+		{"local", "local", ""},
+		{"docker", "docker", ""},
+		{"podman", "", "must be auto, local or docker"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			got, err := demoServerMode(func(string) string { return tt.value })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, errUsage) {
+					t.Fatalf("demoServerMode(%q) = %q, %v; want a usage error %q", tt.value, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("demoServerMode(%q) = %q, %v; want %q", tt.value, got, err, tt.want)
+			}
+		})
+	}
+}

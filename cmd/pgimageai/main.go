@@ -38,15 +38,17 @@ Commands:
              after the slot was invalidated (wal_status lost) or dropped: drop and re-create it,
              delete results of source rows deleted meanwhile, make every rule backfill [--force]
   demo       one command, no setup: throwaway PostgreSQL, sample images, the bridge, the results
+  health     exit 0 when the metrics endpoint of a running bridge says ready (a container health
+             check) [--probe ready|live|leader]
 
 Settings (flag or environment):
   --dsn           PGIMAGEAI_DSN           source database (default: libpq PG* variables)
   --target-dsn    PGIMAGEAI_TARGET_DSN    target database (default: the source)
   --slot          PGIMAGEAI_SLOT          replication slot (default pgimageai)
   --publication   PGIMAGEAI_PUBLICATION   publication (default pgimageai)
-  --metrics-addr  PGIMAGEAI_METRICS_ADDR  Prometheus /metrics and /healthz address
+  --metrics-addr  PGIMAGEAI_METRICS_ADDR  Prometheus /metrics, /healthz, /readyz and /livez address
   --log-format    PGIMAGEAI_LOG_FORMAT    text (default) or json
-  --byte-budget   PGIMAGEAI_BYTE_BUDGET   bytes of images in flight (default 268435456 = 256 MiB)
+  --byte-budget   PGIMAGEAI_BYTE_BUDGET   image bytes in flight (default 256MiB; units B, kB, MB, GB, KiB, MiB, GiB)
 
 Exit codes: 0 done, 1 runtime failure, 2 usage or configuration error.
 Run 'pgimageai <command> --help' for a command's flags.
@@ -75,6 +77,7 @@ var commands = map[string]command{
 	"retry":        retry,
 	"recover-slot": recoverSlot,
 	"demo":         demo,
+	"health":       health,
 }
 
 // run executes the command line and returns the exit code.

@@ -19,13 +19,16 @@ func TestParseConfig(t *testing.T) {
 		want    config
 		wantErr string
 	}{
-		{"defaults", nil, nil, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "268435456"}, ""},
+		{"defaults", nil, nil, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB"}, ""},
 		{"env", nil, map[string]string{"PGIMAGEAI_DSN": "postgres://a/b", "PGIMAGEAI_SLOT": "s1", "PGIMAGEAI_LOG_FORMAT": "json"},
-			config{DSN: "postgres://a/b", Slot: "s1", Publication: "pgimageai", LogFormat: "json", ByteBudget: 256 << 20, byteBudget: "268435456"}, ""},
+			config{DSN: "postgres://a/b", Slot: "s1", Publication: "pgimageai", LogFormat: "json", ByteBudget: 256 << 20, byteBudget: "256MiB"}, ""},
 		{"flag beats env", []string{"--slot", "s2", "--target-dsn=postgres://t/db"}, map[string]string{"PGIMAGEAI_SLOT": "s1"},
-			config{TargetDSN: "postgres://t/db", Slot: "s2", Publication: "pgimageai", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "268435456"}, ""},
+			config{TargetDSN: "postgres://t/db", Slot: "s2", Publication: "pgimageai", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB"}, ""},
 		{"byte budget", []string{"--byte-budget", "67108864"}, nil, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text", ByteBudget: 64 << 20, byteBudget: "67108864"}, ""},
-		{"byte budget too small", []string{"--byte-budget", "10"}, nil, config{}, "--byte-budget must be"},
+		{"byte budget with a unit", []string{"--byte-budget", "1.5GiB"}, nil, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text", ByteBudget: 3 << 29, byteBudget: "1.5GiB"}, ""},
+		{"byte budget from env with a unit", nil, map[string]string{"PGIMAGEAI_BYTE_BUDGET": "64Mi"}, config{Slot: "pgimageai", Publication: "pgimageai", LogFormat: "text", ByteBudget: 64 << 20, byteBudget: "64Mi"}, ""},
+		{"byte budget too small", []string{"--byte-budget", "10"}, nil, config{}, "--byte-budget must be at least 1MiB"},
+		{"byte budget bad unit", []string{"--byte-budget", "256MeB"}, nil, config{}, "is not a size"},
 		{"bad log format", []string{"--log-format", "xml"}, nil, config{}, "--log-format must be text or json"},
 		{"unknown flag", []string{"--nope"}, nil, config{}, "flag provided but not defined"},
 		{"stray argument", []string{"extra"}, nil, config{}, `unexpected argument "extra"`},

@@ -55,6 +55,9 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 			return fmt.Errorf("%w: --metrics-addr: %v", errUsage, err)
 		}
 		m = metrics.New()
+		slots := &slotReader{dsn: c.DSN, slot: c.Slot}
+		defer slots.close()
+		m.SetSlotSource(slots.read)
 		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -66,7 +69,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 		}()
-		log.Info("metrics endpoint listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz")
+		log.Info("metrics endpoint listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz /livez")
 	}
 	// The byte budget bounds live image bytes; a soft memory limit keeps the
 	// garbage collector from letting the heap grow to twice that. An explicit
