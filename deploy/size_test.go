@@ -8,9 +8,9 @@ import (
 
 // headroom is what pgimageai adds to the byte budget for its soft memory limit when
 // GOMEMLIMIT is unset (cmd/pgimageai/run.go memoryHeadroom).
-const headroom = 96 << 20
+const headroom = 24 << 20
 
-// mustSize parses the IEC sizes the deployment files use: 256MiB, 256Mi, 448m (compose).
+// mustSize parses the IEC sizes the deployment files use: 256MiB, 256Mi, 384m (compose).
 func mustSize(t *testing.T, s string) int64 {
 	t.Helper()
 	units := []struct {

@@ -315,7 +315,6 @@ func TestDroppedTargetRecreated(t *testing.T) {
 	}
 }
 
-
 // newFakeEmbedder serves vLLM's POST /v1/embeddings for chat-style image
 // input (vLLM's OpenAI-compatible server, "Embeddings API" with messages:
 // docs.vllm.ai/en/latest/serving/openai_compatible_server.html) with vectors

@@ -40,7 +40,7 @@ func exported(t *testing.T) map[string]bool {
 	m.Call("r", "m", "ok", time.Second)
 	m.Retry("m")
 	m.CacheHit("r")
-	m.Written(map[string]int{"upsert": 1}, map[string]int{"empty_image": 1}, time.Now())
+	m.Written(map[string]int{"upsert": 1}, map[string]int{"empty_image": 1})
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
