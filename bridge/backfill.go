@@ -2,10 +2,11 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -236,7 +237,12 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 		}
 	}()
 	wait := 200 * time.Millisecond
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// A page's marker names it by a secret nonce: any role may emit a
+	// logical decoding message with the marker's prefix, but none can name a
+	// page the bridge read (SPEC §5b).
+	var nonce [16]byte
+	rand.Read(nonce[:])
+	run := hex.EncodeToString(nonce[:])
 	seq := 0
 	for ctx.Err() == nil {
 		if conn == nil || conn.IsClosed() {

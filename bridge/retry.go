@@ -10,25 +10,32 @@ import (
 	"github.com/pgimageai/pgimageai/replication"
 )
 
-// retryPrefix is the prefix of the logical decoding message with which
-// `pgimageai retry` asks the bridge to reprocess the rows behind open errors.
-const retryPrefix = "pgimageai.retry"
-
-// retryFilter is the message's content: optional filters.
+// retryFilter is a retry request's filters; "" matches everything.
 type retryFilter struct {
-	Rule   string `json:"rule,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Rule   string
+	Reason string
 }
 
-// retry reprocesses, inside the message's transaction, the current source
+// retryRequest handles a row inserted into pgimageai.retry_requests, which
+// `pgimageai retry` writes: only roles granted INSERT on it (operators) can
+// ask the bridge to pay for calls again (SPEC §5b).
+func (e *engine) retryRequest(ctx context.Context, ch *replication.Change) error {
+	r := tupleReader{e.typeMap, ch.Relation, ch.New}
+	var f retryFilter
+	var err error
+	if f.Rule, err = r.text("rule"); err != nil {
+		return fmt.Errorf("retry request at %s: %w", ch.LSN, err)
+	}
+	if f.Reason, err = r.text("reason"); err != nil {
+		return fmt.Errorf("retry request at %s: %w", ch.LSN, err)
+	}
+	return e.retry(ctx, f, ch.LSN)
+}
+
+// retry reprocesses, inside the request's transaction, the current source
 // rows behind the open errors (other than invalid_rule) that match the
 // filter. A row that no longer exists has its errors resolved.
-func (e *engine) retry(ctx context.Context, m *replication.Message) error {
-	var f retryFilter
-	if err := json.Unmarshal(m.Content, &f); err != nil {
-		e.log.Error("ignoring malformed retry message", "lsn", m.LSN.String(), "err", err)
-		return nil
-	}
+func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) error {
 	// Read first, on connections that may need to be re-established, and
 	// only then add the items: a failed read is simply read again.
 	type retryRows struct {
@@ -89,7 +96,7 @@ GROUP BY rule ORDER BY rule`, f.Rule, f.Reason)
 			if err != nil {
 				return err
 			}
-			it.lsn = m.LSN
+			it.lsn = lsn
 			if err := e.emit(ctx, pos, it); err != nil {
 				return err
 			}
@@ -109,7 +116,7 @@ GROUP BY rule ORDER BY rule`, f.Rule, f.Reason)
 			}
 		}
 	}
-	e.log.Info("retry", "lsn", m.LSN.String(), "rule", f.Rule, "reason", f.Reason, "rows", n)
+	e.log.Info("retry", "lsn", lsn.String(), "rule", f.Rule, "reason", f.Reason, "rows", n)
 	return nil
 }
 
