@@ -82,6 +82,13 @@ type call struct {
 	key    *cacheKey // the call's identity; nil when no provider was asked
 }
 
+// failedCall is a call that failed before any provider was asked.
+func failedCall(err error, size int, head []byte) *call {
+	c := &call{done: make(chan struct{}), result: functions.Result{Null: true}, err: err, size: size, head: head}
+	close(c.done)
+	return c
+}
+
 func (c *call) ready() bool {
 	select {
 	case <-c.done:
