@@ -106,3 +106,50 @@ func TestControlIsAPrivilege(t *testing.T) {
 		t.Errorf("stop: %v", err)
 	}
 }
+
+// TestReadsBoundedByBytes: a backfill and a retry over 40 images of 1 MiB
+// read them in pages cut by bytes (16 MiB) as well as rows, and an image over
+// max_image_bytes is never fetched: it is a too_large row with its length
+// and head, again on retry, without a call.
+func TestReadsBoundedByBytes(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	ai.Set(0, func(aiRequest) (int, string) { return http.StatusBadRequest, "refused" })
+	s.model(t, "vision", ai, `{"max_image_bytes": 2097152}`)
+	const mib = 1 << 20
+	s.exec(t, fmt.Sprintf(`INSERT INTO public.photos (id, img)
+SELECT i, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5(i::text), %d), 'hex') FROM generate_series(1, 40) AS i`, mib/16))
+	s.exec(t, fmt.Sprintf(`INSERT INTO public.photos (id, img)
+VALUES (41, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5('big'), %d), 'hex'))`, 3*mib/16))
+	_, stop := s.start(t, s.config(t))
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	waitFor(t, 60*time.Second, "the backfill", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done' AND rows_done = 41") == 1
+	})
+	s.sync(t, 30*time.Second)
+	if n := ai.Count(); n != 40 {
+		t.Errorf("%d requests for 40 images within max_image_bytes, want 40", n)
+	}
+	tooLarge := func(attempts int) {
+		t.Helper()
+		if n := queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE reason = 'too_large' AND resolved_at IS NULL
+AND source_key = '{"id": 41}' AND image_bytes = $1 AND substring(image_head FROM 1 FOR 8) = '\x89504e470d0a1a0a'::bytea AND attempts = $2`,
+			8+3*mib, attempts); n != 1 {
+			t.Errorf("want one open too_large row for id 41 with its length, head and %d attempts", attempts)
+		}
+	}
+	tooLarge(1)
+	ai.Set(0, nil)
+	runCLI(t, s, "retry", "--rule", "caption")
+	waitFor(t, 60*time.Second, "the retry", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE caption LIKE 'caption:%'") == 40
+	})
+	s.sync(t, 30*time.Second)
+	if n := ai.Count(); n != 80 {
+		t.Errorf("%d requests after the retry, want 80 (40 again; the too large one never)", n)
+	}
+	tooLarge(2)
+	if err := stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+}
