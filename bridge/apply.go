@@ -129,11 +129,12 @@ func (b *batch) countUsage(r *Rule, u provider.Usage) {
 
 // final returns the batch's ops: the OwnWrites marker first when the batch
 // writes to a source table (write-back), so that the bridge ignores those
-// changes when it reads them back from the WAL, and the usage last.
-func (b *batch) final() []sink.Op {
+// changes when it reads them back from the WAL (note receives the
+// transaction's ID), and the usage last.
+func (b *batch) final(note func(xid uint32)) []sink.Op {
 	ops := b.ops
 	if b.own {
-		ops = append([]sink.Op{sink.OwnWrites{}}, ops...)
+		ops = append([]sink.Op{sink.OwnWrites{Note: note}}, ops...)
 	}
 	for _, u := range b.usage {
 		ops = append(ops, *u)

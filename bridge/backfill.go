@@ -2,10 +2,11 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -43,58 +44,110 @@ type page struct {
 	applied     chan struct{} // closed when the engine applied the page
 }
 
+// pageBytes bounds the image bytes one page (or one retry read) fetches,
+// beside its row limit: a page stops at the row that crosses it (SPEC §5b:
+// reads are bounded by bytes before they are made).
+const pageBytes = 16 << 20
+
 type pageRow struct {
 	key     []any
 	keyJSON []byte
 	img     []byte
 	valid   bool   // false: NULL image
+	size    int    // the image's length, also when it was not fetched
+	over    bool   // larger than max_image_bytes: its bytes were not fetched
+	head    []byte // its first 16 bytes
 	prompt  string // the rule's prompt, rendered for the row
+	ord     int64  // its key's ordinal in a retry's list
 }
 
-// rowQuery selects rule's source rows: key columns and the image.
+// rowQuery selects rule's source rows: key columns, the image (only when
+// within max_image_bytes), its length and head, and the template's columns.
 type rowQuery struct {
 	sql  string
 	keys int
+	cut  bool // the last column is the number of rows before the byte cut
+	ord  bool // after the template's columns: the row's ordinal
+}
+
+// rowColumns returns the select list of a row query over source alias s:
+// the key columns as k0…, the image as img (NULL when over max), its length
+// n and head, the template's columns as t0…; and the key aliases.
+func rowColumns(r *Rule) (cols string, keys []string) {
+	img := "s." + pgx.Identifier{r.ImageColumn}.Sanitize()
+	var parts []string
+	for i, k := range r.KeyColumns {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+		parts = append(parts, fmt.Sprintf("s.%s AS k%d", pgx.Identifier{k.Name}.Sanitize(), i))
+	}
+	parts = append(parts, fmt.Sprintf("CASE WHEN octet_length(%[1]s) <= %[2]d THEN %[1]s END AS img, octet_length(%[1]s) AS n, substring(%[1]s FROM 1 FOR 16) AS head",
+		img, r.Fn.MaxImageBytes()))
+	if r.Template != nil {
+		for i, c := range r.Template.columns {
+			parts = append(parts, fmt.Sprintf("s.%s AS t%d", pgx.Identifier{c}.Sanitize(), i))
+		}
+	}
+	return strings.Join(parts, ", "), keys
+}
+
+// templateColumns is how many columns r's prompt names.
+func templateColumns(r *Rule) int {
+	if r.Template == nil {
+		return 0
+	}
+	return len(r.Template.columns)
+}
+
+// sourceKeys returns r's key columns, quoted and prefixed with alias.
+func sourceKeys(r *Rule, alias string) string {
+	var keys []string
+	for _, k := range r.KeyColumns {
+		keys = append(keys, alias+pgx.Identifier{k.Name}.Sanitize())
+	}
+	return strings.Join(keys, ", ")
+}
+
+// fetched is what a row counts against pageBytes: its image bytes when they
+// are fetched.
+func fetched(r *Rule) string {
+	return fmt.Sprintf("CASE WHEN p.n <= %d THEN p.n ELSE 0 END", r.Fn.MaxImageBytes())
 }
 
 // backfillSQL returns the keyset page query of r: rows after the key given
 // as source_key JSON ($1, NULL for the first page) up to the stop key ($2),
-// in key order.
+// in key order, at most backfillPage rows and — beyond the first row —
+// pageBytes of images. Its last column is how many rows the row limit
+// alone would give, so that a page cut by bytes is not taken for the last.
 // jsonb_populate_record turns that JSON back into the key's own types.
 func backfillSQL(r *Rule) rowQuery {
-	cols, keys := selectList(r)
+	cols, keys := rowColumns(r)
 	table := r.Source.Identifier().Sanitize()
-	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf(`SELECT %s FROM %s AS s
-WHERE ($1::jsonb IS NULL OR (%[3]s) > (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $1::jsonb) AS k))
-  AND (%[3]s) <= (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $2::jsonb) AS k)
-ORDER BY %[3]s LIMIT %[5]d`, cols, table, prefixed("s.", keys), prefixed("k.", keys), backfillPage)}
+	src := sourceKeys(r, "s.")
+	kk := sourceKeys(r, "k.")
+	order := strings.Join(keys, ", ")
+	return rowQuery{keys: len(r.KeyColumns), cut: true, sql: fmt.Sprintf(`SELECT q.* FROM (
+  SELECT p.*, sum(%[7]s) OVER (ORDER BY %[6]s ROWS UNBOUNDED PRECEDING) - %[7]s AS before, count(*) OVER () AS total
+  FROM (SELECT %[1]s FROM %[2]s AS s
+    WHERE ($1::jsonb IS NULL OR (%[3]s) > (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $1::jsonb) AS k))
+      AND (%[3]s) <= (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $2::jsonb) AS k)
+    ORDER BY %[3]s LIMIT %[5]d) AS p
+) AS q WHERE q.before < %[8]d ORDER BY %[6]s`, cols, table, src, kk, backfillPage, order, fetched(r), pageBytes)}
 }
 
 // byKeysSQL returns the query of r's source rows whose keys are in the JSON
-// array $1 of source_key objects.
+// array $1 of source_key objects, after its ordinal $2 (from 1), in the
+// array's order, each with its ordinal: at most backfillPage rows and —
+// beyond the first row — pageBytes of images.
 func byKeysSQL(r *Rule) rowQuery {
-	cols, keys := selectList(r)
+	cols, _ := rowColumns(r)
 	table := r.Source.Identifier().Sanitize()
-	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf(`SELECT %s FROM %s AS s
-WHERE (%s) IN (SELECT %s FROM jsonb_populate_recordset(NULL::%s, $1::jsonb) AS k)`,
-		cols, table, prefixed("s.", keys), prefixed("k.", keys), table)}
-}
-
-// selectList returns the columns a row query reads: the key, the image and
-// the columns the prompt names.
-func selectList(r *Rule) (cols string, keys []string) {
-	for _, k := range r.KeyColumns {
-		keys = append(keys, pgx.Identifier{k.Name}.Sanitize())
-	}
-	cols = prefixed("s.", keys) + ", s." + pgx.Identifier{r.ImageColumn}.Sanitize()
-	if r.Template != nil {
-		var named []string
-		for _, c := range r.Template.columns {
-			named = append(named, pgx.Identifier{c}.Sanitize())
-		}
-		cols += ", " + prefixed("s.", named)
-	}
-	return cols, keys
+	return rowQuery{keys: len(r.KeyColumns), cut: true, ord: true, sql: fmt.Sprintf(`SELECT q.* FROM (
+  SELECT p.*, sum(%[6]s) OVER (ORDER BY p.ord ROWS UNBOUNDED PRECEDING) - %[6]s AS before, count(*) OVER () AS total
+  FROM (SELECT %[1]s, j.ord FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(key, ord)
+    CROSS JOIN LATERAL jsonb_populate_record(NULL::%[2]s, j.key) AS k
+    JOIN %[2]s AS s ON (%[3]s) = (%[4]s)
+    WHERE j.ord > $2 ORDER BY j.ord LIMIT %[5]d) AS p
+) AS q WHERE q.before < %[7]d ORDER BY q.ord`, cols, table, sourceKeys(r, "s."), sourceKeys(r, "k."), backfillPage, fetched(r), pageBytes)}
 }
 
 func prefixed(p string, names []string) string {
@@ -109,39 +162,58 @@ func prefixed(p string, names []string) string {
 // type map: a pgtype.Map belongs to one goroutine, and a backfill worker
 // reads on its own connection.
 func readRows(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQuery, args ...any) ([]pageRow, error) {
+	rows, _, err := readPage(ctx, conn, r, q, args...)
+	return rows, err
+}
+
+// readPage is readRows that also returns, for a query cut by bytes, how many
+// rows the row limit alone would have given.
+func readPage(ctx context.Context, conn *pgx.Conn, r *Rule, q rowQuery, args ...any) (out []pageRow, total int, err error) {
 	typeMap := conn.TypeMap()
 	rows, err := conn.Query(ctx, q.sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
-	var out []pageRow
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		pr := pageRow{key: vals[:q.keys]}
-		if img, ok := vals[q.keys].([]byte); ok {
-			pr.img, pr.valid = img, true
+		if n, ok := vals[q.keys+1].(int32); ok { // octet_length: NULL for a NULL image
+			pr.valid, pr.size, pr.over = true, int(n), int64(n) > r.Fn.MaxImageBytes()
+			pr.head, _ = vals[q.keys+2].([]byte)
+			if !pr.over {
+				if pr.img, _ = vals[q.keys].([]byte); pr.img == nil {
+					pr.img = []byte{}
+				}
+			}
 		}
 		pr.prompt = r.Prompt
 		if r.Template != nil {
 			named := map[string]string{}
 			for i, name := range r.Template.columns {
 				c, _ := r.Source.Column(name)
-				if named[name], err = textOf(typeMap, c.TypeOID, vals[q.keys+1+i]); err != nil {
-					return nil, err
+				if named[name], err = textOf(typeMap, c.TypeOID, vals[q.keys+3+i]); err != nil {
+					return nil, 0, err
 				}
 			}
 			pr.prompt = r.Template.render(named)
 		}
 		if pr.keyJSON, err = sink.KeyJSON(typeMap, r.KeyColumns, pr.key); err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		if q.ord {
+			pr.ord, _ = vals[q.keys+3+templateColumns(r)].(int64)
+		}
+		if q.cut {
+			n, _ := vals[len(vals)-1].(int64)
+			total = int(n)
 		}
 		out = append(out, pr)
 	}
-	return out, rows.Err()
+	return out, total, rows.Err()
 }
 
 // startBackfill starts or resumes the backfill of r, unless it is done for
@@ -199,13 +271,13 @@ ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.
 
 // lastRowSQL selects the row of r's source table with the greatest key.
 func lastRowSQL(r *Rule) rowQuery {
-	cols, keys := selectList(r)
+	cols, _ := rowColumns(r)
+	var desc []string
+	for _, k := range r.KeyColumns {
+		desc = append(desc, "s."+pgx.Identifier{k.Name}.Sanitize()+" DESC")
+	}
 	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf("SELECT %s FROM %s AS s ORDER BY %s LIMIT 1",
-		cols, r.Source.Identifier().Sanitize(), descending(prefixed("s.", keys)))}
-}
-
-func descending(list string) string {
-	return strings.ReplaceAll(list, ", ", " DESC, ") + " DESC"
+		cols, r.Source.Identifier().Sanitize(), strings.Join(desc, ", "))}
 }
 
 func nullable(b []byte) any {
@@ -236,7 +308,12 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 		}
 	}()
 	wait := 200 * time.Millisecond
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// A page's marker names it by a secret nonce: any role may emit a
+	// logical decoding message with the marker's prefix, but none can name a
+	// page the bridge read (SPEC §5b).
+	var nonce [16]byte
+	rand.Read(nonce[:])
+	run := hex.EncodeToString(nonce[:])
 	seq := 0
 	for ctx.Err() == nil {
 		if conn == nil || conn.IsClosed() {
@@ -248,7 +325,7 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 			}
 			conn = c
 		}
-		rows, err := readRows(ctx, conn, r, q, nullable(last), string(stop))
+		rows, total, err := readPage(ctx, conn, r, q, nullable(last), string(stop))
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("backfill: page failed; retrying", "rule", r.Name, "err", err)
@@ -259,7 +336,7 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 		wait = 200 * time.Millisecond
 		seq++
 		p := &page{id: fmt.Sprintf("%s/%s/%d", r.Name, run, seq), rule: r.Name, fingerprint: r.Fingerprint,
-			rows: rows, done: len(rows) < backfillPage, applied: make(chan struct{})}
+			rows: rows, done: total < backfillPage && len(rows) == total, applied: make(chan struct{})}
 		if len(rows) > 0 {
 			p.lastKey = rows[len(rows)-1].keyJSON
 		}
@@ -374,7 +451,11 @@ func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow, fresh boo
 	if r.Template != nil {
 		e.memo.set(r.Name, row.keyJSON, row.prompt)
 	}
-	if row.valid {
+	switch {
+	case row.over:
+		// Not fetched: a too_large errors row, with the length and head.
+		it.call = failedCall(r.Fn.TooLarge(row.size, row.head), row.size, row.head)
+	case row.valid:
 		var err error
 		if it.call, err = e.start(ctx, r, row.img, row.prompt, fresh); err != nil {
 			return item{}, err

@@ -235,16 +235,27 @@ func (b *Bridge) lead(ctx context.Context) error {
 		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
 		pending: map[string]*page{}, backfilled: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
 	}
-	for _, name := range []string{"pgimageai.rules", "pgimageai.models"} {
+	for _, name := range []string{"pgimageai.rules", "pgimageai.models", "pgimageai.retry_requests"} {
 		var oid uint32
 		if err := src.QueryRow(ctx, "SELECT $1::regclass::oid", name).Scan(&oid); err != nil {
 			return fmt.Errorf("%s: %w (run pgimageai migrate first)", name, err)
 		}
-		eng.config[oid] = true
-		if name == "pgimageai.models" {
+		switch name {
+		case "pgimageai.retry_requests":
+			eng.retries = oid
+		case "pgimageai.models":
 			eng.models = oid
+			fallthrough
+		default:
+			eng.config[oid] = true
 		}
 	}
+	// The bridge's own write-back transactions that the slot may send again.
+	xids, err := sink.OwnXacts(ctx, tgt)
+	if err != nil {
+		return err
+	}
+	eng.own = newOwnXacts(xids)
 	// The publication goes first: pgoutput refuses to decode from before
 	// its publication existed. Backfills read rows only once the slot exists.
 	live.deferring = true
@@ -290,7 +301,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	defer stopLanes()
 	eng.lanes = &lanes{
 		log: log, budget: eng.budget, tracker: eng.tracker, metrics: cfg.Metrics, maxOps: cfg.BatchOps,
-		backoff: 200 * time.Millisecond, ctx: laneCtx, repaired: make(chan string, 16),
+		backoff: 200 * time.Millisecond, ctx: laneCtx, repaired: make(chan string, 16), own: eng.own.add,
 		newWriter: func(lane string) laneWriter { return sink.NewWriter(nil, cfg.TargetDSN, cfg.Slot, lane) },
 	}
 	eng.lanes.repair = func(ctx context.Context, lane string) error {

@@ -53,9 +53,30 @@ func (c *checkpointer) run(ctx context.Context) error {
 				}
 			}
 		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			return c.store(sctx)
+			return c.final(context.WithoutCancel(ctx))
+		}
+	}
+}
+
+// final stores the checkpoint a last time, on a fresh session when the
+// last one broke, for up to 10 s. A failure is logged, not returned: every
+// lane's own checkpoint is stored already, so a restart only reads again
+// what the lanes then skip.
+func (c *checkpointer) final(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	wait := 100 * time.Millisecond
+	for {
+		err := c.store(ctx)
+		if err == nil || errors.Is(err, ErrLeadershipLost) {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+			wait *= 2
+		case <-ctx.Done():
+			c.log.Warn("storing the checkpoint at stop failed; the next run reads again from the slot's position", "err", err)
+			return nil
 		}
 	}
 }

@@ -82,6 +82,13 @@ type call struct {
 	key    *cacheKey // the call's identity; nil when no provider was asked
 }
 
+// failedCall is a call that failed before any provider was asked.
+func failedCall(err error, size int, head []byte) *call {
+	c := &call{done: make(chan struct{}), result: functions.Result{Null: true}, err: err, size: size, head: head}
+	close(c.done)
+	return c
+}
+
 func (c *call) ready() bool {
 	select {
 	case <-c.done:
@@ -132,6 +139,8 @@ type engine struct {
 	cache      *cache
 	lanes      *lanes
 	tracker    *tracker
+	own        *ownXacts       // IDs of the bridge's own write-back transactions
+	retries    uint32          // OID of pgimageai.retry_requests
 	callCtx    context.Context // calls outlive a graceful stop's cancellation
 	open       *openTxn
 	resumed    *openTxn                 // the transaction cut off by a Reset, sent again next
@@ -165,7 +174,8 @@ func (e *engine) handle(ctx context.Context, ev replication.Event) error {
 			e.log.Warn("the transaction cut off by a reconnect was not sent again", "commit_lsn", r.final.String(), "next", ev.FinalLSN.String())
 			e.tracker.abandon(r.rec)
 		}
-		e.open = &openTxn{final: ev.FinalLSN, commitTime: ev.CommitTime, rec: e.tracker.begin(ev.CommitTime)}
+		e.open = &openTxn{final: ev.FinalLSN, commitTime: ev.CommitTime, rec: e.tracker.begin(ev.CommitTime),
+			own: e.own.take(ev.XID)}
 	case *replication.Change:
 		if e.open == nil {
 			return fmt.Errorf("change at %s outside a transaction", ev.LSN)
@@ -193,12 +203,9 @@ func (e *engine) handle(ctx context.Context, ev replication.Event) error {
 			return nil
 		}
 		e.open.event++
-		switch ev.Prefix {
-		case sink.OwnPrefix:
-			e.open.own = true
-		case retryPrefix:
-			return e.retry(ctx, ev)
-		case backfillPrefix:
+		if ev.Prefix == backfillPrefix {
+			// Only a marker of a page the bridge read itself does
+			// anything; its ID holds a secret nonce (see page).
 			return e.page(ctx, ev)
 		}
 	case replication.Reset:
@@ -267,6 +274,12 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 	if e.config[ch.Relation.OID] {
 		e.open.config = append(e.open.config, configChange{models: ch.Relation.OID == e.models, ch: ch})
 		return nil
+	}
+	if ch.Relation.OID == e.retries && e.retries != 0 {
+		if ch.Op != replication.Insert {
+			return nil
+		}
+		return e.retryRequest(ctx, ch)
 	}
 	rules := e.rules[ch.Relation.OID]
 	if len(rules) == 0 || e.open.own {

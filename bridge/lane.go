@@ -49,6 +49,7 @@ type lane struct {
 	// lane's name goes on repaired so that the engine backfills its rules.
 	repair   func(ctx context.Context, lane string) error
 	repaired chan<- string
+	own      func(xid uint32) // receives the IDs of write-back transactions
 
 	mu     sync.Mutex
 	queue  []item
@@ -70,7 +71,7 @@ type laneStat struct {
 
 func newLane(name string, w laneWriter, l *lanes) *lane {
 	return &lane{name: name, log: l.log, w: w, budget: l.budget, tracker: l.tracker, metrics: l.metrics,
-		maxOps: l.maxOps, backoff: l.backoff, repair: l.repair, repaired: l.repaired, wake: make(chan struct{}, 1)}
+		maxOps: l.maxOps, backoff: l.backoff, repair: l.repair, repaired: l.repaired, own: l.own, wake: make(chan struct{}, 1)}
 }
 
 // push appends an item at the end of the lane.
@@ -157,7 +158,7 @@ func (l *lane) write(ctx context.Context, items []item) error {
 	for i := range items {
 		b.add(&items[i])
 	}
-	ops := b.final()
+	ops := b.final(l.own)
 	last := items[len(items)-1]
 	wait := l.backoff
 	for attempt := 1; ; attempt++ {
@@ -236,7 +237,8 @@ type lanes struct {
 	maxOps    int
 	backoff   time.Duration
 	repair    func(ctx context.Context, lane string) error
-	repaired  chan string     // lanes whose target was re-created, for the engine
+	repaired  chan string // lanes whose target was re-created, for the engine
+	own       func(xid uint32)
 	ctx       context.Context // the lanes' goroutines end with it
 
 	mu   sync.Mutex

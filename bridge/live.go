@@ -357,7 +357,7 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 // owner must run, while the other rules go on. The periodic re-check picks
 // such a rule up once the owner has added its table.
 func (l *liveConfig) publish(ctx context.Context, valid []*Rule, invalid []InvalidRule, config map[uint32]bool) ([]*Rule, []InvalidRule, error) {
-	tables := []pgx.Identifier{{"pgimageai", "rules"}, {"pgimageai", "models"}}
+	tables := []pgx.Identifier{{"pgimageai", "rules"}, {"pgimageai", "models"}, {"pgimageai", "retry_requests"}}
 	seen := map[uint32]bool{}
 	for _, r := range valid {
 		if !seen[r.Source.OID] {

@@ -10,64 +10,59 @@ import (
 	"github.com/pgimageai/pgimageai/replication"
 )
 
-// retryPrefix is the prefix of the logical decoding message with which
-// `pgimageai retry` asks the bridge to reprocess the rows behind open errors.
-const retryPrefix = "pgimageai.retry"
-
-// retryFilter is the message's content: optional filters.
+// retryFilter is a retry request's filters; "" matches everything.
 type retryFilter struct {
-	Rule   string `json:"rule,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Rule   string
+	Reason string
 }
 
-// retry reprocesses, inside the message's transaction, the current source
+// retryRequest handles a row inserted into pgimageai.retry_requests, which
+// `pgimageai retry` writes: only roles granted INSERT on it (operators) can
+// ask the bridge to pay for calls again (SPEC §5b).
+func (e *engine) retryRequest(ctx context.Context, ch *replication.Change) error {
+	r := tupleReader{e.typeMap, ch.Relation, ch.New}
+	var f retryFilter
+	var err error
+	if f.Rule, err = r.text("rule"); err != nil {
+		return fmt.Errorf("retry request at %s: %w", ch.LSN, err)
+	}
+	if f.Reason, err = r.text("reason"); err != nil {
+		return fmt.Errorf("retry request at %s: %w", ch.LSN, err)
+	}
+	return e.retry(ctx, f, ch.LSN)
+}
+
+// retryChunk is how many error keys one retry query is given; each query
+// then returns at most backfillPage rows and pageBytes of images.
+const retryChunk = 1000
+
+// retry reprocesses, inside the request's transaction, the current source
 // rows behind the open errors (other than invalid_rule) that match the
 // filter. A row that no longer exists has its errors resolved.
-func (e *engine) retry(ctx context.Context, m *replication.Message) error {
-	var f retryFilter
-	if err := json.Unmarshal(m.Content, &f); err != nil {
-		e.log.Error("ignoring malformed retry message", "lsn", m.LSN.String(), "err", err)
-		return nil
+//
+// The keys are read first; then the rows, in pages bounded by rows and by
+// image bytes (an image over max_image_bytes is not fetched: it is a
+// too_large row), each page routed before the next is read. Every key has a
+// fixed position (its number in the list), so a page read again after a
+// failure routes nothing twice.
+func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) error {
+	type ruleKeys struct {
+		rule string
+		keys []json.RawMessage
 	}
-	// Read first, on connections that may need to be re-established, and
-	// only then add the items: a failed read is simply read again.
-	type retryRows struct {
-		rule  *Rule
-		keys  []json.RawMessage
-		found []pageRow
-	}
-	var todo []retryRows
-	err := e.live.retrying(ctx, "reading the rows to retry", func() error {
-		todo = todo[:0]
-		rows, err := e.live.tgt.Query(ctx, `SELECT rule, jsonb_agg(source_key) FROM pgimageai.errors
+	var batches []ruleKeys
+	err := e.live.retrying(ctx, "reading the errors to retry", func() error {
+		rows, _ := e.live.tgt.Query(ctx, `SELECT rule, jsonb_agg(source_key ORDER BY id) FROM pgimageai.errors
 WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND ($1 = '' OR rule = $1) AND ($2 = '' OR reason = $2)
 GROUP BY rule ORDER BY rule`, f.Rule, f.Reason)
-		if err != nil {
-			return fmt.Errorf("retry: %w", err)
-		}
-		type batch struct {
-			rule string
-			keys []json.RawMessage
-		}
-		batches, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (batch, error) {
-			var b batch
+		var err error
+		batches, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ruleKeys, error) {
+			var b ruleKeys
 			err := r.Scan(&b.rule, &b.keys)
 			return b, err
 		})
 		if err != nil {
 			return fmt.Errorf("retry: %w", err)
-		}
-		for _, b := range batches {
-			r := e.live.valid[b.rule]
-			if r == nil {
-				continue // not running: its errors wait for the rule to be fixed
-			}
-			keys, _ := json.Marshal(b.keys)
-			found, err := readRows(ctx, e.live.src, r, byKeysSQL(r), string(keys))
-			if err != nil {
-				return fmt.Errorf("retry %s: %w", r.Name, err)
-			}
-			todo = append(todo, retryRows{r, b.keys, found})
 		}
 		return nil
 	})
@@ -75,51 +70,72 @@ GROUP BY rule ORDER BY rule`, f.Rule, f.Reason)
 		return err
 	}
 	n, sub := 0, 0
-	for _, t := range todo {
-		seen := map[string]bool{}
-		lane := t.rule.Target.Name()
-		for _, row := range t.found {
-			seen[string(canonicalJSON(row.keyJSON))] = true
-			pos, ok := e.admit(lane, sub)
-			sub++
-			if !ok {
-				continue
-			}
-			it, err := e.resultItem(ctx, t.rule, row, true)
-			if err != nil {
-				return err
-			}
-			it.lsn = m.LSN
-			if err := e.emit(ctx, pos, it); err != nil {
-				return err
-			}
-			n++
+	for _, b := range batches {
+		r := e.live.valid[b.rule]
+		if r == nil {
+			sub += len(b.keys)
+			continue // not running: its errors wait for the rule to be fixed
 		}
-		for _, k := range t.keys {
-			if seen[string(canonicalJSON(k))] {
-				continue
+		lane := r.Target.Name()
+		for lo := 0; lo < len(b.keys); lo += retryChunk {
+			chunk := b.keys[lo:min(lo+retryChunk, len(b.keys))]
+			keys, _ := json.Marshal(chunk)
+			base := sub
+			next := 0 // ordinal (from 1) of the next key to account for
+			// emitMissing resolves the errors of keys base+next.. up to
+			// ordinal upTo (exclusive): their rows are gone.
+			emitMissing := func(upTo int) error {
+				for ; next+1 < upTo; next++ {
+					if pos, ok := e.admit(lane, base+next); ok {
+						if err := e.emit(ctx, pos, item{kind: itemResolve, rule: r, target: r.Target, keyJSON: chunk[next]}); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
 			}
-			pos, ok := e.admit(lane, sub)
-			sub++
-			if !ok {
-				continue
+			var after int64
+			for {
+				var rows []pageRow
+				var total int
+				err := e.live.retrying(ctx, "reading the rows to retry", func() error {
+					var err error
+					rows, total, err = readPage(ctx, e.live.src, r, byKeysSQL(r), string(keys), after)
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				for _, row := range rows {
+					if err := emitMissing(int(row.ord)); err != nil {
+						return err
+					}
+					next = int(row.ord)
+					pos, ok := e.admit(lane, base+int(row.ord)-1)
+					if !ok {
+						continue
+					}
+					it, err := e.resultItem(ctx, r, row, true)
+					if err != nil {
+						return err
+					}
+					it.lsn = lsn
+					if err := e.emit(ctx, pos, it); err != nil {
+						return err
+					}
+					n++
+				}
+				if len(rows) == total { // not cut by bytes: this chunk is done
+					break
+				}
+				after = rows[len(rows)-1].ord
 			}
-			if err := e.emit(ctx, pos, item{kind: itemResolve, rule: t.rule, target: t.rule.Target, keyJSON: k}); err != nil {
+			if err := emitMissing(len(chunk) + 1); err != nil {
 				return err
 			}
+			sub += len(chunk)
 		}
 	}
-	e.log.Info("retry", "lsn", m.LSN.String(), "rule", f.Rule, "reason", f.Reason, "rows", n)
+	e.log.Info("retry", "lsn", lsn.String(), "rule", f.Rule, "reason", f.Reason, "rows", n)
 	return nil
-}
-
-// canonicalJSON re-encodes a JSON object with sorted keys and no spaces, so
-// that keys from the errors table and from KeyJSON compare equal.
-func canonicalJSON(b []byte) []byte {
-	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return b
-	}
-	out, _ := json.Marshal(v)
-	return out
 }

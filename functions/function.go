@@ -85,6 +85,22 @@ type Result struct {
 	Usage  provider.Usage
 }
 
+// MaxImageBytes is the largest image the function sends (the model's
+// max_image_bytes).
+func (f *Function) MaxImageBytes() int64 { return f.opts.MaxImageBytes }
+
+// TooLarge is the too_large error of an image of size bytes starting with
+// head, for an image whose bytes were never read (SPEC §5b: a read is
+// bounded before it is made).
+func (f *Function) TooLarge(size int, head []byte) error {
+	format := "image"
+	if ft, err := magic.Detect(head); err == nil {
+		format = ft.String() + " image"
+	}
+	return &Error{Reason: TooLarge, ImageBytes: size, ImageHead: head,
+		Detail: fmt.Sprintf("%s of %d bytes exceeds max_image_bytes %d of model %s; it was not read", format, size, f.opts.MaxImageBytes, f.model)}
+}
+
 // Check validates an image without calling the provider: the NULL, empty,
 // format, size and allowed-format rows of SPEC §3. It returns the detected
 // format, or an *Error.

@@ -284,21 +284,18 @@ func TestCLIErrors(t *testing.T) {
 	}
 }
 
-// retryMessage is a logical decoding message as the test_decoding plugin
-// shows it.
-var retryMessage = regexp.MustCompile(`^message: transactional: 1 prefix: pgimageai\.retry, sz: \d+ content:(.*)$`)
-
-// retryMessages consumes the changes of the test_decoding slot and returns the
-// content of each retry message by its LSN.
-func retryMessages(t *testing.T, conn *pgx.Conn, slot string) map[pglogrepl.LSN]string {
+// retryRequests consumes the changes of the test_decoding slot and returns
+// each row inserted into pgimageai.retry_requests, as "rule=… reason=…", by
+// its LSN.
+func retryRequests(t *testing.T, conn *pgx.Conn, slot string) map[pglogrepl.LSN]string {
 	t.Helper()
 	rows, _ := conn.Query(context.Background(), "SELECT lsn, data FROM pg_logical_slot_get_changes($1, NULL, NULL)", slot)
 	got := map[pglogrepl.LSN]string{}
 	var lsn pglogrepl.LSN
 	var data string
 	_, err := pgx.ForEachRow(rows, []any{&lsn, &data}, func() error {
-		if m := retryMessage.FindStringSubmatch(data); m != nil {
-			got[lsn] = m[1]
+		if m := retryRow.FindStringSubmatch(data); m != nil {
+			got[lsn] = "rule=" + m[1] + " reason=" + m[2]
 		}
 		return nil
 	})
@@ -307,6 +304,9 @@ func retryMessages(t *testing.T, conn *pgx.Conn, slot string) map[pglogrepl.LSN]
 	}
 	return got
 }
+
+// retryRow matches test_decoding's line for an INSERT into retry_requests.
+var retryRow = regexp.MustCompile(`^table pgimageai\.retry_requests: INSERT: id\[bigint\]:\d+ rule\[text\]:(\S+) reason\[text\]:(\S+)`)
 
 func TestCLIRetry(t *testing.T) {
 	e := newCLIEnv(t)
@@ -318,13 +318,13 @@ func TestCLIRetry(t *testing.T) {
 		name    string
 		args    []string
 		out     string // a regexp
-		content string // of the message; "" = none
+		content string // of the request row; "" = none
 	}{
 		{"all but invalid_rule", nil, `^3 open errors match; the running bridge will reprocess them at WAL position [0-9A-F]+/[0-9A-F]+\n` +
-			`slot \S+ is not active: the request waits in the WAL until pgimageai run resumes\n$`, `{}`},
+			`slot \S+ is not active: the request waits in the WAL until pgimageai run resumes\n$`, `rule=null reason=null`},
 		{"by rule and reason", []string{"--rule", "caption", "--reason", "provider_error"},
-			`^2 open errors match; the running bridge will reprocess them at WAL position`, `{"rule":"caption","reason":"provider_error"}`},
-		{"one", []string{"--reason", "empty_image"}, `^1 open error matches; the running bridge will reprocess it at WAL position`, `{"reason":"empty_image"}`},
+			`^2 open errors match; the running bridge will reprocess them at WAL position`, `rule='caption' reason='provider_error'`},
+		{"one", []string{"--reason", "empty_image"}, `^1 open error matches; the running bridge will reprocess it at WAL position`, `rule=null reason='empty_image'`},
 		{"invalid rules are not retried", []string{"--rule", "embed"},
 			`^no open errors that match --rule embed \(invalid_rule aside\); nothing to retry\n$`, ""},
 		{"none", []string{"--reason", "too_large"}, `^no open errors that match --reason too_large \(invalid_rule aside\); nothing to retry\n$`, ""},
@@ -335,10 +335,10 @@ func TestCLIRetry(t *testing.T) {
 			if !regexp.MustCompile(tc.out).MatchString(out) {
 				t.Fatalf("output %q does not match %q", out, tc.out)
 			}
-			got := retryMessages(t, e.src, peek)
+			got := retryRequests(t, e.src, peek)
 			if tc.content == "" {
 				if len(got) != 0 {
-					t.Fatalf("emitted %v, want nothing", got)
+					t.Fatalf("requested %v, want nothing", got)
 				}
 				return
 			}
@@ -346,8 +346,13 @@ func TestCLIRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := map[pglogrepl.LSN]string{lsn: tc.content}; !reflect.DeepEqual(got, want) {
-				t.Fatalf("messages %v, want %v", got, want)
+			if len(got) != 1 {
+				t.Fatalf("requests %v, want one", got)
+			}
+			for at, content := range got {
+				if content != tc.content || at > lsn {
+					t.Fatalf("request %q at %s, want %q at or before the reported %s", content, at, tc.content, lsn)
+				}
 			}
 		})
 	}
@@ -365,7 +370,7 @@ func TestCLIRetry(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, "belongs to database \""+e.target.Name+"\"") {
 			t.Fatalf("exit %d, stderr %q", code, errOut)
 		}
-		if got := retryMessages(t, e.src, peek); len(got) != 0 {
+		if got := retryRequests(t, e.src, peek); len(got) != 0 {
 			t.Fatalf("emitted %v for another database's slot", got)
 		}
 	})
@@ -374,7 +379,7 @@ func TestCLIRetry(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, "does not exist") || !strings.Contains(errOut, "start pgimageai run first") {
 			t.Fatalf("exit %d, stderr %q", code, errOut)
 		}
-		if got := retryMessages(t, e.src, peek); len(got) != 0 {
+		if got := retryRequests(t, e.src, peek); len(got) != 0 {
 			t.Fatalf("emitted %v without a slot", got)
 		}
 	})

@@ -257,7 +257,7 @@ func TestFaultProviderGarbage(t *testing.T) {
 	mu.Unlock()
 	before := ai.Count()
 	t0 := time.Now()
-	s.exec(t, `SELECT pg_logical_emit_message(true, 'pgimageai.retry', '{}')`)
+	s.exec(t, `INSERT INTO pgimageai.retry_requests DEFAULT VALUES`)
 	s.sync(t, 60*time.Second)
 	recovered := time.Since(t0)
 

@@ -156,7 +156,7 @@ func TestWriteBack(t *testing.T) {
 }
 
 // TestRetry: a row that failed with an outage is reprocessed by a retry
-// message once the provider is back, and its errors row is resolved.
+// request once the provider is back, and its errors row is resolved.
 func TestRetry(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)
@@ -173,7 +173,7 @@ func TestRetry(t *testing.T) {
 	ai.Set(0, nil)
 	s.exec(t, "DELETE FROM public.photos WHERE id = 8") // gone before the retry: resolved, not called
 	before := ai.Count()
-	s.exec(t, `SELECT pg_logical_emit_message(true, 'pgimageai.retry', '{"reason": "provider_error"}')`)
+	s.exec(t, `INSERT INTO pgimageai.retry_requests (reason) VALUES ('provider_error')`)
 	s.sync(t, 30*time.Second)
 	assertCaption(t, s, 7, captionOf(magic.DataURL(magic.PNG, img)))
 	if ai.Count()-before != 1 {

@@ -155,17 +155,47 @@ func (o RekeyErrors) queue(b *pgx.Batch) {
 WHERE source_table = $1 AND source_key = $2 AND rule = ANY($4) AND resolved_at IS NULL`, o.SourceTable, string(o.OldKey), string(o.NewKey), o.Rules)
 }
 
-// OwnWrites marks the target transaction as the bridge's own with a
-// transactional logical decoding message, emitted before any write: when the
-// target is a published source table (write-back), the bridge reads its own
-// changes back from the WAL and must ignore them, or it would loop.
-type OwnWrites struct{}
+// OwnWrites marks the target transaction as the bridge's own: when the target
+// is a published source table (write-back), the bridge reads its own changes
+// back from the WAL and must ignore them, or it would loop. It records the
+// transaction's ID in pgimageai.own_xacts (for a restart) and hands it to
+// Note before the transaction commits; the bridge skips the transaction whose
+// Begin carries that ID. Only the bridge's role may write that table, so no
+// other transaction can pass for one of its own.
+type OwnWrites struct {
+	Note func(xid uint32)
+}
 
-// OwnPrefix is the prefix of the OwnWrites message.
-const OwnPrefix = "pgimageai.own"
+func (o OwnWrites) queue(b *pgx.Batch) {
+	b.Queue(`INSERT INTO pgimageai.own_xacts (xid) VALUES (txid_current()) RETURNING xid`).QueryRow(func(row pgx.Row) error {
+		var xid int64
+		if err := row.Scan(&xid); err != nil {
+			return err
+		}
+		if o.Note != nil {
+			o.Note(uint32(xid)) // the epoch aside: what pgoutput's Begin carries
+		}
+		return nil
+	})
+}
 
-func (OwnWrites) queue(b *pgx.Batch) {
-	b.Queue("SELECT pg_logical_emit_message(true, $1, ''::text)", OwnPrefix)
+// OwnXacts returns the transaction IDs of the bridge's own write-back
+// transactions of the last week, after deleting older ones: those that a
+// restart may read again from the slot.
+func OwnXacts(ctx context.Context, conn *pgx.Conn) ([]uint32, error) {
+	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.own_xacts WHERE created_at < now() - interval '7 days'"); err != nil {
+		return nil, fmt.Errorf("prune own transactions: %w", err)
+	}
+	rows, _ := conn.Query(ctx, "SELECT xid FROM pgimageai.own_xacts")
+	xids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint32, error) {
+		var xid int64
+		err := r.Scan(&xid)
+		return uint32(xid), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read own transactions: %w", err)
+	}
+	return xids, nil
 }
 
 // BackfillProgress records a backfill page of a rule: the last key processed

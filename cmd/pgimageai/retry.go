@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -10,22 +9,20 @@ import (
 	"github.com/pgimageai/pgimageai/replication"
 )
 
-// retryPrefix is the prefix of the logical decoding message that asks the
-// running bridge to reprocess the current source rows behind open errors.
-const retryPrefix = "pgimageai.retry"
-
-// retryRequest is the content of a retry message, as JSON: the filters, unset
-// ones omitted; {} asks for every open error but invalid_rule ones.
+// retryRequest is a row of pgimageai.retry_requests: the filters, "" for
+// none; no filter asks for every open error but invalid_rule ones.
 type retryRequest struct {
-	Rule   string           `json:"rule,omitempty"`
-	Reason functions.Reason `json:"reason,omitempty"`
+	Rule   string
+	Reason functions.Reason
 }
 
 // retry counts the open errors that match the filters and, when there are
-// any, writes ONE transactional logical decoding message into the source's
-// WAL. The bridge reads it from its slot in commit order and reprocesses the
-// rows, so the request is as durable as a change and needs no connection to
-// the bridge. invalid_rule errors are left out: they go when the rule is fixed.
+// any, inserts ONE row into pgimageai.retry_requests on the source. The table
+// is in the bridge's publication: the bridge reads the row from its slot in
+// commit order and reprocesses the rows, so the request is as durable as a
+// change and needs no connection to the bridge — and only roles granted
+// INSERT on it may ask (SPEC §5b). invalid_rule errors are left out: they go
+// when the rule is fixed.
 func retry(ctx context.Context, c config, stdout, _ io.Writer) error {
 	source, target, closeAll, err := connectBoth(ctx, c)
 	if err != nil {
@@ -100,19 +97,23 @@ func checkRetrySlot(ctx context.Context, source *database, name string) (active 
 	return slot.Active, nil
 }
 
-// emitRetry writes the retry message and returns its LSN. The message is
-// transactional: the bridge sees it when its transaction commits, in commit
-// order with the changes around it.
-// See https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-REPLICATION
+// emitRetry inserts the retry request and returns the WAL position right
+// after its commit: the bridge sees it there, in commit order with the
+// changes around it.
 func emitRetry(ctx context.Context, source *database, req retryRequest) (replication.LSN, error) {
-	content, err := json.Marshal(req)
-	if err != nil {
-		return 0, fmt.Errorf("encode retry request: %w", err)
+	nullable := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	if _, err := source.conn.Exec(ctx, "INSERT INTO pgimageai.retry_requests (rule, reason) VALUES ($1, $2)",
+		nullable(req.Rule), nullable(string(req.Reason))); err != nil {
+		return 0, source.explain("insert retry request", err)
 	}
 	var lsn replication.LSN
-	err = source.conn.QueryRow(ctx, "SELECT pg_logical_emit_message(true, $1, $2::text)", retryPrefix, string(content)).Scan(&lsn)
-	if err != nil {
-		return 0, source.explain("emit retry message", err)
+	if err := source.conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()").Scan(&lsn); err != nil {
+		return 0, source.explain("read WAL position", err)
 	}
 	return lsn, nil
 }

@@ -30,9 +30,12 @@ func TestShare(t *testing.T) {
 
 func TestAllCallersLeaveCancelsSend(t *testing.T) {
 	cancelled := make(chan struct{})
+	var once sync.Once
+	// The two callers may land in one batch or, on a slow machine, in two:
+	// either way every send must be cancelled once its callers left.
 	b := New(2, time.Millisecond, func(ctx context.Context, in []int) ([]int, error) {
 		<-ctx.Done()
-		close(cancelled)
+		once.Do(func() { close(cancelled) })
 		return nil, ctx.Err()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
