@@ -5,7 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
 // The errors of this package that call for a person: each is returned wrapped
@@ -53,26 +54,20 @@ const (
 	codeInvalidCatalogName    = "3D000"
 )
 
-// sqlState returns the SQLSTATE of the server error in err's chain, or "".
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
-
 // retryable reports whether Run should reconnect after err rather than
-// return it. Server errors are classified by SQLSTATE class: connection
-// exceptions (08), insufficient resources (53, e.g. too many connections),
-// operator intervention (57: admin_shutdown after pg_terminate_backend or a
-// restart, cannot_connect_now while starting up), transaction rollback (40),
-// system and internal errors (58000, 58030, XX), and 55006 object_in_use (the
-// walsender of a killed predecessor still holds the slot). Every other server
-// error is a configuration problem that a retry will not fix. Errors that are
-// not server errors (network, EOF, refused connections, TLS) are retried,
-// except the package's own fatal sentinels. The caller checks its context
-// first: after ctx ends nothing is retried.
+// return it. Server errors are retried when pgerr.Transient says so (SQLSTATE
+// classes 08 connection exception, 40 transaction rollback, 53 insufficient
+// resources such as too many connections, 57 operator intervention such as
+// admin_shutdown after pg_terminate_backend or a restart and
+// cannot_connect_now while starting up, 58 system error, XX internal error),
+// and on top of it 55006 object_in_use (the walsender of a killed
+// predecessor still holds the slot); not 58P01 undefined_file, which here
+// means the WAL the slot needs was removed (explain turns it into
+// ErrSlotInvalidated). Every other server error is a configuration problem
+// that a retry will not fix. Errors that are not server errors (network, EOF,
+// refused connections, TLS, timeouts) are retried, except the package's own
+// fatal sentinels. The caller checks its context first: after ctx ends
+// nothing is retried.
 func retryable(err error) bool {
 	switch {
 	case err == nil:
@@ -83,25 +78,21 @@ func retryable(err error) bool {
 		errors.Is(err, errConfig):
 		return false
 	}
-	code := sqlState(err)
-	if code == "" {
+	switch pgerr.SQLState(err) {
+	case "":
 		return true
-	}
-	switch code {
-	case codeObjectInUse, "58000", "58030":
+	case codeObjectInUse:
 		return true
+	case codeUndefinedFile:
+		return false
 	}
-	switch code[:2] {
-	case "08", "40", "53", "57", "XX":
-		return true
-	}
-	return false
+	return pgerr.Transient(err)
 }
 
 // explain turns a fatal server error into one of the package's sentinels
 // with advice, where it maps onto one; user is the login role.
 func explain(err error, user string) error {
-	switch sqlState(err) {
+	switch pgerr.SQLState(err) {
 	case codeInsufficientPrivilege:
 		return fmt.Errorf("%w: role %q may not stream changes; run ALTER ROLE %s REPLICATION (or use a superuser): %v",
 			ErrPrivilege, user, pgx.Identifier{user}.Sanitize(), err)

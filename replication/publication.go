@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
 // publishOptions are the options every pgimageai publication has: all four
@@ -67,7 +69,7 @@ func SyncPublication(ctx context.Context, conn *pgx.Conn, name string, tables []
 	if err == nil {
 		return nil
 	}
-	if sqlState(err) == codeInsufficientPrivilege {
+	if pgerr.SQLState(err) == codeInsufficientPrivilege {
 		return fmt.Errorf("%w: publication %s: CREATE PUBLICATION needs the CREATE privilege on the database and adding a table needs its ownership (or a superuser): %v",
 			ErrPrivilege, pgx.Identifier{name}.Sanitize(), err)
 	}

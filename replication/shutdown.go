@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
 // codeCannotConnectNow is SQLSTATE 57P03 cannot_connect_now: the server
@@ -52,5 +54,5 @@ func (s *Stream) probeStopping(ctx context.Context) bool {
 // refusal of a server in shutdown (or start-up): SQLSTATE 57P03. It is
 // classified by SQLSTATE only, never by message text, which is translated.
 func refusedStopping(err error) bool {
-	return sqlState(err) == codeCannotConnectNow
+	return pgerr.SQLState(err) == codeCannotConnectNow
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
 // Plugin is the output plugin of every slot this package creates or uses.
@@ -183,7 +185,7 @@ func createSlot(ctx context.Context, conn *pgx.Conn, name string) error {
 	// The third argument, temporary, is false: the slot must survive the
 	// session. See https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-REPLICATION
 	_, err = conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, $2, false)", name, Plugin)
-	switch sqlState(err) {
+	switch pgerr.SQLState(err) {
 	case "", codeDuplicateObject:
 		return nil
 	case codeConfigLimitExceeded:

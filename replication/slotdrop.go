@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
 // ErrSlotActive: a process — a running pgimageai run, as a rule — holds the
@@ -29,7 +31,7 @@ func DropSlot(ctx context.Context, conn *pgx.Conn, name string) (dropped bool, e
 	// pg_drop_replication_slot does not wait for an active slot: it fails
 	// with 55006 object_in_use, which is what we want.
 	tag, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name)
-	switch sqlState(err) {
+	switch pgerr.SQLState(err) {
 	case "":
 		return tag.RowsAffected() > 0, nil
 	case codeUndefinedObject: // dropped by someone else meanwhile

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgimageai/pgimageai/internal/backoff"
 )
 
 // Config configures a Stream. Zero durations take their defaults.
@@ -180,7 +182,7 @@ func (s *Stream) Run(ctx context.Context, start LSN, out chan<- Event) error {
 	}
 
 	p := newProgress(start)
-	bo := backoff{min: s.cfg.MinBackoff, max: s.cfg.MaxBackoff}
+	bo := backoff.Backoff{Min: s.cfg.MinBackoff, Max: s.cfg.MaxBackoff}
 	failures := 0
 	for {
 		sess := &session{s: s, p: p, out: out, log: log, resumed: failures > 0}
@@ -199,19 +201,15 @@ func (s *Stream) Run(ctx context.Context, start LSN, out chan<- Event) error {
 			}
 		}
 		if sess.streamed {
-			bo.reset()
+			bo.Reset()
 			failures = 0
 		}
 		failures++
 		s.reconnects.Add(1)
-		delay := bo.next()
+		delay := bo.Next()
 		log.Warn("replication connection lost; reconnecting", "err", err, "attempt", failures, "delay", delay.Round(time.Millisecond))
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := backoff.Wait(ctx, delay); err != nil {
+			return err
 		}
 	}
 }
