@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 )
@@ -307,7 +308,7 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 			conn.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	wait := 200 * time.Millisecond
+	bo := backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}
 	// A page's marker names it by a secret nonce: any role may emit a
 	// logical decoding message with the marker's prefix, but none can name a
 	// page the bridge read (SPEC §5b).
@@ -320,7 +321,7 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 			c, err := pgx.Connect(ctx, e.srcDSN)
 			if err != nil {
 				e.log.Warn("backfill: connect failed; retrying", "rule", r.Name, "err", err)
-				sleep(ctx, &wait)
+				_ = bo.Sleep(ctx) // the loop ends with ctx
 				continue
 			}
 			conn = c
@@ -329,11 +330,11 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("backfill: page failed; retrying", "rule", r.Name, "err", err)
-				sleep(ctx, &wait)
+				_ = bo.Sleep(ctx) // the loop ends with ctx
 			}
 			continue
 		}
-		wait = 200 * time.Millisecond
+		bo.Reset()
 		seq++
 		p := &page{id: fmt.Sprintf("%s/%s/%d", r.Name, run, seq), rule: r.Name, fingerprint: r.Fingerprint,
 			rows: rows, done: total < backfillPage && len(rows) == total, applied: make(chan struct{})}
@@ -349,7 +350,7 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 		if _, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(true, $1, $2::text)", backfillPrefix, string(marker)); err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("backfill: marker failed; reading the page again", "rule", r.Name, "err", err)
-				sleep(ctx, &wait)
+				_ = bo.Sleep(ctx) // the loop ends with ctx
 			}
 			continue
 		}
@@ -365,14 +366,6 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 			return
 		}
 	}
-}
-
-func sleep(ctx context.Context, wait *time.Duration) {
-	select {
-	case <-time.After(*wait):
-	case <-ctx.Done():
-	}
-	*wait = min(*wait*2, 10*time.Second)
 }
 
 // register keeps a page read by a worker until its marker message arrives.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 )
@@ -36,12 +37,8 @@ func (c *checkpointer) run(ctx context.Context) error {
 	for {
 		select {
 		case <-c.tracker.moved:
-			if wait := time.Until(last.Add(checkpointInterval)); wait > 0 {
-				select {
-				case <-time.After(wait):
-				case <-ctx.Done():
-					continue // stores below
-				}
+			if backoff.Wait(ctx, time.Until(last.Add(checkpointInterval))) != nil {
+				continue // stores below
 			}
 			last = time.Now()
 			if err := c.store(ctx); err != nil {

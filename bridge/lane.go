@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"github.com/pgimageai/pgimageai/internal/backoff"
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/sink"
 )
@@ -160,7 +159,7 @@ func (l *lane) write(ctx context.Context, items []item) error {
 	}
 	ops := b.final(l.own)
 	last := items[len(items)-1]
-	wait := l.backoff
+	bo := backoff.Backoff{Min: l.backoff, Max: maxWriteBackoff}
 	for attempt := 1; ; attempt++ {
 		err := l.w.Write(ctx, ops, last.pos, last.rec.commitTime)
 		if err == nil {
@@ -187,13 +186,9 @@ func (l *lane) write(ctx context.Context, items []item) error {
 				}
 			}
 		}
-		d := wait/2 + rand.N(wait/2+1)
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := bo.Sleep(ctx); err != nil {
+			return err
 		}
-		wait = min(wait*2, maxWriteBackoff)
 	}
 	var cost int64
 	for i := range items {
@@ -222,8 +217,8 @@ func (l *lane) write(ctx context.Context, items []item) error {
 // column does not exist (SQLSTATE 42P01 undefined_table, 42703
 // undefined_column).
 func missingTarget(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42703")
+	code := pgerr.SQLState(err)
+	return code == "42P01" || code == "42703"
 }
 
 // lanes is the registry of lanes by target table. get and close are called

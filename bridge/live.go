@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
@@ -216,7 +217,7 @@ func (l *liveConfig) commit(ctx context.Context, e *engine, t *openTxn) error {
 // backpressure keeps the walsender alive, instead of stopping the bridge.
 // f must be safe to run again.
 func (l *liveConfig) retrying(ctx context.Context, what string, f func() error) error {
-	wait := 200 * time.Millisecond
+	bo := backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}
 	for attempt := 1; ; attempt++ {
 		err := l.reconnect(ctx)
 		if err == nil {
@@ -230,8 +231,8 @@ func (l *liveConfig) retrying(ctx context.Context, what string, f func() error) 
 		}
 		l.log.Warn(what+" failed; retrying", "attempt", attempt, "err", err)
 		l.close(ctx)
-		if sleep(ctx, &wait); ctx.Err() != nil {
-			return ctx.Err()
+		if err := bo.Sleep(ctx); err != nil {
+			return err
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/sink"
 )
@@ -216,8 +216,8 @@ func sameDatabase(a, b *pgx.Conn) bool {
 
 // compileAll compiles every enabled rule, in name order. Rules whose target
 // tables clash (one target table fed by two source tables) are invalid. An
-// error is returned only for connection-level failures, which are not the
-// rules' fault.
+// error is returned only for transient failures (pgerr.Transient, or a closed
+// connection), which are not the rules' fault.
 func (c *compiler) compileAll(ctx context.Context, cfg *config) ([]*Rule, []InvalidRule, error) {
 	names := make([]string, 0, len(cfg.rules))
 	for n, rr := range cfg.rules {
@@ -240,8 +240,7 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config) ([]*Rule, []Inva
 			}
 		}
 		if err != nil {
-			var pgErr interface{ SQLState() string }
-			if c.live.src.IsClosed() || c.live.tgt.IsClosed() || errors.As(err, &pgErr) && isConnectionLevel(pgErr.SQLState()) {
+			if c.live.src.IsClosed() || c.live.tgt.IsClosed() || pgerr.Transient(err) {
 				return nil, nil, fmt.Errorf("rule %s: %w", rr.Name, err)
 			}
 			invalid = append(invalid, InvalidRule{Name: rr.Name, SourceTable: rr.SourceTable, Err: err})
@@ -250,20 +249,6 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config) ([]*Rule, []Inva
 		valid = append(valid, r)
 	}
 	return valid, invalid, nil
-}
-
-// isConnectionLevel reports SQLSTATE classes that are about the connection or
-// server, not the rule: connection exceptions (08), operator intervention
-// (57), system errors (58) and insufficient resources (53).
-func isConnectionLevel(code string) bool {
-	if len(code) < 2 {
-		return false
-	}
-	switch code[:2] {
-	case "08", "53", "57", "58":
-		return true
-	}
-	return false
 }
 
 // structured reports whether model options ask for structured output
