@@ -355,73 +355,63 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 	return nil
 }
 
-// rowResult decides what an INSERT or UPDATE means for rule r: a call, a NULL
-// result, or nothing (ok false) when neither the image nor a column its
-// prompt names changed.
+// rowResult does what an INSERT or UPDATE means for rule r (see decide): a
+// call, a NULL result, or nothing (ok false) when neither the image nor a
+// column its prompt names changed. It reads what decide asks for from the
+// source row, and starts the call.
 func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *relation, r *Rule, key []any, keyJSON []byte) (item, bool, error) {
-	src := r.Source.String()
 	idx := rel.image[r.ImageColumn]
-	v := ch.New[idx]
-	it := item{kind: itemResult, rule: r, target: r.Target, sourceTable: src, key: key, keyJSON: keyJSON, lsn: ch.LSN}
-	prompt := r.Prompt
+	c := rowChange{op: ch.Op, image: ch.New[idx]}
+	if ch.Old != nil {
+		c.oldImage = &ch.Old[idx]
+	}
 	if r.Template != nil {
-		vals, unchanged, err := e.templateValues(ch.Relation, ch.New, r.Template)
-		if err != nil {
+		var err error
+		if c.values, c.unchanged, err = e.templateValues(ch.Relation, ch.New, r.Template); err != nil {
 			return item{}, false, fmt.Errorf("rule %s at %s: %w", r.Name, ch.LSN, err)
 		}
-		if v.Kind == replication.Unchanged && len(unchanged) == len(r.Template.columns) {
-			return item{}, false, nil // nothing the rule reads arrived: nothing changed for it
-		}
-		need := unchanged
-		if v.Kind == replication.Unchanged {
-			need = append(append([]string(nil), unchanged...), r.ImageColumn)
-		}
-		var fetched map[string]any
-		if len(need) > 0 {
-			// Unchanged TOAST is not empty: read the values from the row.
-			if fetched, err = e.fetch(ctx, r, keyJSON, need); err != nil {
-				return item{}, false, err
-			}
-			if fetched == nil {
-				return item{}, false, nil // deleted since; its DELETE follows
-			}
-			for _, name := range unchanged {
-				c, _ := r.Source.Column(name)
-				if vals[name], err = textOf(e.typeMap, c.TypeOID, fetched[name]); err != nil {
-					return item{}, false, err
-				}
-			}
-		}
-		prompt = r.Template.render(vals)
-		if v.Kind == replication.Unchanged {
-			if e.memo.same(r.Name, keyJSON, prompt) {
-				return item{}, false, nil // same image, same prompt
-			}
-			e.memo.set(r.Name, keyJSON, prompt)
-			if img, ok := fetched[r.ImageColumn].([]byte); ok {
-				if it.call, err = e.start(ctx, r, img, prompt, false); err != nil {
-					return item{}, false, err
-				}
-			}
-			return it, true, nil
-		}
-		e.memo.set(r.Name, keyJSON, prompt)
+		c.lastPrompt = e.memo.last(r.Name, keyJSON)
 	}
-	switch {
-	case v.Kind == replication.Unchanged:
-		return item{}, false, nil // unchanged TOASTed image: no call, result untouched
-	case v.Kind == replication.Null:
-		// NULL image: NULL result, no call.
-	case r.Template == nil && ch.Op == replication.Update && ch.Old != nil && sameBytes(ch.Old[idx], v):
-		return item{}, false, nil // identical image bytes (REPLICA IDENTITY FULL)
-	default:
-		img, err := v.Bytea()
-		if err != nil {
-			return item{}, false, fmt.Errorf("%s.%s at %s: %w", src, r.ImageColumn, ch.LSN, err)
-		}
-		if it.call, err = e.start(ctx, r, img, prompt, false); err != nil {
+	d, err := decide(r, c)
+	if err == nil && d.act == actFetch {
+		// Unchanged TOAST is not empty: read the values from the row.
+		var f map[string]any
+		if f, err = e.fetch(ctx, r, keyJSON, d.fetch); err != nil {
 			return item{}, false, err
 		}
+		if f == nil {
+			return item{}, false, nil // deleted since; its DELETE follows
+		}
+		c.fetched = &fetchedRow{values: map[string]string{}}
+		for _, name := range c.unchanged {
+			col, _ := r.Source.Column(name)
+			if c.fetched.values[name], err = textOf(e.typeMap, col.TypeOID, f[name]); err != nil {
+				return item{}, false, err
+			}
+		}
+		if img, ok := f[r.ImageColumn].([]byte); ok {
+			c.fetched.image = img
+		} else {
+			c.fetched.imageNull = true
+		}
+		d, err = decide(r, c)
+	}
+	if err != nil {
+		return item{}, false, fmt.Errorf("%s.%s at %s: %w", r.Source, r.ImageColumn, ch.LSN, err)
+	}
+	if d.remember {
+		e.memo.set(r.Name, keyJSON, d.prompt)
+	}
+	it := item{kind: itemResult, rule: r, target: r.Target, sourceTable: r.Source.String(), key: key, keyJSON: keyJSON, lsn: ch.LSN}
+	switch d.act {
+	case actNull:
+		// NULL image: NULL result, no call.
+	case actCall:
+		if it.call, err = e.start(ctx, r, d.image, d.prompt, false); err != nil {
+			return item{}, false, err
+		}
+	default:
+		return item{}, false, nil
 	}
 	return it, true, nil
 }
@@ -655,8 +645,4 @@ func sameKey(a, b replication.Tuple, idx []int) bool {
 		}
 	}
 	return true
-}
-
-func sameBytes(old, cur replication.Value) bool {
-	return (old.Kind == replication.Binary || old.Kind == replication.Text) && old.Kind == cur.Kind && bytes.Equal(old.Data, cur.Data)
 }

@@ -146,8 +146,14 @@ func memoKey(rule string, keyJSON []byte) [sha256.Size]byte {
 	return sha256.Sum256(append([]byte(rule+"\x00"), keyJSON...))
 }
 
-func (p *promptMemo) same(rule string, keyJSON []byte, prompt string) bool {
-	return p.m != nil && p.m[memoKey(rule, keyJSON)] == sha256.Sum256([]byte(prompt))
+// last returns the digest of the row's last prompt for rule, or nil when
+// none is remembered.
+func (p *promptMemo) last(rule string, keyJSON []byte) *[sha256.Size]byte {
+	d, ok := p.m[memoKey(rule, keyJSON)]
+	if !ok {
+		return nil
+	}
+	return &d
 }
 
 func (p *promptMemo) set(rule string, keyJSON []byte, prompt string) {
