@@ -62,16 +62,13 @@ func (c *checkpointer) run(ctx context.Context) error {
 func (c *checkpointer) final(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	wait := 100 * time.Millisecond
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 	for {
 		err := c.store(ctx)
 		if err == nil || errors.Is(err, ErrLeadershipLost) {
 			return err
 		}
-		select {
-		case <-time.After(wait):
-			wait *= 2
-		case <-ctx.Done():
+		if bo.Sleep(ctx) != nil {
 			c.log.Warn("storing the checkpoint at stop failed; the next run reads again from the slot's position", "err", err)
 			return nil
 		}
