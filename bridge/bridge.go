@@ -33,10 +33,13 @@ const (
 
 // Config configures a Bridge.
 type Config struct {
-	SourceDSN    string // where the rules, the slot and the source tables live
-	TargetDSN    string // where results, errors and checkpoints go; "" = SourceDSN
-	Slot         string
-	Publication  string
+	SourceDSN   string // where the rules, the slot and the source tables live
+	TargetDSN   string // where results, errors and checkpoints go; "" = SourceDSN
+	Slot        string
+	Publication string
+	// Group is the rule group to stream (rules.rule_group); "" = default.
+	// Each group needs a slot and publication of its own.
+	Group        string
 	Registry     *provider.Registry
 	Env          provider.Env
 	ByteBudget   int64         // bytes of images in flight; default 256 MiB
@@ -221,7 +224,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	if err := replication.Preflight(ctx, src); err != nil {
 		return err
 	}
-	if live.cfg, err = loadConfig(ctx, src); err != nil {
+	if live.cfg, err = loadConfig(ctx, src, groupOrDefault(cfg.Group)); err != nil {
 		return fmt.Errorf("%w (run pgimageai migrate first)", err)
 	}
 	// The stream and the calls outlive ctx so that a graceful stop can finish

@@ -131,6 +131,14 @@ func (c *config) apply(m *pgtype.Map, cc configChange) error {
 		return err
 	}
 	rr.Enabled, _ = enabled.(bool)
+	group, err := r.text("rule_group")
+	if err != nil {
+		return err
+	}
+	if group != c.group {
+		delete(c.rules, rr.Name) // another group's rule (or moved there): not ours
+		return nil
+	}
 	c.rules[rr.Name] = rr
 	return nil
 }
@@ -297,7 +305,12 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 		rows = append(rows, sink.InvalidRule{Rule: r.Name, SourceTable: r.SourceTable, Detail: why[r.Name]})
 	}
 	l.invalid = why
-	if err := sink.ReportInvalidRules(ctx, l.tgt, rows); err != nil {
+	// The rules of other groups are their bridges' to report or resolve.
+	var others []string
+	if err := l.src.QueryRow(ctx, "SELECT coalesce(array_agg(name), '{}') FROM pgimageai.rules WHERE rule_group <> $1", l.cfg.group).Scan(&others); err != nil {
+		return fmt.Errorf("read the rules of other groups: %w", err)
+	}
+	if err := sink.ReportInvalidRules(ctx, l.tgt, rows, others); err != nil {
 		return err
 	}
 

@@ -25,6 +25,8 @@ type RecoverConfig struct {
 	Publication string
 	// Force recovers a slot that can still stream, too.
 	Force bool
+	// Group is the rule group the slot streams; "" = the default group.
+	Group string
 }
 
 // Recovery is what RecoverSlot found and did.
@@ -118,7 +120,7 @@ func RecoverSlot(ctx context.Context, cfg RecoverConfig) (Recovery, error) {
 		return rec, fmt.Errorf("publication %s does not exist in the source database: pgimageai run has never set this source up, so there is nothing to recover; check --publication, or start pgimageai run",
 			pgx.Identifier{cfg.Publication}.Sanitize())
 	}
-	rules, err := enabledRules(ctx, src)
+	rules, err := enabledRules(ctx, src, groupOrDefault(cfg.Group))
 	if err != nil {
 		return rec, err
 	}
@@ -132,7 +134,7 @@ func RecoverSlot(ctx context.Context, cfg RecoverConfig) (Recovery, error) {
 		return rec, fmt.Errorf("target: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
-	if rec.Progress, err = sink.ForgetProgress(ctx, tx, cfg.Slot); err != nil {
+	if rec.Progress, err = sink.ForgetProgress(ctx, tx, cfg.Slot, rec.Rules); err != nil {
 		return rec, fmt.Errorf("%w (run pgimageai migrate on the target first?)", err)
 	}
 	if rec.Found {
@@ -196,9 +198,9 @@ func checkOldSlot(ctx context.Context, src *pgx.Conn, cfg RecoverConfig, rec *Re
 }
 
 // enabledRules reads the enabled rules from the source.
-func enabledRules(ctx context.Context, src *pgx.Conn) ([]ruleRow, error) {
+func enabledRules(ctx context.Context, src *pgx.Conn, group string) ([]ruleRow, error) {
 	rows, _ := src.Query(ctx, `SELECT name, source_table, image_column, function, model, prompt, target_table, target_column, enabled
-FROM pgimageai.rules WHERE enabled ORDER BY name`)
+FROM pgimageai.rules WHERE enabled AND rule_group = $1 ORDER BY name`, group)
 	rules, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ruleRow, error) {
 		var rr ruleRow
 		err := r.Scan(&rr.Name, &rr.SourceTable, &rr.ImageColumn, &rr.Function, &rr.Model, &rr.Prompt, &rr.TargetTable, &rr.TargetColumn, &rr.Enabled)

@@ -31,8 +31,9 @@ type ruleRow struct {
 // config is the content of pgimageai.rules and pgimageai.models, kept equal
 // to the source's as of the WAL position the engine has reached.
 type config struct {
-	rules  map[string]ruleRow
+	rules  map[string]ruleRow // of group only
 	models map[string]provider.Model
+	group  string // the rule group this bridge streams
 }
 
 // Rule is a validated, enabled rule bound to its function, source and target.
@@ -64,9 +65,21 @@ type InvalidRule struct {
 	Err         error
 }
 
-// loadConfig reads every rule and model from the source database.
-func loadConfig(ctx context.Context, src *pgx.Conn) (*config, error) {
-	c := &config{rules: map[string]ruleRow{}, models: map[string]provider.Model{}}
+// DefaultGroup is the rule group of a rule that names none, and of a bridge
+// run without --group.
+const DefaultGroup = "default"
+
+func groupOrDefault(g string) string {
+	if g == "" {
+		return DefaultGroup
+	}
+	return g
+}
+
+// loadConfig reads every model, and the rules of group, from the source
+// database.
+func loadConfig(ctx context.Context, src *pgx.Conn, group string) (*config, error) {
+	c := &config{rules: map[string]ruleRow{}, models: map[string]provider.Model{}, group: group}
 	rows, err := src.Query(ctx, `SELECT name, provider, coalesce(base_url, ''), model, coalesce(api_key_env, ''), options FROM pgimageai.models`)
 	if err != nil {
 		return nil, fmt.Errorf("load models: %w", err)
@@ -89,7 +102,8 @@ func loadConfig(ctx context.Context, src *pgx.Conn) (*config, error) {
 	for _, m := range models {
 		c.models[m.Name] = m
 	}
-	rows, err = src.Query(ctx, `SELECT name, source_table, image_column, function, model, prompt, target_table, target_column, enabled FROM pgimageai.rules`)
+	rows, err = src.Query(ctx, `SELECT name, source_table, image_column, function, model, prompt, target_table, target_column, enabled
+FROM pgimageai.rules WHERE rule_group = $1`, group)
 	if err != nil {
 		return nil, fmt.Errorf("load rules: %w", err)
 	}

@@ -39,14 +39,20 @@ type seenAt struct {
 	when map[int]time.Time
 }
 
-func watchRows(t *testing.T, s *source, table string, stop <-chan struct{}) *seenAt {
+// watchRows polls until stop is called, which waits for the poller to end.
+func watchRows(t *testing.T, s *source, table string) (w *seenAt, stop func()) {
 	t.Helper()
 	conn := s.db.Connect(t)
-	w := &seenAt{when: map[int]time.Time{}}
+	w = &seenAt{when: map[int]time.Time{}}
+	done, ended := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); <-ended }) }
+	t.Cleanup(stop) // before the connection closes
 	go func() {
+		defer close(ended)
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
@@ -66,7 +72,7 @@ func watchRows(t *testing.T, s *source, table string, stop <-chan struct{}) *see
 			})
 		}
 	}()
-	return w
+	return w, stop
 }
 
 func (w *seenAt) get(id int) (time.Time, bool) {
@@ -95,8 +101,7 @@ func TestLaneSlowModelBesideFast(t *testing.T) {
 	insertRows(t, s, 1, 9, 1, want) // eight rows keep the slow model busy
 	waitFor(t, 10*time.Second, "the slow model to be busy", func() bool { return slow.Count() >= 4 })
 
-	done := make(chan struct{})
-	seen := watchRows(t, s, "public.captions", done)
+	seen, stopWatching := watchRows(t, s, "public.captions")
 	committed := map[int]time.Time{}
 	for id := 9; id <= 28; id++ {
 		insertRows(t, s, id, id+1, 1, want)
@@ -111,7 +116,7 @@ func TestLaneSlowModelBesideFast(t *testing.T) {
 		}
 		return true
 	})
-	close(done)
+	stopWatching()
 	var delays []time.Duration
 	for id, at := range committed {
 		got, _ := seen.get(id)

@@ -14,9 +14,11 @@ type InvalidRule struct {
 
 // ReportInvalidRules makes the open invalid_rule errors rows match invalid:
 // ONE open row per invalid rule (source_key {}), its detail kept current, and
-// the rows of rules that are valid again or gone resolved. A rule reported
-// again with the same detail is left as it is, so restarts add nothing.
-func ReportInvalidRules(ctx context.Context, conn *pgx.Conn, invalid []InvalidRule) error {
+// the rows of rules that are valid again or gone resolved — except the rows
+// of others, the rules of other groups, which their bridges report. A rule
+// reported again with the same detail is left as it is, so restarts add
+// nothing.
+func ReportInvalidRules(ctx context.Context, conn *pgx.Conn, invalid []InvalidRule, others []string) error {
 	names := make([]string, len(invalid))
 	b := &pgx.Batch{}
 	for i, r := range invalid {
@@ -28,7 +30,7 @@ ON CONFLICT (rule, source_key) WHERE resolved_at IS NULL DO UPDATE SET
 WHERE e.detail IS DISTINCT FROM EXCLUDED.detail OR e.reason <> EXCLUDED.reason`, r.Rule, r.SourceTable, r.Detail)
 	}
 	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
-WHERE reason = 'invalid_rule' AND resolved_at IS NULL AND NOT (rule = ANY($1))`, names)
+WHERE reason = 'invalid_rule' AND resolved_at IS NULL AND NOT (rule = ANY($1)) AND NOT (rule = ANY($2))`, names, others)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
 	if err != nil {
 		return fmt.Errorf("report invalid rules: %w", err)

@@ -27,7 +27,9 @@ type Progress struct {
 // pgimageai.backfills: the next run starts at the slot's own position and
 // every enabled rule backfills again (a rule without a backfills row starts
 // a new backfill). The caller commits tx once the old slot is gone.
-func ForgetProgress(ctx context.Context, tx pgx.Tx, slot string) (Progress, error) {
+//
+// rules are the rules of the slot's group: only their backfill states go.
+func ForgetProgress(ctx context.Context, tx pgx.Tx, slot string, rules []string) (Progress, error) {
 	var p Progress
 	var lsn string
 	err := tx.QueryRow(ctx, "DELETE FROM pgimageai.checkpoints WHERE slot = $1 RETURNING lsn::text", slot).Scan(&lsn)
@@ -42,7 +44,7 @@ func ForgetProgress(ctx context.Context, tx pgx.Tx, slot string) (Progress, erro
 		return p, fmt.Errorf("forget lane checkpoints of slot %s: %w", slot, err)
 	}
 	p.Lanes = tag.RowsAffected()
-	tag, err = tx.Exec(ctx, "DELETE FROM pgimageai.backfills")
+	tag, err = tx.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = ANY($1)", rules)
 	if err != nil {
 		return p, fmt.Errorf("forget backfills: %w", err)
 	}

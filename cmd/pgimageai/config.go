@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
+
+	"github.com/pgimageai/pgimageai/bridge"
 )
 
 // config holds the settings of SPEC §6, each from a flag or, failing that, its
@@ -16,12 +19,25 @@ type config struct {
 	TargetDSN   string
 	Slot        string
 	Publication string
+	Group       string
 	MetricsAddr string
 	LogFormat   string
 	ByteBudget  int64
 	Query       queryFlags // flags of status, errors and retry (commandflags.go)
 
 	byteBudget string // as given
+}
+
+// validGroup is what a rule group's name may be (also checked by the
+// rules_group_name constraint): it becomes part of a slot's name.
+var validGroup = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+
+// groupName is the default slot and publication name of a rule group.
+func groupName(group string) string {
+	if group == bridge.DefaultGroup {
+		return "pgimageai"
+	}
+	return "pgimageai_" + group
 }
 
 // errUsage marks errors that exit with code 2.
@@ -37,8 +53,9 @@ func (c *config) settings() []setting {
 	return []setting{
 		{"dsn", "PGIMAGEAI_DSN", "", "source database connection string (default: libpq PG* variables)", &c.DSN},
 		{"target-dsn", "PGIMAGEAI_TARGET_DSN", "", "target database connection string (default: the source)", &c.TargetDSN},
-		{"slot", "PGIMAGEAI_SLOT", "pgimageai", "logical replication slot name", &c.Slot},
-		{"publication", "PGIMAGEAI_PUBLICATION", "pgimageai", "publication name", &c.Publication},
+		{"group", "PGIMAGEAI_GROUP", bridge.DefaultGroup, "rule group to stream (pgimageai.rules.rule_group); each group runs on its own slot, publication and leader lock", &c.Group},
+		{"slot", "PGIMAGEAI_SLOT", "", "logical replication slot name (default: pgimageai, or pgimageai_GROUP for another group)", &c.Slot},
+		{"publication", "PGIMAGEAI_PUBLICATION", "", "publication name (default: pgimageai, or pgimageai_GROUP for another group)", &c.Publication},
 		{"metrics-addr", "PGIMAGEAI_METRICS_ADDR", "", "address for Prometheus /metrics and /healthz, e.g. :9187 (default: off)", &c.MetricsAddr},
 		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
 		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
@@ -76,6 +93,15 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		if *s.dst == "" {
 			*s.dst = s.def
 		}
+	}
+	if !validGroup.MatchString(c.Group) {
+		return c, fmt.Errorf("%w: --group must be 1 to 40 of a-z, 0-9 and _, got %q", errUsage, c.Group)
+	}
+	if c.Slot == "" {
+		c.Slot = groupName(c.Group)
+	}
+	if c.Publication == "" {
+		c.Publication = groupName(c.Group)
 	}
 	n, err := parseSize(c.byteBudget)
 	if err != nil {

@@ -36,7 +36,7 @@ providers again for every source row.
 // recoverSlot drops and re-creates the slot and makes every rule backfill.
 func recoverSlot(ctx context.Context, c config, stdout, _ io.Writer) error {
 	rec, err := bridge.RecoverSlot(ctx, bridge.RecoverConfig{
-		SourceDSN: c.DSN, TargetDSN: c.TargetDSN, Slot: c.Slot, Publication: c.Publication, Force: c.Query.Force,
+		SourceDSN: c.DSN, TargetDSN: c.TargetDSN, Slot: c.Slot, Publication: c.Publication, Force: c.Query.Force, Group: c.Group,
 	})
 	if errors.Is(err, bridge.ErrSlotHealthy) {
 		return usageError{err}

@@ -81,6 +81,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		SourceDSN:   c.DSN,
 		TargetDSN:   c.TargetDSN,
 		Slot:        c.Slot,
+		Group:       c.Group,
 		Publication: c.Publication,
 		Registry:    registry(),
 		Env:         os.LookupEnv,

@@ -20,7 +20,8 @@ type statusReport struct {
 	Slot       slotStatus
 	Checkpoint *checkpoint // nil: none stored for the slot
 	Rules      []ruleStatus
-	Lanes      []laneStatus // ordered by lane
+	Groups     []groupStatus // every rule group, ordered by name
+	Lanes      []laneStatus  // ordered by lane
 	Backfills  []backfill
 	OpenErrors []errorCount // ordered by rule, then reason
 	Usage      []usageRow   // the last usageDays UTC days, newest first
@@ -84,6 +85,41 @@ func (r ruleStatus) State() string {
 	return ruleValid
 }
 
+// groupStatus is a rule group and the slot that streams it: this run's slot
+// for its own group, the default name (pgimageai_GROUP) for the others.
+type groupStatus struct {
+	Group          string
+	Rules, Enabled int64
+	Slot           string
+	Found, Active  bool
+	Lag            uint64
+}
+
+// readGroups reads every rule group and its slot.
+func readGroups(ctx context.Context, source *database, group, slot string) ([]groupStatus, error) {
+	rows, _ := source.conn.Query(ctx, `SELECT rule_group, count(*), count(*) FILTER (WHERE enabled) FROM pgimageai.rules GROUP BY 1 ORDER BY 1`)
+	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (groupStatus, error) {
+		var g groupStatus
+		err := row.Scan(&g.Group, &g.Rules, &g.Enabled)
+		return g, err
+	})
+	if err != nil {
+		return nil, source.explain("read rule groups", err)
+	}
+	for i := range groups {
+		g := &groups[i]
+		if g.Slot = groupName(g.Group); g.Group == group {
+			g.Slot = slot
+		}
+		s, err := readSlotStatus(ctx, source, g.Slot)
+		if err != nil {
+			return nil, err
+		}
+		g.Found, g.Active, g.Lag = s.Found, s.Active, s.Lag()
+	}
+	return groups, nil
+}
+
 // laneStatus is a row of pgimageai.lane_checkpoints: how far the rules that
 // write one target table have applied the stream.
 type laneStatus struct {
@@ -133,6 +169,9 @@ func status(ctx context.Context, c config, stdout, _ io.Writer) error {
 	defer closeAll()
 	r, err := readStatus(ctx, source, target, c.Slot)
 	if err != nil {
+		return err
+	}
+	if r.Groups, err = readGroups(ctx, source, c.Group, c.Slot); err != nil {
 		return err
 	}
 	return writeStatus(stdout, r, c.Query.Format)

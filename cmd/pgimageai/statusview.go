@@ -23,6 +23,10 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 	buf.WriteByte('\n')
 	writeRulesTable(&buf, r.Rules)
 	buf.WriteByte('\n')
+	if len(r.Groups) > 1 || len(r.Groups) == 1 && r.Groups[0].Group != "default" {
+		writeGroupsTable(&buf, r.Groups)
+		buf.WriteByte('\n')
+	}
 	writeLanesTable(&buf, r.Lanes, r.Slot)
 	buf.WriteByte('\n')
 	writeBackfillsTable(&buf, r.Backfills)
@@ -137,6 +141,23 @@ func writeRulesTable(buf *bytes.Buffer, rules []ruleStatus) {
 	t.flush()
 }
 
+func writeGroupsTable(buf *bytes.Buffer, groups []groupStatus) {
+	buf.WriteString("Rule groups (pgimageai run --group NAME; each with its own slot)\n")
+	t := newTable(buf)
+	t.row("GROUP", "RULES", "ENABLED", "SLOT", "STATE", "LAG")
+	for _, g := range groups {
+		state, lag := "not created yet", "-"
+		if g.Found {
+			state, lag = "inactive", byteSize(g.Lag)
+			if g.Active {
+				state = "streaming"
+			}
+		}
+		t.row(g.Group, strconv.FormatInt(g.Rules, 10), strconv.FormatInt(g.Enabled, 10), g.Slot, state, lag)
+	}
+	t.flush()
+}
+
 func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
 	if len(lanes) == 0 {
 		buf.WriteString("Lanes: none\n")
@@ -232,6 +253,7 @@ type (
 		Slot       slotJSON        `json:"slot"`
 		Checkpoint *checkpointJSON `json:"checkpoint"` // null: none stored
 		Rules      []ruleJSON      `json:"rules"`
+		Groups     []groupJSON     `json:"groups"`
 		Lanes      []laneJSON      `json:"lanes"`
 		Backfills  []backfillJSON  `json:"backfills"`
 		OpenErrors openErrorsJSON  `json:"open_errors"`
@@ -282,6 +304,15 @@ type (
 		Status       string  `json:"status"`         // valid, invalid or disabled
 		Reason       *string `json:"invalid_reason"` // null unless invalid
 	}
+	groupJSON struct {
+		Group    string  `json:"group"`
+		Rules    int64   `json:"rules"`
+		Enabled  int64   `json:"enabled"`
+		Slot     string  `json:"slot"`
+		Exists   bool    `json:"slot_exists"`
+		Active   bool    `json:"active"`
+		LagBytes *uint64 `json:"lag_bytes"` // null without the slot
+	}
 	laneJSON struct {
 		Lane       string     `json:"lane"`
 		LSN        string     `json:"lsn"`
@@ -311,6 +342,7 @@ func statusDocument(r statusReport) statusJSON {
 	doc := statusJSON{
 		Slot:      slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
 		Rules:     []ruleJSON{},
+		Groups:    []groupJSON{},
 		Lanes:     []laneJSON{},
 		Backfills: []backfillJSON{},
 		Usage:     usageDocument(r.Usage),
@@ -352,6 +384,14 @@ func statusDocument(r statusReport) statusJSON {
 			j.Reason = &rule.Invalid
 		}
 		doc.Rules = append(doc.Rules, j)
+	}
+	for _, g := range r.Groups {
+		j := groupJSON{Group: g.Group, Rules: g.Rules, Enabled: g.Enabled, Slot: g.Slot, Exists: g.Found, Active: g.Active}
+		if g.Found {
+			lag := g.Lag
+			j.LagBytes = &lag
+		}
+		doc.Groups = append(doc.Groups, j)
 	}
 	for _, l := range r.Lanes {
 		j := laneJSON{Lane: l.Lane, LSN: l.LSN.String(), Ord: l.Ord, LagBytes: l.Lag(r.Slot), UpdatedAt: l.UpdatedAt.UTC()}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pgimageai/pgimageai/replication"
@@ -331,5 +332,39 @@ func TestSlotLag(t *testing.T) {
 				t.Errorf("Lag() = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestWriteStatusGroups(t *testing.T) {
+	r := statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Groups: []groupStatus{
+		{Group: "default", Rules: 3, Enabled: 2, Slot: "pgimageai", Found: true, Active: true, Lag: 2048},
+		{Group: "thumbs", Rules: 1, Enabled: 1, Slot: "pgimageai_thumbs"},
+	}}
+	var b bytes.Buffer
+	if err := writeStatus(&b, r, formatTable); err != nil {
+		t.Fatal(err)
+	}
+	want := `Rule groups (pgimageai run --group NAME; each with its own slot)
+  GROUP    RULES  ENABLED  SLOT              STATE            LAG
+  default  3      2        pgimageai         streaming        2048 bytes (2.0 KiB)
+  thumbs   1      1        pgimageai_thumbs  not created yet  -
+`
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks the groups table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, r, formatJSON) })
+	wantJSON := []any{
+		map[string]any{"group": "default", "rules": 3.0, "enabled": 2.0, "slot": "pgimageai", "slot_exists": true, "active": true, "lag_bytes": 2048.0},
+		map[string]any{"group": "thumbs", "rules": 1.0, "enabled": 1.0, "slot": "pgimageai_thumbs", "slot_exists": false, "active": false, "lag_bytes": nil},
+	}
+	if !reflect.DeepEqual(doc["groups"], wantJSON) {
+		t.Errorf("groups = %#v, want %#v", doc["groups"], wantJSON)
+	}
+	// One default group: no table.
+	r.Groups = r.Groups[:1]
+	b.Reset()
+	writeStatus(&b, r, formatTable)
+	if strings.Contains(b.String(), "Rule groups") {
+		t.Errorf("a table for the default group alone:\n%s", b.String())
 	}
 }
