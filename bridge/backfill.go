@@ -198,11 +198,18 @@ ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.
 func lastRowSQL(r *Rule) rowQuery {
 	cols, keys := selectList(r)
 	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf("SELECT %s FROM %s AS s ORDER BY %s LIMIT 1",
-		cols, r.Source.Identifier().Sanitize(), descending(prefixed("s.", keys)))}
+		cols, r.Source.Identifier().Sanitize(), descending("s.", keys))}
 }
 
-func descending(list string) string {
-	return strings.ReplaceAll(list, ", ", " DESC, ") + " DESC"
+// descending is prefixed with " DESC" after each column: the ORDER BY of
+// the greatest key. Each name is already quoted (and may itself contain ", "),
+// so the list is built column by column, never rewritten as text.
+func descending(p string, names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + n + " DESC"
+	}
+	return strings.Join(out, ", ")
 }
 
 func nullable(b []byte) any {
