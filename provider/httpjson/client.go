@@ -23,11 +23,12 @@ type Client struct {
 	// before the first call; it must not change afterwards.
 	Retrier provider.Retrier
 
-	http    *http.Client
-	key     string // "" = no Authorization header
-	header  http.Header
-	timeout time.Duration
-	limiter *provider.Limiter
+	http     *http.Client
+	key      string // "" = no Authorization header
+	redactor *provider.Redactor
+	header   http.Header
+	timeout  time.Duration
+	limiter  *provider.Limiter
 }
 
 // New returns a client for a model with options o (defaults applied, see
@@ -38,12 +39,13 @@ func New(o provider.Options, key string, header http.Header) *Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = o.MaxConcurrency // keep connections of concurrent requests alive
 	return &Client{
-		Retrier: provider.Retrier{MaxRetries: *o.MaxRetries},
-		http:    &http.Client{Transport: transport},
-		key:     key,
-		header:  header.Clone(),
-		timeout: time.Duration(o.Timeout),
-		limiter: provider.NewLimiter(o.MaxConcurrency, o.RequestsPerMinute),
+		Retrier:  provider.Retrier{MaxRetries: *o.MaxRetries},
+		http:     &http.Client{Transport: transport},
+		key:      key,
+		redactor: provider.NewRedactor(key),
+		header:   header.Clone(),
+		timeout:  time.Duration(o.Timeout),
+		limiter:  provider.NewLimiter(o.MaxConcurrency, o.RequestsPerMinute),
 	}
 }
 

@@ -81,7 +81,7 @@ func (p *Provider) badResponse(format string, args ...any) *provider.Error {
 	return e
 }
 
-// scrub removes the API key from s (httpjson.Redact).
-func (p *Provider) scrub(s string) string { return httpjson.Redact(s, p.key) }
+// scrub removes the API key from s, in every encoding (provider.Redactor).
+func (p *Provider) scrub(s string) string { return p.redact.Redact(s) }
 
-func (p *Provider) scrubErr(err error) error { return httpjson.RedactErr(err, p.key) }
+func (p *Provider) scrubErr(err error) error { return p.redact.RedactErr(err) }

@@ -22,7 +22,7 @@ import (
 type Provider struct {
 	model   string
 	cfg     Config
-	key     string // only for scrubbing error messages
+	redact  *provider.Redactor // the key, for scrubbing error messages
 	timeout time.Duration
 	client  *goopenai.Client
 	retrier provider.Retrier
@@ -61,7 +61,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	return &Provider{
 		model:   m.Model,
 		cfg:     cfg,
-		key:     key,
+		redact:  provider.NewRedactor(key),
 		timeout: time.Duration(cfg.Timeout),
 		client:  goopenai.NewClientWithConfig(cc),
 		retrier: provider.Retrier{MaxRetries: *cfg.MaxRetries},

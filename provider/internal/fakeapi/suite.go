@@ -89,6 +89,7 @@ func Suite(t *testing.T, sp Spec) {
 	})
 	t.Run("errors and retries", func(t *testing.T) { errorsAndRetries(t, sp) })
 	t.Run("key never in errors", func(t *testing.T) { keyNeverInErrors(t, sp) })
+	t.Run("key in no encoding in errors", func(t *testing.T) { keyEncodingsNeverInErrors(t, sp) })
 	if sp.MaxBatchSize > 0 {
 		t.Run("batching", func(t *testing.T) { batching(t, sp) })
 	}
@@ -289,6 +290,35 @@ func keyNeverInErrors(t *testing.T, sp Spec) {
 					t.Fatalf("key leaked in %T: %s", e, s)
 				}
 			}
+		}
+	}
+}
+
+// keyEncodingsNeverInErrors: servers that echo the key in each of its
+// encodings (KeyForms) in an error message, a plain error body or a 2xx
+// answer that is not JSON; the key appears in no error text, in no encoding.
+func keyEncodingsNeverInErrors(t *testing.T, sp Spec) {
+	for name, form := range KeyForms(TestKey) {
+		for _, a := range []Answer{
+			{Status: 401, Body: sp.ErrorBody("bad key: Bearer " + form)},
+			{Status: 400, Body: `{"error":{"message":"bad key: Bearer ` + form + `"},"message":"` + form + `","detail":"` + form + `"}`},
+			{Status: 500, Body: "upstream said Bearer " + form},
+			{Status: 200, Body: "not json: Bearer " + form},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", name, a.Status), func(t *testing.T) {
+				srv := sp.NewServer(t, a)
+				m := sp.Model(srv, `{"max_retries":0}`)
+				m.APIKeyEnv = "KEY"
+				p, _ := sp.build(t, m, map[string]string{"KEY": TestKey})
+				_, err := p.EmbedImage(context.Background(), Image(1))
+				if err == nil {
+					t.Fatalf("%d %s: want an error", a.Status, a.Body)
+				}
+				if r := srv.Requests(); len(r) != 1 || r[0].Header.Get("Authorization") != "Bearer "+TestKey {
+					t.Fatalf("the server did not see the key")
+				}
+				AssertNoKey(t, err, TestKey)
+			})
 		}
 	}
 }
