@@ -14,7 +14,7 @@ const maxMessage = 500
 
 // wrap scrubs e in place (message and chain) and bounds its message.
 func (c *Client) wrap(e *provider.Error) *provider.Error {
-	e.Message = Truncate(c.Scrub(e.Message), maxMessage)
+	e.Message = Truncate(c.Scrub(e.Message[:min(len(e.Message), quoteBytes)]), maxMessage)
 	e.Err = c.scrubErr(e.Err)
 	return e
 }

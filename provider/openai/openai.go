@@ -56,7 +56,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	transport.MaxIdleConnsPerHost = cfg.MaxConcurrency // keep connections of concurrent requests alive
 	cc := goopenai.DefaultConfig(key)
 	cc.BaseURL = base
-	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}}
+	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}, maxAnswer: provider.MaxChatAnswerBytes}
 
 	return &Provider{
 		model:   m.Model,
@@ -184,6 +184,9 @@ func (p *Provider) completion(resp goopenai.ChatCompletionResponse) (provider.Co
 				text += part.Text
 			}
 		}
+	}
+	if err := provider.CheckText(text); err != nil {
+		return provider.Completion{}, err
 	}
 	if strings.TrimSpace(text) == "" {
 		if choice.Message.Refusal != "" {
