@@ -23,9 +23,11 @@ import (
 	"github.com/pgimageai/pgimageai/provider/voyage"
 )
 
-// registry returns the providers this binary knows.
-func registry() *provider.Registry {
+// registry returns the providers this binary knows, their key variables
+// allowed by keyEnv.
+func registry(keyEnv *provider.KeyEnvPolicy) *provider.Registry {
 	r := provider.NewRegistry()
+	r.AllowKeyEnv(keyEnv)
 	r.Register("openai", openai.Factory)
 	r.Register("local", local.Factory)
 	r.Register("vllm", vllm.Factory)
@@ -77,7 +79,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		TargetDSN:   c.TargetDSN,
 		Slot:        c.Slot,
 		Publication: c.Publication,
-		Registry:    registry(),
+		Registry:    registry(c.KeyEnv),
 		Env:         os.LookupEnv,
 		ByteBudget:  c.ByteBudget,
 		Logger:      log,
