@@ -42,8 +42,8 @@ func TestLoadErrors(t *testing.T) {
 	jpg := encodeJPEG(t, solid(64, 32, color.RGBA{255, 0, 0, 255}), 80).Data
 	webp := readFixture(t, "lossy.webp").Data
 	tests := []struct {
-		name    string
-		options string
+		name     string
+		options  string
 		img      provider.Image
 		tooLarge bool // refused by a limit (too_large), not by the decoder
 		wantErr  []string
