@@ -49,9 +49,10 @@ func (l Limits) check(f magic.Format, data []byte, w, h int) error {
 	return nil
 }
 
-// decoderBytes is what a decoder holds besides its pixels: tables, zlib
-// and LZW state, bit readers.
-const decoderBytes = 64 << 10
+// decoderBytes is what a call holds besides the decoded pixels: the
+// decoder's tables, zlib and LZW state and bit readers, and shrink's output
+// and accumulators.
+const decoderBytes = 64<<10 + 4*workSize*workSize + 64<<10
 
 // decodedBytes estimates, from the header of an image of w × h pixels, the
 // bytes its decoder allocates: the decoded image in the colour model the
@@ -213,12 +214,17 @@ type jpegSOF struct {
 }
 
 // jpegFrame walks the markers of a JPEG (ITU T.81 B.1) up to its first
-// start-of-frame: SOF0–SOF2 (the ones image/jpeg decodes; SOF2 is
-// progressive), the APP0 JFIF and APP14 Adobe markers before it, which
-// tell an RGB file.
+// scan, as image/jpeg does: the start-of-frame (SOF0–SOF2, the ones
+// image/jpeg decodes; SOF2 is progressive) and the APP0 JFIF and APP14
+// Adobe markers, before or after it, which tell an RGB file.
 func jpegFrame(data []byte) (jpegSOF, bool) {
 	var sof jpegSOF
-	jfif, adobeRGB := false, false
+	var ids []byte
+	seen, jfif, adobeRGB := false, false, false
+	done := func() (jpegSOF, bool) {
+		sof.rgb = len(sof.comps) == 3 && !jfif && (adobeRGB || string(ids) == "RGB")
+		return sof, seen
+	}
 	p := 2
 	for p+4 <= len(data) {
 		if data[p] != 0xFF {
@@ -233,9 +239,12 @@ func jpegFrame(data []byte) (jpegSOF, bool) {
 			p += 2
 			continue
 		}
+		if m == 0xDA || m == 0xD9 { // the first scan, or the end
+			return done()
+		}
 		n := int(binary.BigEndian.Uint16(data[p+2:]))
 		if n < 2 || p+2+n > len(data) {
-			return sof, false
+			return done()
 		}
 		seg := data[p+4 : p+2+n]
 		switch {
@@ -243,7 +252,7 @@ func jpegFrame(data []byte) (jpegSOF, bool) {
 			jfif = true
 		case m == 0xEE && len(seg) >= 12 && bytes.HasPrefix(seg, []byte("Adobe")):
 			adobeRGB = seg[11] == 0
-		case m == 0xC0 || m == 0xC1 || m == 0xC2:
+		case (m == 0xC0 || m == 0xC1 || m == 0xC2) && !seen:
 			if len(seg) < 6 {
 				return sof, false
 			}
@@ -251,7 +260,6 @@ func jpegFrame(data []byte) (jpegSOF, bool) {
 			if nc < 1 || nc > 4 || len(seg) < 6+3*nc {
 				return sof, false
 			}
-			ids := make([]byte, nc)
 			for i := range nc {
 				hv := seg[6+3*i+1]
 				h, v := int64(hv>>4), int64(hv&0x0F)
@@ -259,15 +267,12 @@ func jpegFrame(data []byte) (jpegSOF, bool) {
 					return sof, false
 				}
 				sof.comps = append(sof.comps, jpegComp{h, v})
-				ids[i] = seg[6+3*i]
+				ids = append(ids, seg[6+3*i])
 			}
 			sof.progressive = m == 0xC2
-			sof.rgb = nc == 3 && !jfif && (adobeRGB || string(ids) == "RGB")
-			return sof, true
-		case m == 0xDA || m == 0xD9: // a scan or the end before any frame
-			return sof, false
+			seen = true
 		}
 		p += 2 + n
 	}
-	return sof, false
+	return done()
 }
