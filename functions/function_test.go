@@ -103,6 +103,11 @@ func TestCallTable(t *testing.T) {
 				return provider.Completion{}, provider.Errorf(provider.BadResponse, "no choices")
 			},
 			want: Result{Null: true}, wantMIME: "image/png", wantCall: true, reason: BadResponse, imgBytes: len(pngImg), detailHas: "no choices"},
+		{name: "over the provider's decoding limits", img: pngImg, valid: true,
+			text: func(provider.Image, string) (provider.Completion, error) {
+				return provider.Completion{}, provider.Errorf(provider.TooLarge, "PNG image of 50000000x1 pixels: its side is over the limit; not decoded")
+			},
+			want: Result{Null: true}, wantMIME: "image/png", wantCall: true, reason: TooLarge, imgBytes: len(pngImg), detailHas: "50000000x1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -191,11 +191,14 @@ func jpegBytes(data []byte, w, h int) int64 {
 	for _, c := range sof.comps {
 		samples += mxx * c.h * myy * c.v * 64
 	}
+	full := 8 * hmax * mxx * 8 * vmax * myy
+	// No component sampled at full resolution is a file image/jpeg refuses
+	// (an unsupported ratio); it is estimated as if one were.
+	samples = max(samples, full)
 	n := samples + decoderBytes
 	if sof.progressive {
 		n += 4 * samples
 	}
-	full := 8 * hmax * mxx * 8 * vmax * myy
 	switch {
 	case len(sof.comps) == 4:
 		n += 8 * full
