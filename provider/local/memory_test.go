@@ -41,8 +41,8 @@ const callBudget = 64 << 20
 // over a limit, the 50,000,000 × 1 PNG strip first, are too_large and cost
 // next to nothing.
 func TestWorstInputMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds images of tens of megabytes")
+	if testing.Short() || raceEnabled {
+		t.Skip("builds and decodes images of tens of megabytes (too slow under -short or -race)")
 	}
 	p := newTestProvider(t, `{}`)
 	limits := p.cfg.Limits()
