@@ -47,15 +47,36 @@ func shrink(m image.Image) *image.RGBA {
 	}
 	for y := range sh {
 		clear(row)
+		// Walk the row's output cells as the pixels go: cell ox ends at
+		// edge; a pixel across it is split between ox and ox+1.
+		ox, edge := 0, sx
 		for x0 := 0; x0 < sw; x0 += shrinkChunk {
 			n := min(shrinkChunk, sw-x0)
 			draw.Draw(chunk, image.Rect(0, 0, n, 1), m, image.Pt(b.Min.X+x0, b.Min.Y+y), draw.Src)
+			pix := chunk.Pix[:4*n]
 			for i := range n {
-				p := chunk.Pix[4*i : 4*i+4 : 4*i+4]
-				ox, w := cell(x0+i, sx, dw)
-				addPixel(row[4*ox:4*ox+4:4*ox+4], p, w)
-				if w < 1 {
-					addPixel(row[4*ox+4:4*ox+8:4*ox+8], p, 1-w)
+				p := pix[4*i : 4*i+4 : 4*i+4]
+				r, g, bl, a := float64(p[0]), float64(p[1]), float64(p[2]), float64(p[3])
+				q := row[4*ox : 4*ox+4 : 4*ox+4]
+				if x := float64(x0 + i); x+1 <= edge || ox == dw-1 {
+					q[0] += r
+					q[1] += g
+					q[2] += bl
+					q[3] += a
+				} else {
+					w := edge - x
+					q[0] += r * w
+					q[1] += g * w
+					q[2] += bl * w
+					q[3] += a * w
+					ox++
+					edge = float64(ox+1) * sx
+					q = row[4*ox : 4*ox+4 : 4*ox+4]
+					w = 1 - w
+					q[0] += r * w
+					q[1] += g * w
+					q[2] += bl * w
+					q[3] += a * w
 				}
 			}
 		}
@@ -91,13 +112,6 @@ func cell(i int, scale float64, n int) (o int, w float64) {
 		return o, 1
 	}
 	return o, edge - float64(i)
-}
-
-func addPixel(q []float64, p []uint8, w float64) {
-	q[0] += float64(p[0]) * w
-	q[1] += float64(p[1]) * w
-	q[2] += float64(p[2]) * w
-	q[3] += float64(p[3]) * w
 }
 
 func addRow(dst, src []float64, w float64) {
