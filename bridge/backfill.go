@@ -273,12 +273,23 @@ ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.
 // lastRowSQL selects the row of r's source table with the greatest key.
 func lastRowSQL(r *Rule) rowQuery {
 	cols, _ := rowColumns(r)
-	var desc []string
+	var keys []string
 	for _, k := range r.KeyColumns {
-		desc = append(desc, "s."+pgx.Identifier{k.Name}.Sanitize()+" DESC")
+		keys = append(keys, pgx.Identifier{k.Name}.Sanitize())
 	}
 	return rowQuery{keys: len(r.KeyColumns), sql: fmt.Sprintf("SELECT %s FROM %s AS s ORDER BY %s LIMIT 1",
-		cols, r.Source.Identifier().Sanitize(), strings.Join(desc, ", "))}
+		cols, r.Source.Identifier().Sanitize(), descending("s.", keys))}
+}
+
+// descending is prefixed with " DESC" after each column: the ORDER BY of
+// the greatest key. Each name is already quoted (and may itself contain ", "),
+// so the list is built column by column, never rewritten as text.
+func descending(p string, names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + n + " DESC"
+	}
+	return strings.Join(out, ", ")
 }
 
 func nullable(b []byte) any {

@@ -150,6 +150,9 @@ func (f *Function) CallPrompt(ctx context.Context, img []byte, valid bool, promp
 		if err != nil {
 			return Result{Null: true}, f.providerErr(ctx, img, err)
 		}
+		if err := provider.CheckText(c.Text); err != nil {
+			return Result{Null: true, Usage: c.Usage}, fromProvider(f.model, img, err)
+		}
 		return Result{Text: c.Text, Usage: c.Usage}, nil
 	default:
 		e, err := f.emb.EmbedImage(ctx, in)
@@ -175,6 +178,9 @@ func (f *Function) providerErr(ctx context.Context, img []byte, err error) error
 func checkVector(v []float32) error {
 	if len(v) == 0 {
 		return provider.Errorf(provider.BadResponse, "provider returned an empty vector")
+	}
+	if err := provider.CheckVectorLength(v); err != nil {
+		return err
 	}
 	for i, x := range v {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {

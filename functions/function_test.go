@@ -103,6 +103,11 @@ func TestCallTable(t *testing.T) {
 				return provider.Completion{}, provider.Errorf(provider.BadResponse, "no choices")
 			},
 			want: Result{Null: true}, wantMIME: "image/png", wantCall: true, reason: BadResponse, imgBytes: len(pngImg), detailHas: "no choices"},
+		{name: "over the provider's decoding limits", img: pngImg, valid: true,
+			text: func(provider.Image, string) (provider.Completion, error) {
+				return provider.Completion{}, provider.Errorf(provider.TooLarge, "PNG image of 50000000x1 pixels: its side is over the limit; not decoded")
+			},
+			want: Result{Null: true}, wantMIME: "image/png", wantCall: true, reason: TooLarge, imgBytes: len(pngImg), detailHas: "50000000x1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,6 +159,8 @@ func TestEmbed(t *testing.T) {
 		{"vector", []float32{0.6, 0.8}, ""},
 		{"empty vector", nil, BadResponse},
 		{"nan", []float32{0.1, float32NaN()}, BadResponse},
+		{"longest vector", make([]float32, provider.MaxDimensions), ""},
+		{"vector over the limit", make([]float32, provider.MaxDimensions+1), BadResponse},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,6 +183,34 @@ func TestEmbed(t *testing.T) {
 			before := fk.calls.Load()
 			if r, err := f.Call(context.Background(), nil, false); err != nil || !r.Null || fk.calls.Load() != before {
 				t.Fatalf("NULL image: %+v %v calls %d→%d", r, err, before, fk.calls.Load())
+			}
+		})
+	}
+}
+
+// TestAnswerTextBounded: a text over provider.MaxTextBytes, from any
+// provider, is a bad_response and nothing is written.
+func TestAnswerTextBounded(t *testing.T) {
+	tests := []struct {
+		name   string
+		n      int
+		reason Reason
+	}{
+		{"at the limit", provider.MaxTextBytes, ""},
+		{"over the limit", provider.MaxTextBytes + 1, BadResponse},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fk := &fake{text: func(provider.Image, string) (provider.Completion, error) {
+				return provider.Completion{Text: strings.Repeat("a", tc.n)}, nil
+			}}
+			f, err := Bind(Complete, "c1", textOnly{fk}, opts(t, ""), ptr("p"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := f.Call(context.Background(), pngImg, true)
+			if ReasonOf(err) != tc.reason || got.Null != (tc.reason != "") {
+				t.Fatalf("result null=%v, reason %q (%v), want %q", got.Null, ReasonOf(err), err, tc.reason)
 			}
 		})
 	}

@@ -64,15 +64,18 @@ func invalidRule(format string, args ...any) *Error {
 }
 
 // fromProvider classifies a provider failure: an unusable answer is
-// bad_response, anything else (HTTP error, retries spent, I/O) is
-// provider_error.
+// bad_response, an input over the provider's limits too_large, anything
+// else (HTTP error, retries spent, I/O) provider_error.
 func fromProvider(model string, img []byte, err error) *Error {
 	fe := &Error{Reason: ProviderError, ImageBytes: len(img), ImageHead: head(img), Err: err}
 	var pe *provider.Error
 	if errors.As(err, &pe) {
 		fe.Status = pe.Status
-		if pe.Kind == provider.BadResponse {
+		switch pe.Kind {
+		case provider.BadResponse:
 			fe.Reason = BadResponse
+		case provider.TooLarge:
+			fe.Reason = TooLarge
 		}
 	}
 	fe.Detail = fmt.Sprintf("model %s: %v", model, err)

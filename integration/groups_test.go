@@ -25,7 +25,7 @@ VALUES ('thumbs', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'b', 'Describe', 
 	g2.slot = s.slot + "_g2"
 	leader := g2.runProcess(t, "PGIMAGEAI_GROUP=g2")
 	g2.runProcess(t, "PGIMAGEAI_GROUP=g2") // its standby
-	time.Sleep(time.Second)                 // the standby is waiting for the lock
+	time.Sleep(time.Second)                // the standby is waiting for the lock
 
 	seen, stopWatching := watchRows(t, s, "public.captions")
 	want := map[int]string{}

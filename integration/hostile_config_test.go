@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/cohere"
 	"github.com/pgimageai/pgimageai/provider/jina"
 	"github.com/pgimageai/pgimageai/provider/llamacpp"
@@ -255,6 +256,20 @@ func (e *echoAI) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"id":"x","choices":%q}`, auth)
 	case "refusal-200":
 		answer(map[string]any{"role": "assistant", "content": "", "refusal": "I will not, " + auth})
+	case "escaped-500": // every character JSON-escaped, in a body that is not JSON
+		w.WriteHeader(http.StatusInternalServerError)
+		var esc strings.Builder
+		for _, c := range auth {
+			fmt.Fprintf(&esc, `\u%04X`, c)
+		}
+		fmt.Fprintf(w, "upstream rejected %s", esc.String())
+	case "urlenc-401": // every byte URL-encoded, in a JSON message
+		w.WriteHeader(http.StatusUnauthorized)
+		var enc strings.Builder
+		for _, c := range []byte(auth) {
+			fmt.Fprintf(&enc, "%%%02x", c)
+		}
+		fmt.Fprintf(w, `{"error":{"message":"bad header %s"}}`, enc.String())
 	case "structured-200":
 		answer(map[string]any{"role": "assistant", "content": strings.Repeat("x", 180) + " " + auth})
 	default:
@@ -275,7 +290,7 @@ func TestHostileKeyRedaction(t *testing.T) {
 	}
 	key := "sk-" + hex.EncodeToString(secret)
 	password, token := "pw-"+hex.EncodeToString(secret[:6]), "tok-"+hex.EncodeToString(secret[6:12])
-	envName := "PGIMAGEAI_HOSTILE_KEY_" + strings.ToUpper(hex.EncodeToString(secret[12:]))
+	envName := "HOSTILE_KEY_" + strings.ToUpper(hex.EncodeToString(secret[12:])) // PG* variables may not hold keys
 	t.Setenv(envName, key)
 
 	s := newSource(t)
@@ -291,11 +306,17 @@ func TestHostileKeyRedaction(t *testing.T) {
 		s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model, api_key_env, options) VALUES ($1, 'openai', $2, 'gpt-test', $3, $4)`,
 			m.name, m.url, envName, m.options)
 	}
+	// A model may not name the database's variables as its key's: whoever
+	// writes models would receive them at a base URL of their choosing.
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model, api_key_env) VALUES ('pgpass', 'openai', $1, 'gpt-test', 'PGPASSWORD')`, ai.URL+"/v1")
 	rules := []struct{ prompt, model, reason, detail string }{
 		{"ok", "keyed", "", ""},
+		{"pgpass", "pgpass", "invalid_rule", "PGPASSWORD may not hold an API key"},
 		{"json-400", "keyed", "provider_error", "invalid header Bearer [REDACTED]"},
 		{"text-401", "keyed", "provider_error", "Authorization: Bearer [REDACTED]"},
 		{"json-500", "keyed", "provider_error", "upstream rejected Bearer [REDACTED]"},
+		{"escaped-500", "keyed", "provider_error", `u0072\u0020[REDACTED]`},
+		{"urlenc-401", "keyed", "provider_error", "%72%20[REDACTED]"},
 		{"garbage-200", "keyed", "bad_response", "invalid response"},
 		{"wrong-json-200", "keyed", "bad_response", "invalid response"},
 		{"refusal-200", "keyed", "bad_response", "I will not, Bearer [REDACTED]"},
@@ -331,8 +352,8 @@ VALUES ($1, 'public.photos', 'img', 'AI_IMAGE_COMPLETE', $2, $1, 'public.out', $
 	ai.mu.Lock()
 	auths := append([]string(nil), ai.auths...)
 	ai.mu.Unlock()
-	if len(auths) < 8 {
-		t.Errorf("%d requests, want at least one per usable rule (8)", len(auths))
+	if len(auths) < 10 {
+		t.Errorf("%d requests, want at least one per usable rule (10)", len(auths))
 	}
 	for _, a := range auths {
 		if a != "Bearer "+key {
@@ -366,6 +387,9 @@ VALUES ($1, 'public.photos', 'img', 'AI_IMAGE_COMPLETE', $2, $1, 'public.out', $
 			if strings.Contains(out, sec) {
 				t.Errorf("%s shows %q:\n%s", what, sec, out)
 			}
+		}
+		if provider.NewRedactor(key).Contains(out) { // escaped, encoded, escaped twice …
+			t.Errorf("%s shows the key encoded:\n%s", what, out)
 		}
 	}
 }

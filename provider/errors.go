@@ -16,8 +16,13 @@ const (
 	// Permanent failures (other 4xx, invalid requests) never succeed when retried.
 	Permanent
 	// BadResponse means the provider answered but the answer is unusable: no
-	// choices, an empty vector, a wrong dimension, invalid JSON.
+	// choices, an empty vector, a wrong dimension, invalid JSON, an answer
+	// over a bound.
 	BadResponse
+	// TooLarge means the input is over a limit of the provider (the local
+	// provider's decoding limits); it is refused before any work and never
+	// succeeds when retried.
+	TooLarge
 )
 
 // String returns the kind's name.
@@ -29,6 +34,8 @@ func (k Kind) String() string {
 		return "permanent"
 	case BadResponse:
 		return "bad_response"
+	case TooLarge:
+		return "too_large"
 	}
 	return "unknown"
 }

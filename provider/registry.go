@@ -27,6 +27,7 @@ func FactoryOf[P Provider](newFn func(Model, Env) (P, error)) Factory {
 type Registry struct {
 	mu        sync.RWMutex
 	factories map[string]Factory
+	keyEnv    *KeyEnvPolicy
 }
 
 // NewRegistry returns an empty registry.
@@ -45,6 +46,14 @@ func (r *Registry) Register(name string, f Factory) {
 	r.factories[name] = f
 }
 
+// AllowKeyEnv sets the policy that says which environment variables a
+// model's api_key_env may name; until it is called, DefaultKeyEnvPolicy.
+func (r *Registry) AllowKeyEnv(p *KeyEnvPolicy) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keyEnv = p
+}
+
 // Names returns the registered provider names, sorted.
 func (r *Registry) Names() []string {
 	r.mu.RLock()
@@ -58,17 +67,28 @@ func (r *Registry) Names() []string {
 }
 
 // New builds the provider of model m. A base URL that is set must pass
-// ParseBaseURL whatever the provider, so that one a provider ignores (local)
-// is refused too rather than silently unused.
+// ParseBaseURL, and a key variable that is named must be allowed by the
+// registry's KeyEnvPolicy, whatever the provider, so that one a provider
+// ignores (local) is refused too rather than silently unused. A refused
+// variable is never read.
 func (r *Registry) New(m Model, env Env) (Provider, error) {
 	r.mu.RLock()
 	f, ok := r.factories[m.Provider]
+	keyEnv := r.keyEnv
 	r.mu.RUnlock()
+	if keyEnv == nil {
+		keyEnv = DefaultKeyEnvPolicy
+	}
 	if !ok {
 		return nil, fmt.Errorf("model %q: unknown provider %q (known: %v)", m.Name, m.Provider, r.Names())
 	}
 	if m.BaseURL != "" {
 		if _, err := ParseBaseURL(m.BaseURL); err != nil {
+			return nil, fmt.Errorf("model %q: %w", m.Name, err)
+		}
+	}
+	if m.APIKeyEnv != "" {
+		if err := keyEnv.Check(m.APIKeyEnv); err != nil {
 			return nil, fmt.Errorf("model %q: %w", m.Name, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/provider"
 )
 
 // config holds the settings of SPEC §6, each from a flag or, failing that, its
@@ -23,9 +24,11 @@ type config struct {
 	MetricsAddr string
 	LogFormat   string
 	ByteBudget  int64
-	Query       queryFlags // flags of status, errors and retry (commandflags.go)
+	KeyEnv      *provider.KeyEnvPolicy // which variables api_key_env may name
+	Query       queryFlags             // flags of status, errors and retry (commandflags.go)
 
-	byteBudget string // as given
+	byteBudget  string // as given
+	keyEnvAllow string // as given
 }
 
 // validGroup is what a rule group's name may be (also checked by the
@@ -59,6 +62,7 @@ func (c *config) settings() []setting {
 		{"metrics-addr", "PGIMAGEAI_METRICS_ADDR", "", "address for Prometheus /metrics and /healthz, e.g. :9187 (default: off)", &c.MetricsAddr},
 		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
 		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
+		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }
 
@@ -111,6 +115,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		return c, fmt.Errorf("%w: --byte-budget must be at least 1MiB (1048576 bytes), got %q", errUsage, c.byteBudget)
 	}
 	c.ByteBudget = n
+	if c.KeyEnv, err = provider.ParseKeyEnvPolicy(c.keyEnvAllow); err != nil {
+		return c, fmt.Errorf("%w: --key-env-allow: %v", errUsage, err)
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return c, fmt.Errorf("%w: --log-format must be text or json, got %q", errUsage, c.LogFormat)
 	}

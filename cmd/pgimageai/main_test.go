@@ -37,6 +37,11 @@ func TestParseConfig(t *testing.T) {
 		{"bad log format", []string{"--log-format", "xml"}, nil, config{}, "--log-format must be text or json"},
 		{"unknown flag", []string{"--nope"}, nil, config{}, "flag provided but not defined"},
 		{"stray argument", []string{"extra"}, nil, config{}, `unexpected argument "extra"`},
+		{"key variables by flag", []string{"--key-env-allow", "OPENAI_API_KEY,*_API_KEY"}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", keyEnvAllow: "OPENAI_API_KEY,*_API_KEY"}, ""},
+		{"key variables by env", nil, map[string]string{"PGIMAGEAI_KEY_ENV_ALLOW": "JINA_KEY"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", keyEnvAllow: "JINA_KEY"}, ""},
+		{"bad key variable pattern", []string{"--key-env-allow", "A,[B"}, nil, config{}, `--key-env-allow: key variable pattern "[B"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,8 +52,12 @@ func TestParseConfig(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			if err != nil || got.KeyEnv == nil || got.KeyEnv.String() != tc.want.keyEnvAllow {
+				t.Fatalf("key variables %v, %v; want %q", got.KeyEnv, err, tc.want.keyEnvAllow)
+			}
+			got.KeyEnv = nil
+			if got != tc.want {
+				t.Fatalf("got %+v; want %+v", got, tc.want)
 			}
 		})
 	}

@@ -23,9 +23,11 @@ import (
 	"github.com/pgimageai/pgimageai/provider/voyage"
 )
 
-// registry returns the providers this binary knows.
-func registry() *provider.Registry {
+// registry returns the providers this binary knows, their key variables
+// allowed by keyEnv.
+func registry(keyEnv *provider.KeyEnvPolicy) *provider.Registry {
 	r := provider.NewRegistry()
+	r.AllowKeyEnv(keyEnv)
 	r.Register("openai", openai.Factory)
 	r.Register("local", local.Factory)
 	r.Register("vllm", vllm.Factory)
@@ -83,7 +85,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Slot:        c.Slot,
 		Group:       c.Group,
 		Publication: c.Publication,
-		Registry:    registry(),
+		Registry:    registry(c.KeyEnv),
 		Env:         os.LookupEnv,
 		ByteBudget:  c.ByteBudget,
 		Logger:      log,

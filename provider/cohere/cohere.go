@@ -35,7 +35,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{cfg: cfg}
-	p.Batched = httpjson.NewBatched(ep, "/v2/embed", cfg.Options, cfg.Config, magic.DataURL, p.send)
+	p.Batched = httpjson.NewBatched(ep, "/v2/embed", cfg.EmbedConfig, magic.DataURL, p.send)
 	return p, nil
 }
 

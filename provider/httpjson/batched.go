@@ -36,11 +36,13 @@ type input struct {
 // embedding per input, in order.
 type Send func(ctx context.Context, inputs []string) ([]provider.Embedding, error)
 
-// NewBatched returns the shared part of a batching provider posting to
-// ep.BaseURL+path; encode turns an image into one input of a request. A
-// batch that the service refuses because of one input
-// (provider.InputRefused) is split until that input fails alone.
-func NewBatched(ep Endpoint, path string, opts provider.Options, bc batch.Config, encode func(magic.Format, []byte) string, send Send) *Batched {
+// NewBatched returns the shared part of a batching provider of options cfg
+// posting to ep.BaseURL+path; encode turns an image into one input of a
+// request. A batch that the service refuses because of one input
+// (provider.InputRefused) is split until that input fails alone. An answer
+// is bounded by cfg.AnswerBytes.
+func NewBatched(ep Endpoint, path string, cfg EmbedConfig, encode func(magic.Format, []byte) string, send Send) *Batched {
+	opts, bc := cfg.Options, cfg.Config
 	sendInputs := func(ctx context.Context, ins []input) ([]provider.Embedding, error) {
 		encs := make([]string, len(ins))
 		for i, in := range ins {
@@ -48,10 +50,12 @@ func NewBatched(ep Endpoint, path string, opts provider.Options, bc batch.Config
 		}
 		return send(ctx, encs)
 	}
+	client := New(opts, ep.Key, nil)
+	client.MaxAnswerBytes = cfg.AnswerBytes()
 	return &Batched{
 		Model:   ep.Model,
 		URL:     ep.BaseURL + path,
-		Client:  New(opts, ep.Key, nil),
+		Client:  client,
 		opts:    opts,
 		encode:  encode,
 		batcher: batch.New(bc.BatchSize, time.Duration(bc.BatchWait), sendInputs).SplitOn(provider.InputRefused),

@@ -12,9 +12,9 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 )
 
-// MaxAnswerBytes bounds a response body: a batch of 2048 vectors of 4096
-// dimensions as JSON text stays well below it.
-const MaxAnswerBytes = 512 << 20
+// quoteBytes is how much of an answer that is not JSON is scrubbed, before
+// its first 200 characters are quoted in the error.
+const quoteBytes = 16 << 10
 
 // Client posts JSON requests to one service. It is safe for concurrent use;
 // its requests are bounded by the limiter built from the model's options.
@@ -23,11 +23,17 @@ type Client struct {
 	// before the first call; it must not change afterwards.
 	Retrier provider.Retrier
 
-	http    *http.Client
-	key     string // "" = no Authorization header
-	header  http.Header
-	timeout time.Duration
-	limiter *provider.Limiter
+	// MaxAnswerBytes bounds the body of a 2xx answer: a longer one is a
+	// BadResponse, read no further than that, and not retried. New sets it
+	// for one vector of provider.MaxDimensions; set it before the first call.
+	MaxAnswerBytes int64
+
+	http     *http.Client
+	key      string // "" = no Authorization header
+	redactor *provider.Redactor
+	header   http.Header
+	timeout  time.Duration
+	limiter  *provider.Limiter
 }
 
 // New returns a client for a model with options o (defaults applied, see
@@ -38,12 +44,13 @@ func New(o provider.Options, key string, header http.Header) *Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = o.MaxConcurrency // keep connections of concurrent requests alive
 	return &Client{
-		Retrier: provider.Retrier{MaxRetries: *o.MaxRetries},
-		http:    &http.Client{Transport: transport},
-		key:     key,
-		header:  header.Clone(),
-		timeout: time.Duration(o.Timeout),
-		limiter: provider.NewLimiter(o.MaxConcurrency, o.RequestsPerMinute),
+		Retrier:  provider.Retrier{MaxRetries: *o.MaxRetries},
+		http:     &http.Client{Transport: transport},
+		key:      key,
+		redactor: provider.NewRedactor(key),
+		header:   header.Clone(),
+		timeout:  time.Duration(o.Timeout),
+		limiter:  provider.NewLimiter(o.MaxConcurrency, o.RequestsPerMinute),
 	}
 }
 
@@ -89,12 +96,13 @@ func (c *Client) attempt(ctx context.Context, url string, payload []byte, out an
 		return c.ioError(ctx, actx, "request failed", err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
-	if err != nil {
-		return c.ioError(ctx, actx, "reading the answer failed", err)
-	}
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// The status decides; the start of the body gives the message.
+		raw, err := io.ReadAll(&provider.BoundedBody{R: resp.Body, Limit: provider.MaxErrorBytes, Truncate: true})
+		if err != nil {
+			return c.ioError(ctx, actx, "reading the answer failed", err)
+		}
 		msg := BodyMessage(raw)
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
@@ -106,12 +114,16 @@ func (c *Client) attempt(ctx context.Context, url string, payload []byte, out an
 			RetryAfter: ParseRetryAfter(resp.Header, time.Now()),
 		})
 	}
-	if len(raw) > MaxAnswerBytes {
-		return c.errorf(provider.BadResponse, "invalid response: answer larger than %d bytes", MaxAnswerBytes)
+	raw, err := io.ReadAll(&provider.BoundedBody{R: resp.Body, Limit: c.MaxAnswerBytes})
+	if tl := provider.TooLargeAnswer(err); tl != nil {
+		return c.wrap(tl)
+	}
+	if err != nil {
+		return c.ioError(ctx, actx, "reading the answer failed", err)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return c.wrap(&provider.Error{Kind: provider.BadResponse,
-			Message: fmt.Sprintf("invalid response: %v: %s", err, Truncate(c.Scrub(collapse(raw)), 200)), Err: err}) // scrubbed before the cut, which could halve a key
+			Message: fmt.Sprintf("invalid response: %v: %s", err, Truncate(c.Scrub(collapse(raw[:min(len(raw), quoteBytes)])), 200)), Err: err}) // scrubbed before the cut, which could halve a key
 	}
 	return nil
 }

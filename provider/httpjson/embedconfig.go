@@ -30,10 +30,17 @@ func (c EmbedConfig) Validate(maxBatch int) error {
 	if err := c.Config.Validate(maxBatch); err != nil {
 		return err
 	}
-	if c.Dimensions < 0 {
-		return fmt.Errorf("option dimensions: must be >= 1, got %d", c.Dimensions)
+	if c.Dimensions < 0 || c.Dimensions > provider.MaxDimensions {
+		return fmt.Errorf("option dimensions: must be between 1 and %d, got %d", provider.MaxDimensions, c.Dimensions)
 	}
 	return nil
+}
+
+// AnswerBytes is the most bytes an answer to one request may have: a full
+// batch of vectors of dimensions values (provider.MaxDimensions when not
+// set), as JSON.
+func (c EmbedConfig) AnswerBytes() int64 {
+	return provider.EmbedAnswerBytes(c.BatchSize, c.Dimensions)
 }
 
 // WithDefaults fills in the defaults of the shared options and defaultBatch

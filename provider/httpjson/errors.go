@@ -2,7 +2,6 @@ package httpjson
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"unicode/utf8"
 
@@ -13,38 +12,19 @@ import (
 // whole HTML error page; errors rows should stay readable.
 const maxMessage = 500
 
-// redacted replaces the API key wherever it appears.
-const redacted = "[REDACTED]"
-
 // wrap scrubs e in place (message and chain) and bounds its message.
 func (c *Client) wrap(e *provider.Error) *provider.Error {
-	e.Message = Truncate(c.Scrub(e.Message), maxMessage)
+	e.Message = Truncate(c.Scrub(e.Message[:min(len(e.Message), quoteBytes)]), maxMessage)
 	e.Err = c.scrubErr(e.Err)
 	return e
 }
 
-// Scrub removes the API key from s.
-func (c *Client) Scrub(s string) string { return Redact(s, c.key) }
+// Scrub removes the API key from s,
+// in every encoding (provider.Redactor). A gateway may echo request headers
+// in its error body, so every message taken from outside passes here.
+func (c *Client) Scrub(s string) string { return c.redactor.Redact(s) }
 
-func (c *Client) scrubErr(err error) error { return RedactErr(err, c.key) }
-
-// Redact removes key from s. A gateway may echo request headers in its error
-// body, so every message taken from outside passes here.
-func Redact(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, redacted)
-}
-
-// RedactErr returns err, or a plain error with err's redacted text when that
-// text contains key, so that not even the unwrapped chain leaks it.
-func RedactErr(err error, key string) error {
-	if err == nil || key == "" || !strings.Contains(err.Error(), key) {
-		return err
-	}
-	return errors.New(Redact(err.Error(), key))
-}
+func (c *Client) scrubErr(err error) error { return c.redactor.RedactErr(err) }
 
 // BodyMessage extracts the message of an error answer: OpenAI's, llama.cpp's
 // and newer vLLM's {"error":{"message":…}}, Ollama's {"error":"…"}, Cohere's

@@ -42,10 +42,15 @@ func ByIndex(items []Item, n int) ([][]float32, error) {
 	return out, nil
 }
 
-// CheckDimensions returns BadResponse unless want is 0 (not configured) or
-// every vector has want values.
+// CheckDimensions returns BadResponse unless every vector has want values,
+// or, when want is 0 (not configured), at most provider.MaxDimensions.
 func CheckDimensions(vecs [][]float32, want int) error {
 	if want == 0 {
+		for _, v := range vecs {
+			if err := provider.CheckVectorLength(v); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	for _, v := range vecs {

@@ -33,7 +33,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{cfg: cfg}
-	p.Batched = httpjson.NewBatched(ep, "/embeddings", cfg.Options, cfg.Config, base64Input, p.send)
+	p.Batched = httpjson.NewBatched(ep, "/embeddings", cfg.EmbedConfig, base64Input, p.send)
 	return p, nil
 }
 

@@ -53,7 +53,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	if p.shape == ShapeMultimodalData {
 		p.marker = DefaultMarker
 	}
-	p.Batched = httpjson.NewBatched(ep, "/embeddings", cfg.Options, cfg.Config, magic.DataURL, p.send)
+	p.Batched = httpjson.NewBatched(ep, "/embeddings", cfg.EmbedConfig, magic.DataURL, p.send)
 	return p, nil
 }
 

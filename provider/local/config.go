@@ -8,9 +8,24 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 )
 
-// DefaultMaxPixels is the largest image, in pixels (width × height), decoded
-// when max_pixels is not set: 50 megapixels, about 200 MB of RGBA.
-const DefaultMaxPixels = 50_000_000
+// Defaults of the decoding limits (see Limits).
+const (
+	// DefaultMaxPixels is the largest image, in pixels (width × height),
+	// decoded when max_pixels is not set: 50 megapixels.
+	DefaultMaxPixels = 50_000_000
+	// DefaultMaxSide is the longest side decoded: 16384 pixels, WebP's own
+	// limit.
+	DefaultMaxSide = 16384
+	// DefaultMaxAspect is the most elongated image decoded: 1000:1, a
+	// hundred times a panorama's. A strip beyond it is no picture to
+	// describe, and the shape of decompression bombs.
+	DefaultMaxAspect = 1000
+	// DefaultMaxDecodedBytes bounds the bytes decoding one image may
+	// allocate: 48 MiB, so that a call stays under 64 MiB whatever the
+	// image (a 12-megapixel RGBA PNG, a 33-megapixel baseline JPEG, a
+	// 6.7-megapixel progressive one).
+	DefaultMaxDecodedBytes = 48 << 20
+)
 
 // Config is models.options for the local provider: the shared keys of
 // provider.Options plus max_pixels. Unknown keys are an error, so that a
@@ -30,6 +45,22 @@ type Config struct {
 	// MaxPixels refuses images whose declared width × height exceeds it,
 	// before their pixels are decoded; default DefaultMaxPixels.
 	MaxPixels int64 `json:"max_pixels,omitempty"`
+	// MaxSide refuses images whose longer side exceeds it; default
+	// DefaultMaxSide.
+	MaxSide int `json:"max_side,omitempty"`
+	// MaxAspect refuses images whose longer side is more than MaxAspect
+	// times the shorter; default DefaultMaxAspect.
+	MaxAspect float64 `json:"max_aspect,omitempty"`
+	// MaxDecodedBytes refuses images whose decoding would allocate more,
+	// estimated from the header by format and colour model; default
+	// DefaultMaxDecodedBytes. Each call in flight (max_concurrency) may
+	// take this much.
+	MaxDecodedBytes int64 `json:"max_decoded_bytes,omitempty"`
+}
+
+// Limits returns the decoding limits of the options.
+func (c Config) Limits() Limits {
+	return Limits{MaxPixels: c.MaxPixels, MaxSide: c.MaxSide, MaxAspect: c.MaxAspect, MaxDecodedBytes: c.MaxDecodedBytes}
 }
 
 // Validate reports the first invalid option.
@@ -37,8 +68,15 @@ func (c Config) Validate() error {
 	if err := c.Options.Validate(); err != nil {
 		return err
 	}
-	if c.MaxPixels < 0 {
+	switch {
+	case c.MaxPixels < 0:
 		return fmt.Errorf("option max_pixels: must be >= 1, got %d", c.MaxPixels)
+	case c.MaxSide < 0:
+		return fmt.Errorf("option max_side: must be >= 1, got %d", c.MaxSide)
+	case c.MaxAspect < 0 || (c.MaxAspect > 0 && c.MaxAspect < 1):
+		return fmt.Errorf("option max_aspect: must be >= 1, got %g", c.MaxAspect)
+	case c.MaxDecodedBytes < 0:
+		return fmt.Errorf("option max_decoded_bytes: must be >= 1, got %d", c.MaxDecodedBytes)
 	}
 	return nil
 }
@@ -59,6 +97,15 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	c.Options = c.Options.WithDefaults()
 	if c.MaxPixels == 0 {
 		c.MaxPixels = DefaultMaxPixels
+	}
+	if c.MaxSide == 0 {
+		c.MaxSide = DefaultMaxSide
+	}
+	if c.MaxAspect == 0 {
+		c.MaxAspect = DefaultMaxAspect
+	}
+	if c.MaxDecodedBytes == 0 {
+		c.MaxDecodedBytes = DefaultMaxDecodedBytes
 	}
 	return c, nil
 }

@@ -42,10 +42,11 @@ var codecs = map[magic.Format]codec{
 }
 
 // load decodes img, refusing it before decoding any pixel when its header
-// declares more than maxPixels, and downscales it. Decoding failures are
-// permanent *provider.Error values carrying the decoder's message; the end of
-// ctx, checked between the stages, is returned as ctx's error.
-func load(ctx context.Context, img provider.Image, maxPixels int64) (picture, error) {
+// passes one of the limits (a TooLarge *provider.Error), and downscales it.
+// Decoding failures are permanent *provider.Error values carrying the
+// decoder's message; the end of ctx, checked between the stages, is returned
+// as ctx's error.
+func load(ctx context.Context, img provider.Image, limits Limits) (picture, error) {
 	f, ok := magic.ParseMIME(img.MIME)
 	if !ok {
 		return picture{}, provider.Errorf(provider.Permanent,
@@ -59,10 +60,8 @@ func load(ctx context.Context, img provider.Image, maxPixels int64) (picture, er
 	if cfg.Width <= 0 || cfg.Height <= 0 {
 		return picture{}, provider.Errorf(provider.Permanent, "decode %s: image has no pixels (%dx%d)", f, cfg.Width, cfg.Height)
 	}
-	if n := int64(cfg.Width) * int64(cfg.Height); n > maxPixels {
-		return picture{}, provider.Errorf(provider.Permanent,
-			"%s image of %dx%d pixels (%.1f megapixels) is over the limit of %.1f megapixels (option max_pixels); not decoded",
-			f, cfg.Width, cfg.Height, float64(n)/1e6, float64(maxPixels)/1e6)
+	if err := limits.check(f, img.Data, cfg.Width, cfg.Height); err != nil {
+		return picture{}, err
 	}
 	m, err := guard(c.decode, img.Data)
 	if err != nil {

@@ -42,10 +42,11 @@ func TestLoadErrors(t *testing.T) {
 	jpg := encodeJPEG(t, solid(64, 32, color.RGBA{255, 0, 0, 255}), 80).Data
 	webp := readFixture(t, "lossy.webp").Data
 	tests := []struct {
-		name    string
-		options string
-		img     provider.Image
-		wantErr []string
+		name     string
+		options  string
+		img      provider.Image
+		tooLarge bool // refused by a limit (too_large), not by the decoder
+		wantErr  []string
 	}{
 		{name: "PNG signature and garbage", img: provider.Image{Data: append([]byte("\x89PNG\r\n\x1a\n"), "garbage!garbage!"...), MIME: "image/png"},
 			wantErr: []string{"decode PNG: unexpected EOF"}},
@@ -67,12 +68,24 @@ func TestLoadErrors(t *testing.T) {
 			wantErr: []string{"decode WebP: "}},
 		{name: "MIME and bytes disagree", img: provider.Image{Data: jpg, MIME: "image/png"},
 			wantErr: []string{"decode PNG: ", "png: invalid format: not a PNG file"}},
-		{name: "PNG of 100000x100000 refused", img: provider.Image{Data: pngHeader(100000, 100000), MIME: "image/png"},
-			wantErr: []string{"PNG image of 100000x100000 pixels (10000.0 megapixels) is over the limit of 50.0 megapixels (option max_pixels); not decoded"}},
-		{name: "GIF of 65535x65535 refused", img: provider.Image{Data: gifHeader(65535, 65535), MIME: "image/gif"},
+		{name: "PNG of 100000x100000 refused", img: provider.Image{Data: pngHeader(100000, 100000), MIME: "image/png"}, tooLarge: true,
+			wantErr: []string{"PNG image of 100000x100000 pixels: its side of 100000 pixels is over the limit of 16384 (option max_side); not decoded"}},
+		{name: "GIF of 65535x65535 refused", img: provider.Image{Data: gifHeader(65535, 65535), MIME: "image/gif"}, tooLarge: true,
 			wantErr: []string{"GIF image of 65535x65535 pixels", "over the limit"}},
-		{name: "max_pixels option", options: `{"max_pixels":2000}`, img: provider.Image{Data: redPNG, MIME: "image/png"},
-			wantErr: []string{"PNG image of 64x32 pixels (0.0 megapixels) is over the limit of 0.0 megapixels"}},
+		{name: "max_pixels option", options: `{"max_pixels":2000}`, img: provider.Image{Data: redPNG, MIME: "image/png"}, tooLarge: true,
+			wantErr: []string{"PNG image of 64x32 pixels (0.0 megapixels) is over the limit of 0.0 megapixels (option max_pixels); not decoded"}},
+		{name: "PNG strip of 50,000,000x1 refused", img: provider.Image{Data: pngHeader(50_000_000, 1), MIME: "image/png"}, tooLarge: true,
+			wantErr: []string{"PNG image of 50000000x1 pixels: its side of 50000000 pixels is over the limit of 16384 (option max_side)"}},
+		{name: "max_side option", options: `{"max_side":63}`, img: provider.Image{Data: redPNG, MIME: "image/png"}, tooLarge: true,
+			wantErr: []string{"its side of 64 pixels is over the limit of 63 (option max_side)"}},
+		{name: "max_aspect option", options: `{"max_aspect":1.5}`, img: provider.Image{Data: redPNG, MIME: "image/png"}, tooLarge: true,
+			wantErr: []string{"its aspect ratio of 2:1 is over the limit of 1.5:1 (option max_aspect)"}},
+		{name: "default max_aspect", img: provider.Image{Data: pngHeader(16000, 15), MIME: "image/png"}, tooLarge: true,
+			wantErr: []string{"its aspect ratio of 1067:1 is over the limit of 1000:1"}},
+		{name: "max_decoded_bytes option", options: `{"max_decoded_bytes":8000}`, img: provider.Image{Data: redPNG, MIME: "image/png"}, tooLarge: true,
+			wantErr: []string{"PNG image of 64x32 pixels would take 0.4 MiB to decode, over the limit of 0.0 MiB (option max_decoded_bytes); not decoded"}},
+		{name: "default max_decoded_bytes", img: provider.Image{Data: pngHeader(4000, 4000), MIME: "image/png"}, tooLarge: true,
+			wantErr: []string{"would take 61.4 MiB to decode, over the limit of 48.0 MiB"}},
 		{name: "zero width", img: provider.Image{Data: pngHeader(0, 5), MIME: "image/png"},
 			wantErr: []string{"decode PNG: "}},
 		{name: "unknown MIME", img: provider.Image{Data: redPNG, MIME: "image/tiff"},
@@ -87,8 +100,12 @@ func TestLoadErrors(t *testing.T) {
 			} {
 				err := call()
 				var pe *provider.Error
-				if !errors.As(err, &pe) || pe.Kind != provider.Permanent {
-					t.Fatalf("err = %#v, want a permanent *provider.Error", err)
+				want := provider.Permanent
+				if tt.tooLarge {
+					want = provider.TooLarge
+				}
+				if !errors.As(err, &pe) || pe.Kind != want {
+					t.Fatalf("err = %#v, want a %s *provider.Error", err, want)
 				}
 				if provider.Retryable(err) {
 					t.Fatalf("%v is retryable", err)

@@ -17,9 +17,13 @@
 // Images are decoded with the standard library (PNG, JPEG, GIF — the first
 // frame) and golang.org/x/image/webp, chosen by the MIME type the caller
 // detected from the magic bytes; the global image.Decode registry is not used.
-// The declared size is checked before any pixel is decoded, so a
-// decompression bomb is refused cheaply (option max_pixels). Every feature is
-// computed from one copy downscaled to at most 256 pixels on the long side.
+// The header is checked before any pixel is decoded against Limits (options
+// max_side, max_aspect, max_pixels and max_decoded_bytes, an estimate of
+// what the decoder would allocate for the format and colour model), so a
+// decompression bomb is refused cheaply, as a provider.TooLarge error that
+// functions records as too_large. Every feature is computed from one copy
+// downscaled to at most 256 pixels on the long side by a resampler whose
+// memory is proportional to that copy.
 // An image that cannot be decoded is a permanent *provider.Error carrying the
 // decoder's message, which functions records as provider_error.
 //

@@ -81,7 +81,7 @@ func (p *Provider) load(ctx context.Context, img provider.Image) (picture, error
 
 	wctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	pic, err := load(wctx, img, p.cfg.MaxPixels)
+	pic, err := load(wctx, img, p.cfg.Limits())
 	var pe *provider.Error
 	switch {
 	case err == nil:

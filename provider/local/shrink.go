@@ -12,11 +12,14 @@ import (
 // it covers — a box filter, so fine patterns average out instead of aliasing,
 // the same way whatever the source size.
 //
-// The source is converted to RGBA one band of rows at a time (the rows of one
-// output row), by image/draw's per-type fast paths, so memory stays at a few
-// source rows whatever the image size. This is 2–4 times faster than
-// x/image/draw's BiLinear or CatmullRom kernels, which convert every tap, and
-// unlike ApproxBiLinear it does not skip pixels.
+// Its memory is proportional to its output, whatever the source's size or
+// shape: the source is read one row at a time, converted to RGBA by
+// image/draw's per-type fast paths in chunks of shrinkChunk pixels, and each
+// source pixel is added to the (at most two) output columns and rows it
+// overlaps, whose weights are computed as it goes — nothing is kept per
+// source column or row. This is 2–4 times faster than x/image/draw's
+// BiLinear or CatmullRom kernels, which convert every tap, and unlike
+// ApproxBiLinear it does not skip pixels.
 func shrink(m image.Image) *image.RGBA {
 	b := m.Bounds()
 	sw, sh := b.Dx(), b.Dy()
@@ -26,41 +29,95 @@ func shrink(m image.Image) *image.RGBA {
 		draw.Draw(dst, dst.Bounds(), m, b.Min, draw.Src)
 		return dst
 	}
-	tx, ty := boxTaps(sw, dw), boxTaps(sh, dh)
-	bandRows := 0
-	for _, taps := range ty {
-		bandRows = max(bandRows, len(taps))
+	sx, sy := float64(sw)/float64(dw), float64(sh)/float64(dh) // >= 1
+	norm := 1 / (sx * sy)
+	chunk := image.NewRGBA(image.Rect(0, 0, min(sw, shrinkChunk), 1))
+	row := make([]float64, 4*dw)  // one source row, resampled across
+	acc := make([]float64, 4*dw)  // output row base
+	next := make([]float64, 4*dw) // output row base+1
+	base := 0
+	flush := func() {
+		out := dst.Pix[base*dst.Stride : base*dst.Stride+4*dw]
+		for i, v := range acc {
+			out[i] = uint8(min(math.Round(v*norm), 255))
+		}
+		acc, next = next, acc
+		clear(next)
+		base++
 	}
-	band := image.NewRGBA(image.Rect(0, 0, sw, bandRows))
-	acc := make([]float64, 4*dw)
-	for oy, taps := range ty {
-		first := taps[0].i
-		draw.Draw(band, image.Rect(0, 0, sw, len(taps)), m, image.Pt(b.Min.X, b.Min.Y+first), draw.Src)
-		clear(acc)
-		for j, t := range taps {
-			row := band.Pix[j*band.Stride : j*band.Stride+4*sw]
-			for ox, xt := range tx {
-				var r, g, bl, a float64
-				for _, u := range xt {
-					p := row[4*u.i : 4*u.i+4 : 4*u.i+4]
-					r += float64(p[0]) * u.w
-					g += float64(p[1]) * u.w
-					bl += float64(p[2]) * u.w
-					a += float64(p[3]) * u.w
+	for y := range sh {
+		clear(row)
+		// Walk the row's output cells as the pixels go: cell ox ends at
+		// edge; a pixel across it is split between ox and ox+1.
+		ox, edge := 0, sx
+		for x0 := 0; x0 < sw; x0 += shrinkChunk {
+			n := min(shrinkChunk, sw-x0)
+			draw.Draw(chunk, image.Rect(0, 0, n, 1), m, image.Pt(b.Min.X+x0, b.Min.Y+y), draw.Src)
+			pix := chunk.Pix[:4*n]
+			for i := range n {
+				p := pix[4*i : 4*i+4 : 4*i+4]
+				r, g, bl, a := float64(p[0]), float64(p[1]), float64(p[2]), float64(p[3])
+				q := row[4*ox : 4*ox+4 : 4*ox+4]
+				if x := float64(x0 + i); x+1 <= edge || ox == dw-1 {
+					q[0] += r
+					q[1] += g
+					q[2] += bl
+					q[3] += a
+				} else {
+					w := edge - x
+					q[0] += r * w
+					q[1] += g * w
+					q[2] += bl * w
+					q[3] += a * w
+					ox++
+					edge = float64(ox+1) * sx
+					q = row[4*ox : 4*ox+4 : 4*ox+4]
+					w = 1 - w
+					q[0] += r * w
+					q[1] += g * w
+					q[2] += bl * w
+					q[3] += a * w
 				}
-				q := acc[4*ox : 4*ox+4 : 4*ox+4]
-				q[0] += r * t.w
-				q[1] += g * t.w
-				q[2] += bl * t.w
-				q[3] += a * t.w
 			}
 		}
-		out := dst.Pix[oy*dst.Stride : oy*dst.Stride+4*dw]
-		for i, v := range acc {
-			out[i] = uint8(min(math.Round(v), 255))
+		oy, w := cell(y, sy, dh)
+		for oy > base {
+			flush()
+		}
+		addRow(acc, row, w)
+		if w < 1 {
+			addRow(next, row, 1-w)
 		}
 	}
+	for base < dh {
+		flush()
+	}
 	return dst
+}
+
+// shrinkChunk is how many source pixels shrink converts at a time.
+const shrinkChunk = 1024
+
+// cell returns the output cell o (of n, each scale ≥ 1 samples wide) where
+// source sample i starts, and the fraction w of the sample inside it; the
+// rest, 1-w, lies in cell o+1.
+func cell(i int, scale float64, n int) (o int, w float64) {
+	o = min(int(float64(i)/scale), n-1)
+	edge := float64(o+1) * scale
+	if edge <= float64(i) && o < n-1 { // i/scale rounded down across an edge
+		o++
+		edge = float64(o+1) * scale
+	}
+	if o == n-1 || float64(i+1) <= edge {
+		return o, 1
+	}
+	return o, edge - float64(i)
+}
+
+func addRow(dst, src []float64, w float64) {
+	for i, v := range src {
+		dst[i] += v * w
+	}
 }
 
 // fit returns the size of a w × h image scaled down to fit in n × n.

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/internal/fakeapi"
 )
 
 func apiError(msg string) string {
@@ -234,6 +236,39 @@ func TestKeyNeverInErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeyEncodingsNeverInErrors: servers that echo the key in each of its
+// encodings (fakeapi.KeyForms) — in an error message, a plain error body, a
+// refusal or a 2xx answer that is not JSON; the key appears in no error text,
+// in no encoding.
+func TestKeyEncodingsNeverInErrors(t *testing.T) {
+	key := fakeapi.TestKey
+	for name, form := range fakeapi.KeyForms(key) {
+		quoted, _ := json.Marshal("bad key: Bearer " + form)
+		for _, a := range []answer{
+			{status: 401, body: `{"error":{"message":` + string(quoted) + `}}`},
+			{status: 400, body: `{"error":{"message":"bad key: Bearer ` + form + `"}}`},
+			{status: 500, body: "upstream said Bearer " + form},
+			{status: 200, body: "not json: Bearer " + form},
+			{status: 200, body: `{"choices":[{"message":{"refusal":` + string(quoted) + `}}]}`},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", name, a.status), func(t *testing.T) {
+				srv := newFakeServer(t, a)
+				m := testModel(srv.URL, `{"max_retries":0}`)
+				m.APIKeyEnv = "KEY"
+				p, _ := newTestProvider(t, m, map[string]string{"KEY": key})
+				_, err := p.GenerateText(context.Background(), pngImage, "x")
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				if r := srv.requests(); len(r) != 1 || r[0].auth != "Bearer "+key {
+					t.Fatalf("the server did not see the key: %+v", r)
+				}
+				fakeapi.AssertNoKey(t, err, key)
+			})
+		}
 	}
 }
 

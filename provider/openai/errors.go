@@ -22,7 +22,8 @@ const maxMessage = 500
 //     provider.ClassifyStatus(status, message), the server's message and Retry-After;
 //   - the caller's ctx ended: Transient, wrapping ctx's error;
 //   - the attempt's own timeout, or an I/O error: Transient, status 0;
-//   - a 2xx answer go-openai could not decode: BadResponse;
+//   - a 2xx answer over its bound (provider.MaxChatAnswerBytes), or one
+//     go-openai could not decode: BadResponse;
 //   - anything else (go-openai refused to build the request): Permanent.
 //
 // ctx is the caller's context, attempt the attempt's (with its timeout).
@@ -43,6 +44,8 @@ func (p *Provider) classify(ctx, attempt context.Context, ex *exchange, err erro
 		e.Kind = provider.ClassifyStatus(e.Status, e.Message)
 		e.RetryAfter = ex.retryAfter
 		e.Err = err
+	case ex.tooLarge != nil:
+		e = provider.TooLargeAnswer(ex.tooLarge)
 	case ctx.Err() != nil:
 		e.Kind = provider.Transient
 		e.Message = ctx.Err().Error()
@@ -81,7 +84,7 @@ func (p *Provider) badResponse(format string, args ...any) *provider.Error {
 	return e
 }
 
-// scrub removes the API key from s (httpjson.Redact).
-func (p *Provider) scrub(s string) string { return httpjson.Redact(s, p.key) }
+// scrub removes the API key from s, in every encoding (provider.Redactor).
+func (p *Provider) scrub(s string) string { return p.redact.Redact(s) }
 
-func (p *Provider) scrubErr(err error) error { return httpjson.RedactErr(err, p.key) }
+func (p *Provider) scrubErr(err error) error { return p.redact.RedactErr(err) }

@@ -22,7 +22,7 @@ import (
 type Provider struct {
 	model   string
 	cfg     Config
-	key     string // only for scrubbing error messages
+	redact  *provider.Redactor // the key, for scrubbing error messages
 	timeout time.Duration
 	client  *goopenai.Client
 	retrier provider.Retrier
@@ -56,12 +56,12 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	transport.MaxIdleConnsPerHost = cfg.MaxConcurrency // keep connections of concurrent requests alive
 	cc := goopenai.DefaultConfig(key)
 	cc.BaseURL = base
-	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}}
+	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}, maxAnswer: provider.MaxChatAnswerBytes}
 
 	return &Provider{
 		model:   m.Model,
 		cfg:     cfg,
-		key:     key,
+		redact:  provider.NewRedactor(key),
 		timeout: time.Duration(cfg.Timeout),
 		client:  goopenai.NewClientWithConfig(cc),
 		retrier: provider.Retrier{MaxRetries: *cfg.MaxRetries},
@@ -184,6 +184,9 @@ func (p *Provider) completion(resp goopenai.ChatCompletionResponse) (provider.Co
 				text += part.Text
 			}
 		}
+	}
+	if err := provider.CheckText(text); err != nil {
+		return provider.Completion{}, err
 	}
 	if strings.TrimSpace(text) == "" {
 		if choice.Message.Refusal != "" {

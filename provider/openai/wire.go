@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
@@ -18,7 +20,12 @@ import (
 //   - repairs the request body where go-openai's `omitempty` tags lose
 //     information the wire must carry (wireFix), and
 //   - records the response's status and Retry-After, and any I/O error, in
-//     the attempt's exchange, since go-openai's errors carry no headers.
+//     the attempt's exchange, since go-openai's errors carry no headers;
+//   - bounds the response body before go-openai reads it (go-openai reads
+//     success and error bodies without a limit): a 2xx answer to
+//     provider.MaxChatAnswerBytes, past which reading fails and the attempt
+//     is a bad_response; an error answer to provider.MaxErrorBytes, past
+//     which it reads as ended (its status decides, its start is the message).
 
 // exchange is the state of one HTTP attempt, carried to doer by the request's
 // context. go-openai calls Do and reads the body on the caller's goroutine, so
@@ -26,10 +33,12 @@ import (
 type exchange struct {
 	fix *wireFix // nil = send go-openai's body unchanged
 
-	sent       bool          // a request went out
-	status     int           // the response's status; 0 = none
-	retryAfter time.Duration // the response's Retry-After; 0 = none
-	ioErr      error         // the round trip's error, or reading the response body's
+	sent       bool                          // a request went out
+	status     int                           // the response's status; 0 = none
+	retryAfter time.Duration                 // the response's Retry-After; 0 = none
+	ioErr      error                         // the round trip's error, or reading the response body's
+	tooLarge   *provider.AnswerTooLargeError // the answer passed its bound
+	body       *provider.BoundedBody         // the response body as read
 }
 
 type exchangeKey struct{}
@@ -119,14 +128,15 @@ func fillTextParts(raw json.RawMessage) (json.RawMessage, error) {
 
 // doer is the HTTPDoer handed to go-openai. It is safe for concurrent use.
 type doer struct {
-	client *http.Client
+	client    *http.Client
+	maxAnswer int64 // bound of a 2xx body
 }
 
 // Do implements go-openai's HTTPDoer.
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
 	if ex == nil {
-		return d.client.Do(req)
+		ex = &exchange{} // bounded all the same
 	}
 	if ex.fix != nil && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
@@ -150,7 +160,11 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	ex.status = resp.StatusCode
 	ex.retryAfter = httpjson.ParseRetryAfter(resp.Header, time.Now())
-	resp.Body = &watchedBody{ReadCloser: resp.Body, ex: ex}
+	ex.body = &provider.BoundedBody{R: resp.Body, Limit: d.maxAnswer}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		ex.body.Limit, ex.body.Truncate = provider.MaxErrorBytes, true
+	}
+	resp.Body = &watchedBody{ReadCloser: ex.body, ex: ex}
 	return resp, nil
 }
 
@@ -163,7 +177,11 @@ type watchedBody struct {
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	var tl *provider.AnswerTooLargeError
+	switch {
+	case errors.As(err, &tl):
+		b.ex.tooLarge = tl
+	case err != nil && err != io.EOF:
 		b.ex.ioErr = err
 	}
 	return n, err

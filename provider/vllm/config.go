@@ -27,8 +27,8 @@ func (c Config) Validate() error {
 	if err := c.Options.Validate(); err != nil {
 		return err
 	}
-	if c.Dimensions < 0 {
-		return fmt.Errorf("option dimensions: must be >= 1, got %d", c.Dimensions)
+	if c.Dimensions < 0 || c.Dimensions > provider.MaxDimensions {
+		return fmt.Errorf("option dimensions: must be between 1 and %d, got %d", provider.MaxDimensions, c.Dimensions)
 	}
 	return nil
 }

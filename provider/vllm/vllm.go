@@ -33,11 +33,13 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	client := httpjson.New(cfg.Options, ep.Key, nil)
+	client.MaxAnswerBytes = provider.EmbedAnswerBytes(1, cfg.Dimensions)
 	return &Provider{
 		model:  m.Model,
 		cfg:    cfg,
 		url:    ep.BaseURL + "/embeddings",
-		client: httpjson.New(cfg.Options, ep.Key, nil),
+		client: client,
 	}, nil
 }
 

@@ -32,7 +32,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{cfg: cfg}
-	p.Batched = httpjson.NewBatched(ep, "/multimodalembeddings", cfg.Options, cfg.Config, magic.DataURL, p.send)
+	p.Batched = httpjson.NewBatched(ep, "/multimodalembeddings", cfg, magic.DataURL, p.send)
 	p.WeighBy(imageTokens, MaxRequestTokens)
 	return p, nil
 }

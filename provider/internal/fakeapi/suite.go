@@ -89,6 +89,8 @@ func Suite(t *testing.T, sp Spec) {
 	})
 	t.Run("errors and retries", func(t *testing.T) { errorsAndRetries(t, sp) })
 	t.Run("key never in errors", func(t *testing.T) { keyNeverInErrors(t, sp) })
+	t.Run("key in no encoding in errors", func(t *testing.T) { keyEncodingsNeverInErrors(t, sp) })
+	t.Run("answers bounded", func(t *testing.T) { answersBounded(t, sp) })
 	if sp.MaxBatchSize > 0 {
 		t.Run("batching", func(t *testing.T) { batching(t, sp) })
 	}
@@ -290,6 +292,78 @@ func keyNeverInErrors(t *testing.T, sp Spec) {
 				}
 			}
 		}
+	}
+}
+
+// keyEncodingsNeverInErrors: servers that echo the key in each of its
+// encodings (KeyForms) in an error message, a plain error body or a 2xx
+// answer that is not JSON; the key appears in no error text, in no encoding.
+func keyEncodingsNeverInErrors(t *testing.T, sp Spec) {
+	for name, form := range KeyForms(TestKey) {
+		for _, a := range []Answer{
+			{Status: 401, Body: sp.ErrorBody("bad key: Bearer " + form)},
+			{Status: 400, Body: `{"error":{"message":"bad key: Bearer ` + form + `"},"message":"` + form + `","detail":"` + form + `"}`},
+			{Status: 500, Body: "upstream said Bearer " + form},
+			{Status: 200, Body: "not json: Bearer " + form},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", name, a.Status), func(t *testing.T) {
+				srv := sp.NewServer(t, a)
+				m := sp.Model(srv, `{"max_retries":0}`)
+				m.APIKeyEnv = "KEY"
+				p, _ := sp.build(t, m, map[string]string{"KEY": TestKey})
+				_, err := p.EmbedImage(context.Background(), Image(1))
+				if err == nil {
+					t.Fatalf("%d %s: want an error", a.Status, a.Body)
+				}
+				if r := srv.Requests(); len(r) != 1 || r[0].Header.Get("Authorization") != "Bearer "+TestKey {
+					t.Fatalf("the server did not see the key")
+				}
+				AssertNoKey(t, err, TestKey)
+			})
+		}
+	}
+}
+
+// answersBounded: a 600 MB answer, a 2xx of vectors or an error answer, is
+// read no further than its bound. A 2xx is a bad_response, not retried; an
+// error answer is classified by its status from the start of its body.
+func answersBounded(t *testing.T, sp Spec) {
+	const vectorStart = `{"data":[{"index":0,"embedding":[`
+	tests := []struct {
+		name         string
+		status       int
+		prefix, fill string
+		wantKind     provider.Kind
+		wantMsg      string
+		wantRequests int64
+	}{
+		{"2xx of one endless vector", 200, vectorStart, "0.1,", provider.BadResponse, "answer larger than", 1},
+		{"2xx of endless white space", 200, "", " ", provider.BadResponse, "answer larger than", 1},
+		{"5xx of endless text", 500, "", "overloaded ", provider.Transient, "overloaded", 2},
+		{"4xx of endless text", 400, "", "bad ", provider.Permanent, "bad bad", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := NewStreamServer(t, tt.status, tt.prefix, tt.fill, HugeAnswer)
+			m := provider.Model{Name: "emb", Provider: sp.Provider, BaseURL: srv.URL + sp.Suffix, Model: "test-model",
+				Options: json.RawMessage(`{"max_retries":1}`)}
+			p, _ := sp.build(t, m, nil)
+			_, err := p.EmbedImage(context.Background(), Image(1))
+			var pe *provider.Error
+			if !errors.As(err, &pe) || pe.Kind != tt.wantKind || !strings.Contains(pe.Message, tt.wantMsg) {
+				t.Fatalf("EmbedImage err = %v, want %s containing %q", err, tt.wantKind, tt.wantMsg)
+			}
+			if n := srv.Requests.Load(); n != tt.wantRequests {
+				t.Errorf("requests = %d, want %d", n, tt.wantRequests)
+			}
+			// What the server could write before the client hung up: the
+			// bound, plus what the loopback's socket buffers hold.
+			written := srv.Written.Load()
+			t.Logf("%s: the server wrote %d of %d bytes in %d requests (%s)", sp.Provider, written, HugeAnswer, srv.Requests.Load(), pe.Message)
+			if limit := int64(64 << 20); written > limit {
+				t.Errorf("the server wrote %d bytes, want the read to stop below %d", written, limit)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,98 @@
+package integration_test
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/provider/local"
+)
+
+// TestHostileAnswersAndImages: an OpenAI-compatible server answering with a
+// 600 MB content is read no further than the chat bound and leaves a
+// bad_response row, not a 629,145,600-character caption; the 50,000,000 × 1
+// PNG strip (48 KB) is too_large for the local provider, before decoding.
+func TestHostileAnswersAndImages(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	var written atomic.Int64
+	ai.SetHook(func(w http.ResponseWriter, r *http.Request, req aiRequest) bool {
+		w.Header().Set("Content-Type", "application/json")
+		n, err := io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`)
+		written.Add(int64(n))
+		chunk := strings.Repeat("a", 32<<10)
+		for total := int64(n); err == nil && total < 600<<20; total += int64(n) {
+			n, err = io.WriteString(w, chunk)
+			written.Add(int64(n))
+		}
+		return true
+	})
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model) VALUES ('huge', 'openai', $1, 'gpt-test'), ('loc', 'local', NULL, 'x')`, ai.BaseURL())
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column) VALUES
+  ('huge', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'huge', 'Describe', 'public.out', 'caption'),
+  ('strip', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'loc', 'Describe', 'public.out', 'described')`)
+	cfg := s.config(t)
+	cfg.Registry.Register("local", local.Factory)
+	s.start(t, cfg)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1)", stripPNG(t, 50_000_000))
+	s.sync(t, 60*time.Second)
+
+	for _, want := range []struct{ rule, reason, detail string }{
+		{"huge", "bad_response", "answer larger than 2097152 bytes"},
+		{"strip", "too_large", "PNG image of 50000000x1 pixels: its side of 50000000 pixels is over the limit of 16384 (option max_side); not decoded"},
+	} {
+		var reason, detail string
+		err := s.conn.QueryRow(context.Background(), `SELECT reason, detail FROM pgimageai.errors WHERE rule = $1 AND resolved_at IS NULL`, want.rule).Scan(&reason, &detail)
+		if err != nil || reason != want.reason || !strings.Contains(detail, want.detail) {
+			t.Errorf("rule %s: %s %q (%v), want %s containing %q", want.rule, reason, detail, err, want.reason, want.detail)
+		}
+	}
+	var caption, described *string
+	if err := s.conn.QueryRow(context.Background(), "SELECT caption, described FROM public.out WHERE id = 1").Scan(&caption, &described); err != nil || caption != nil || described != nil {
+		t.Errorf("target row: %v, %v (%v); want NULL results", caption, described, err)
+	}
+	if n := ai.Count(); n != 1 {
+		t.Errorf("%d requests for the huge answer, want 1 (a bad_response is not retried)", n)
+	}
+	t.Logf("the server wrote %d of %d bytes", written.Load(), 600<<20)
+	if w := written.Load(); w > 64<<20 {
+		t.Errorf("the server wrote %d bytes: the answer was read past its bound", w)
+	}
+}
+
+// stripPNG returns a w × 1 8-bit grey PNG, compressed (a 50,000,000-pixel
+// strip is 48 KB).
+func stripPNG(t testing.TB, w int) []byte {
+	t.Helper()
+	var out, idat bytes.Buffer
+	chunk := func(typ string, data []byte) {
+		binary.Write(&out, binary.BigEndian, uint32(len(data)))
+		c := append([]byte(typ), data...)
+		out.Write(c)
+		binary.Write(&out, binary.BigEndian, crc32.ChecksumIEEE(c))
+	}
+	out.WriteString("\x89PNG\r\n\x1a\n")
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr[0:], uint32(w))
+	binary.BigEndian.PutUint32(ihdr[4:], 1)
+	ihdr[8] = 8 // grey, 8 bits
+	chunk("IHDR", ihdr)
+	z := zlib.NewWriter(&idat)
+	z.Write([]byte{0})
+	zero := make([]byte, 1<<20)
+	for left := w; left > 0; left -= len(zero) {
+		z.Write(zero[:min(left, len(zero))])
+	}
+	z.Close()
+	chunk("IDAT", idat.Bytes())
+	chunk("IEND", nil)
+	return out.Bytes()
+}

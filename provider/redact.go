@@ -1,0 +1,165 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Redacted replaces a secret wherever a Redactor finds it.
+const Redacted = "[REDACTED]"
+
+// Redactor removes one secret (an API key) from text, in every encoding a
+// server or a library may echo it in. Each character of the key may appear,
+// independently of the others:
+//
+//   - as itself;
+//   - JSON-escaped: \uXXXX (either case of hex; a surrogate pair beyond the
+//     BMP), and \/ \" \\ \b \f \n \r \t for their characters — with any
+//     number of backslashes, so a string escaped twice is caught too, and
+//     backslashes URL-encoded (%5C);
+//   - as Go's or Python's \xXX escapes of its UTF-8 bytes;
+//   - URL-encoded: %XX per UTF-8 byte (either case), %25XX when encoded
+//     twice, and + for a space (form encoding);
+//   - as an HTML character reference (&#DDD; &#xHH; &amp; &lt; …).
+//
+// The match is a regular expression compiled once per key; Go's regexp runs
+// in time linear in the text, so no answer can make it slow. A Redactor is
+// safe for concurrent use; a nil one, or one of an empty key, changes
+// nothing.
+type Redactor struct {
+	key string
+	re  *regexp.Regexp
+}
+
+// NewRedactor returns the Redactor of key ("" = none).
+func NewRedactor(key string) *Redactor {
+	if key == "" {
+		return &Redactor{}
+	}
+	if !utf8.ValidString(key) { // not text: only its raw bytes can be matched
+		return &Redactor{key: key}
+	}
+	var b strings.Builder
+	for _, c := range key {
+		b.WriteString("(?:")
+		b.WriteString(strings.Join(runeForms(c), "|"))
+		b.WriteString(")")
+	}
+	return &Redactor{key: key, re: regexp.MustCompile(b.String())}
+}
+
+// Redact returns s with every occurrence of the key, in any encoding,
+// replaced by Redacted.
+func (r *Redactor) Redact(s string) string {
+	if r == nil || r.key == "" {
+		return s
+	}
+	s = strings.ReplaceAll(s, r.key, Redacted) // the common case, and cheap
+	if r.re == nil {
+		return s
+	}
+	return r.re.ReplaceAllLiteralString(s, Redacted)
+}
+
+// Contains reports whether s holds the key in any encoding.
+func (r *Redactor) Contains(s string) bool {
+	if r == nil || r.key == "" {
+		return false
+	}
+	return strings.Contains(s, r.key) || r.re != nil && r.re.MatchString(s)
+}
+
+// RedactErr returns err, or a plain error of err's redacted text when the
+// text of err, or of any error its chain wraps, holds the key, so that not
+// even the unwrapped chain leaks it.
+func (r *Redactor) RedactErr(err error) error {
+	if err == nil || r == nil || r.key == "" {
+		return err
+	}
+	leaks := false
+	for e := err; e != nil && !leaks; e = errors.Unwrap(e) {
+		leaks = r.Contains(e.Error()) || r.Contains(fmt.Sprintf("%#v", e))
+	}
+	if !leaks {
+		return err
+	}
+	return errors.New(r.Redact(err.Error()))
+}
+
+// runeForms returns the regular expressions of the encodings of c.
+func runeForms(c rune) []string {
+	var buf [utf8.UTFMax]byte
+	raw := buf[:utf8.EncodeRune(buf[:], c)]
+	var forms []string
+
+	// JSON's \uXXXX (RFC 8259 §7), a surrogate pair beyond the BMP.
+	if c <= 0xFFFF {
+		forms = append(forms, backslashes+"u"+hexDigits(uint32(c), 4))
+	} else {
+		d := c - 0x10000
+		forms = append(forms, backslashes+"u"+hexDigits(uint32(0xD800+(d>>10)), 4)+backslashes+"u"+hexDigits(uint32(0xDC00+(d&0x3FF)), 4))
+	}
+
+	// Byte escapes: \xXX (Go's %q, Python's repr) and %XX (RFC 3986 §2.1).
+	var x, pct strings.Builder
+	for _, b := range raw {
+		x.WriteString(backslashes + "x" + hexDigits(uint32(b), 2))
+		pct.WriteString(percent(b))
+	}
+	forms = append(forms, x.String(), pct.String())
+
+	// JSON's short escapes, after \u and \x: a backslash of the key must not
+	// take the first character of an escape that encodes the key's next one.
+	switch c {
+	case '/', '"':
+		forms = append(forms, backslashes+literal(byte(c)))
+	case '\\':
+		forms = append(forms, backslashes) // \\, \\\\, %5C, %5C%5C, …
+	case '\b', '\f', '\n', '\r', '\t':
+		forms = append(forms, backslashes+string("bfnrt"[strings.IndexRune("\b\f\n\r\t", c)]))
+	case ' ':
+		forms = append(forms, `\+`, percent('+')) // application/x-www-form-urlencoded, then encoded again
+	}
+
+	// HTML character references, their punctuation possibly URL-encoded.
+	amp, hash, semi := literal('&'), literal('#'), literal(';')
+	forms = append(forms, fmt.Sprintf("%s%s0*%d%s", amp, hash, c, semi), amp+hash+"[xX]0*"+hexDigits(uint32(c), 0)+semi)
+	if name, ok := map[rune]string{'&': "amp", '<': "lt", '>': "gt", '"': "quot", '\'': "apos"}[c]; ok {
+		forms = append(forms, amp+name+semi)
+	}
+
+	// The character itself comes last: alternatives are tried in order, and
+	// an escape must not be taken apart when its first character happens to
+	// be the key's next one (a key holding `\x` meets `\x5c\x78`).
+	return append(forms, regexp.QuoteMeta(string(raw)))
+}
+
+// backslashes matches the backslash that starts an escape: one or more
+// (escaped once, twice, …), each possibly URL-encoded (%5C, %255C, …).
+const backslashes = `(?:\\|%(?:25)*5[cC])+`
+
+// percent matches byte b URL-encoded once or more (%XX, %25XX, …).
+func percent(b byte) string { return "%(?:25)*" + hexDigits(uint32(b), 2) }
+
+// literal matches the ASCII punctuation b of an escape, or b URL-encoded.
+func literal(b byte) string {
+	return "(?:" + regexp.QuoteMeta(string(rune(b))) + "|" + percent(b) + ")"
+}
+
+// hexDigits returns the regular expression of v in hexadecimal, in width
+// digits (0 = as few as needed), each letter in either case.
+func hexDigits(v uint32, width int) string {
+	s := fmt.Sprintf("%0*x", width, v)
+	var b strings.Builder
+	for _, d := range s {
+		if d >= 'a' && d <= 'f' {
+			fmt.Fprintf(&b, "[%c%c]", d, d-'a'+'A')
+		} else {
+			b.WriteRune(d)
+		}
+	}
+	return b.String()
+}

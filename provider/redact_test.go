@@ -1,0 +1,159 @@
+package provider_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/internal/fakeapi"
+)
+
+func TestRedactForms(t *testing.T) {
+	for _, key := range []string{fakeapi.TestKey, "sk-0123456789abcdef", "clé-ünïcødé-😀-key", "with space+plus"} {
+		r := provider.NewRedactor(key)
+		for name, form := range fakeapi.KeyForms(key) {
+			t.Run(fmt.Sprintf("%s/%s", key, name), func(t *testing.T) {
+				in := `{"error":"bad key: Bearer ` + form + `, try again"}`
+				out := r.Redact(in)
+				if strings.Contains(out, form) || !strings.Contains(out, "Bearer "+provider.Redacted+", try again") {
+					t.Errorf("Redact(%s) = %s", in, out)
+				}
+				if !r.Contains(in) || r.Contains(out) {
+					t.Errorf("Contains(in) = %v, Contains(out) = %v", r.Contains(in), r.Contains(out))
+				}
+			})
+		}
+	}
+}
+
+func TestRedactKeepsOtherText(t *testing.T) {
+	tests := []struct {
+		name, key, in, want string
+	}{
+		{"no key", "sk-abc", "nothing to see", "nothing to see"},
+		{"empty key", "", "sk-abc", "sk-abc"},
+		{"two occurrences", "sk-abc", "sk-abc and sk%2Dabc", provider.Redacted + " and " + provider.Redacted},
+		{"a prefix of the key only", "sk-abcdef", "sk-abc", "sk-abc"},
+		{"other escapes kept", "sk-abc", `a\/b %41 \u0041`, `a\/b %41 \u0041`},
+		{"not text", "\xff\xfekey", "x\xff\xfekey", "x" + provider.Redacted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := provider.NewRedactor(tt.key).Redact(tt.in); got != tt.want {
+				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+	var nilR *provider.Redactor
+	if got := nilR.Redact("x"); got != "x" {
+		t.Errorf("nil Redactor: %q", got)
+	}
+}
+
+type leakyErr struct{ secret string }
+
+func (e *leakyErr) Error() string { return "opaque" }
+
+func TestRedactErr(t *testing.T) {
+	r := provider.NewRedactor(fakeapi.TestKey)
+	escaped := strings.ReplaceAll(fakeapi.TestKey, "/", `\/`)
+	inner := fmt.Errorf("read: %s", escaped)
+	tests := []struct {
+		name     string
+		err      error
+		wantSame bool
+	}{
+		{"nil", nil, true},
+		{"clean", errors.New("clean"), true},
+		{"in the text", fmt.Errorf("outer: %w", inner), false},
+		{"only in a wrapped field", fmt.Errorf("outer: %w", &leakyErr{secret: url.QueryEscape(fakeapi.TestKey)}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := r.RedactErr(tt.err)
+			if (got == tt.err) != tt.wantSame {
+				t.Fatalf("RedactErr returned the same error: %v, want %v", got == tt.err, tt.wantSame)
+			}
+			for e := got; e != nil; e = errors.Unwrap(e) {
+				for _, s := range []string{e.Error(), fmt.Sprintf("%+v", e), fmt.Sprintf("%#v", e)} {
+					if r.Contains(s) {
+						t.Fatalf("key in %T: %s", e, s)
+					}
+				}
+			}
+		})
+	}
+}
+
+// FuzzRedact: a key whose characters are each written in a random one of
+// their encodings, between any text, is found and replaced.
+func FuzzRedact(f *testing.F) {
+	f.Add(fakeapi.TestKey, "prefix ", " suffix", uint64(1))
+	f.Add("sk-0123456789", "", "", uint64(42))
+	f.Add("a/b", `\\`, "%", uint64(7))
+	f.Add("ü😀 x", "&#", ";", uint64(99))
+	f.Fuzz(func(t *testing.T, key, prefix, suffix string, seed uint64) {
+		if !utf8.ValidString(key) || utf8.RuneCountInString(key) < 2 || strings.ContainsAny(key, "[]REDACT") {
+			t.Skip()
+		}
+		rng := rand.New(rand.NewPCG(seed, seed>>7))
+		var b strings.Builder
+		for _, r := range key {
+			b.WriteString(encodeRune(r, rng.IntN(10)))
+		}
+		enc := b.String()
+		r := provider.NewRedactor(key)
+		in := prefix + enc + suffix
+		if !r.Contains(in) {
+			t.Fatalf("Contains(%q) = false for key %q", in, key)
+		}
+		if out := r.Redact(in); strings.Contains(out, enc) || !strings.Contains(out, provider.Redacted) {
+			t.Fatalf("Redact(%q) = %q for key %q", in, out, key)
+		}
+	})
+}
+
+// encodeRune writes r in encoding n of the forms Redactor knows.
+func encodeRune(r rune, n int) string {
+	var buf [utf8.UTFMax]byte
+	raw := buf[:utf8.EncodeRune(buf[:], r)]
+	perByte := func(format string) string {
+		var b strings.Builder
+		for _, c := range raw {
+			fmt.Fprintf(&b, format, c)
+		}
+		return b.String()
+	}
+	switch n {
+	case 1:
+		if r > 0xFFFF {
+			hi, lo := 0xD800+((r-0x10000)>>10), 0xDC00+((r-0x10000)&0x3FF)
+			return fmt.Sprintf(`\u%04x\u%04X`, hi, lo)
+		}
+		return fmt.Sprintf(`\u%04x`, r)
+	case 2:
+		return perByte("%%%02X")
+	case 3:
+		return perByte("%%25%02x")
+	case 4:
+		return perByte(`\x%02x`)
+	case 5:
+		return fmt.Sprintf("&#%d;", r)
+	case 6:
+		return fmt.Sprintf("&#x%x;", r)
+	case 7:
+		if r == '/' || r == '"' || r == '\\' {
+			return `\\` + string(r)
+		}
+	case 8:
+		if r == ' ' {
+			return "+"
+		}
+	}
+	return string(raw)
+}
