@@ -454,8 +454,9 @@ func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string, 
 		return c, nil
 	}
 	// The image is charged twice: its bytes, and the request that carries
-	// it (base64, JSON) while the call runs.
-	imgCost := 2 * int64(len(img))
+	// it (base64, JSON) while the call runs; and what the provider holds in
+	// this process to answer (the local provider decodes the image).
+	imgCost := 2*int64(len(img)) + r.Fn.CallMemory(img)
 	if err := e.budget.acquire(ctx, imgCost+callOverhead); err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ type Function struct {
 	opts   provider.Options
 	gen    provider.TextGenerator
 	emb    provider.Embedder
+	mem    provider.MemoryCoster // nil when calls hold no memory of their own
 }
 
 // Bind checks a rule's arguments against the function's signature and the
@@ -47,6 +48,7 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 		opts = o.Options()
 	}
 	f := &Function{name: name, model: model, opts: opts}
+	f.mem, _ = p.(provider.MemoryCoster)
 	switch name {
 	case Complete:
 		if prompt == nil {
@@ -70,6 +72,15 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 		return nil, invalidRule("unknown function %q (want %s or %s)", name, Complete, Embed)
 	}
 	return f, nil
+}
+
+// CallMemory is what a call on img holds in this process beyond the image and
+// its request (see provider.MemoryCoster): 0 for remote providers.
+func (f *Function) CallMemory(img []byte) int64 {
+	if f.mem == nil {
+		return 0
+	}
+	return f.mem.CallMemory(img)
 }
 
 // Name returns the function's SQL name.

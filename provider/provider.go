@@ -44,6 +44,14 @@ type Embedder interface {
 	EmbedImage(ctx context.Context, img Image) (Embedding, error)
 }
 
+// MemoryCoster is implemented by a provider whose calls hold memory in this
+// process beyond the request that carries the image — the local provider
+// decodes it. CallMemory returns, from the image's header, the bytes one call
+// on img may allocate, so that the byte budget can charge them.
+type MemoryCoster interface {
+	CallMemory(img []byte) int64
+}
+
 // Provider is a configured provider: a value that implements TextGenerator,
 // Embedder or both. Callers discover capabilities with type assertions, once,
 // when a rule is loaded.

@@ -1,9 +1,11 @@
 package local
 
 import (
+	"image"
 	"testing"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
 )
 
 func TestDecodedBytes(t *testing.T) {
@@ -72,4 +74,20 @@ func FuzzLimits(f *testing.F) {
 			t.Fatalf("%s %dx%d (estimate %d) let through", f, w, h, need)
 		}
 	})
+}
+
+func TestCallMemory(t *testing.T) {
+	p, err := New(provider.Model{Name: "m", Provider: "local", Model: "m"}, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := encodePNG(t, image.NewRGBA(image.Rect(0, 0, 100, 100))).Data
+	big := encodePNG(t, image.NewRGBA(image.Rect(0, 0, 1000, 1000))).Data
+	s, b := p.CallMemory(small), p.CallMemory(big)
+	if s < 100*100*4 || b < 1000*1000*4 || b <= s {
+		t.Errorf("CallMemory = %d for 100x100 and %d for 1000x1000 RGBA: want at least the decoded pixels, growing with them", s, b)
+	}
+	if n := p.CallMemory([]byte("not an image")); n != 0 {
+		t.Errorf("CallMemory of garbage = %d, want 0 (it is never decoded)", n)
+	}
 }

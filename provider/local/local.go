@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -47,6 +48,25 @@ func (p *Provider) Options() provider.Options { return p.cfg.Options }
 
 // Config returns the model's options, defaults applied.
 func (p *Provider) Config() Config { return p.cfg }
+
+// CallMemory implements provider.MemoryCoster: what decoding img allocates,
+// estimated from its header; 0 when it will not be decoded (an unreadable
+// header, or over a limit: refused before decoding).
+func (p *Provider) CallMemory(img []byte) int64 {
+	f, err := magic.Detect(img)
+	if err != nil {
+		return 0
+	}
+	cfg, err := guard(codecs[f].config, img)
+	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
+		return 0
+	}
+	limits := p.cfg.Limits()
+	if limits.check(f, img, cfg.Width, cfg.Height) != nil {
+		return 0
+	}
+	return decodedBytes(f, img, cfg.Width, cfg.Height)
+}
 
 // GenerateText describes img from its pixels: format, size, dominant colours,
 // brightness and, when notable, transparency. The prompt does not change the
