@@ -7,6 +7,7 @@ import (
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // batch turns the items of one lane write into sink ops: results with their
@@ -14,10 +15,10 @@ import (
 // and the provider usage of the calls they hold.
 type batch struct {
 	ops     []sink.Op
-	usage   map[[2]string]*sink.Usage // by rule and model
-	own     bool                      // writes a source table (write-back)
-	rows    map[string]int            // by op, for metrics
-	reasons map[string]int            // errors rows by reason, for metrics
+	usage   map[[2]string]*state.Usage // by rule and model
+	own     bool                       // writes a source table (write-back)
+	rows    map[string]int             // by op, for metrics
+	reasons map[string]int             // errors rows by reason, for metrics
 	errorsN int
 }
 
@@ -26,21 +27,21 @@ func (b *batch) add(it *item) {
 	switch it.kind {
 	case itemMove:
 		b.ops = append(b.ops, sink.Move{Target: it.target, OldKey: it.oldKey, NewKey: it.key},
-			sink.RekeyErrors{SourceTable: it.sourceTable, OldKey: it.oldKeyJSON, NewKey: it.keyJSON, Rules: it.rules})
+			state.RekeyErrors{SourceTable: it.sourceTable, OldKey: it.oldKeyJSON, NewKey: it.keyJSON, Rules: it.rules})
 		b.count("move")
 	case itemDelete:
 		b.ops = append(b.ops, sink.Delete{Target: it.target, Key: it.key},
-			sink.ForgetRow{SourceTable: it.sourceTable, Key: it.keyJSON, Rules: it.rules})
+			state.ForgetRow{SourceTable: it.sourceTable, Key: it.keyJSON, Rules: it.rules})
 		b.count("delete")
 	case itemTruncate:
-		b.ops = append(b.ops, sink.Truncate{Target: it.target}, sink.ForgetRow{SourceTable: it.sourceTable, Rules: it.rules})
+		b.ops = append(b.ops, sink.Truncate{Target: it.target}, state.ForgetRow{SourceTable: it.sourceTable, Rules: it.rules})
 		b.count("truncate")
 	case itemResult:
 		b.result(it)
 	case itemBackfill:
 		b.ops = append(b.ops, it.progress)
 	case itemResolve:
-		b.ops = append(b.ops, sink.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+		b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
 	}
 }
 
@@ -82,11 +83,11 @@ func (b *batch) result(it *item) {
 		b.countUsage(it.rule, res.Usage)
 	}
 	if err == nil {
-		b.ops = append(b.ops, sink.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+		b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
 		return
 	}
 	b.errorsN++
-	row := sink.Error{Rule: it.rule.Name, SourceTable: it.sourceTable, Key: it.keyJSON, LSN: it.lsn,
+	row := state.Error{Rule: it.rule.Name, SourceTable: it.sourceTable, Key: it.keyJSON, LSN: it.lsn,
 		Reason: string(functions.ProviderError), Detail: err.Error()}
 	var fe *functions.Error
 	if errors.As(err, &fe) {
@@ -114,12 +115,12 @@ func (b *batch) result(it *item) {
 // Calls served by the cache cost nothing and are not counted.
 func (b *batch) countUsage(r *Rule, u provider.Usage) {
 	if b.usage == nil {
-		b.usage = map[[2]string]*sink.Usage{}
+		b.usage = map[[2]string]*state.Usage{}
 	}
 	k := [2]string{r.Name, r.Model}
 	agg := b.usage[k]
 	if agg == nil {
-		agg = &sink.Usage{Rule: r.Name, Model: r.Model}
+		agg = &state.Usage{Rule: r.Name, Model: r.Model}
 		b.usage[k] = agg
 	}
 	agg.Calls++
@@ -134,7 +135,7 @@ func (b *batch) countUsage(r *Rule, u provider.Usage) {
 func (b *batch) final(note func(xid uint32)) []sink.Op {
 	ops := b.ops
 	if b.own {
-		ops = append([]sink.Op{sink.OwnWrites{Note: note}}, ops...)
+		ops = append([]sink.Op{state.OwnWrites{Note: note}}, ops...)
 	}
 	for _, u := range b.usage {
 		ops = append(ops, *u)

@@ -14,18 +14,19 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // fakeWriter records batches; fail makes the first writes fail.
 type fakeWriter struct {
 	mu      sync.Mutex
 	batches [][]sink.Op
-	pos     []sink.Position
+	pos     []state.Position
 	fail    int
 	wrote   chan struct{} // signalled after each write, when set
 }
 
-func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, pos sink.Position, _ time.Time) error {
+func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, pos state.Position, _ time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fail > 0 {
@@ -42,10 +43,10 @@ func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, pos sink.Position, 
 
 func (w *fakeWriter) Close(context.Context) error { return nil }
 
-func (w *fakeWriter) written() ([][]sink.Op, []sink.Position) {
+func (w *fakeWriter) written() ([][]sink.Op, []state.Position) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([][]sink.Op(nil), w.batches...), append([]sink.Position(nil), w.pos...)
+	return append([][]sink.Op(nil), w.batches...), append([]state.Position(nil), w.pos...)
 }
 
 func done(r functions.Result, err error) *call {
@@ -85,7 +86,7 @@ func testLanes(t *testing.T, w *fakeWriter, maxOps int, acks *[]replication.LSN,
 		budget: newBudget(1 << 20), tracker: tr, maxOps: maxOps, backoff: time.Millisecond, ctx: ctx, repaired: make(chan string, 1)}
 }
 
-func resultItem(r *Rule, id int, c *call, rec *txnRecord, pos sink.Position) item {
+func resultItem(r *Rule, id int, c *call, rec *txnRecord, pos state.Position) item {
 	return item{kind: itemResult, rule: r, target: r.Target, key: []any{id}, keyJSON: []byte(fmt.Sprintf(`{"id": %d}`, id)),
 		call: c, rec: rec, pos: pos, cost: itemOverhead}
 }
@@ -113,9 +114,9 @@ func TestLaneWritesInOrderAsReady(t *testing.T) {
 	slow := &call{done: make(chan struct{})}
 	l := ls.get(r.Target.Name())
 	for _, it := range []item{
-		resultItem(r, 1, done(functions.Result{Text: "a"}, nil), t1, sink.Position{Commit: 10, Ord: 1 << eventBits}),
-		resultItem(r, 2, slow, t2, sink.Position{Commit: 20, Ord: 1 << eventBits}),
-		resultItem(r, 3, done(functions.Result{Text: "c"}, nil), t3, sink.Position{Commit: 30, Ord: 1 << eventBits}),
+		resultItem(r, 1, done(functions.Result{Text: "a"}, nil), t1, state.Position{Commit: 10, Ord: 1 << eventBits}),
+		resultItem(r, 2, slow, t2, state.Position{Commit: 20, Ord: 1 << eventBits}),
+		resultItem(r, 3, done(functions.Result{Text: "c"}, nil), t3, state.Position{Commit: 30, Ord: 1 << eventBits}),
 	} {
 		tr.add(it.rec)
 		l.push(it)
@@ -139,7 +140,7 @@ func TestLaneWritesInOrderAsReady(t *testing.T) {
 	close(slow.done)
 	waitFor(t, "the second write", func() bool { b, _ := w.written(); return len(b) == 2 })
 	batches, pos := w.written()
-	if pos[0] != (sink.Position{Commit: 10, Ord: 1 << eventBits}) || pos[1] != (sink.Position{Commit: 30, Ord: 1 << eventBits}) {
+	if pos[0] != (state.Position{Commit: 10, Ord: 1 << eventBits}) || pos[1] != (state.Position{Commit: 30, Ord: 1 << eventBits}) {
 		t.Fatalf("positions %v", pos)
 	}
 	if up := batches[1][0].(sink.Upsert); up.Value != "b" {
@@ -165,7 +166,7 @@ func TestLaneChunksByMaxOps(t *testing.T) {
 	l.mu.Lock() // push all before the lane looks
 	for i := 1; i <= 10; i++ {
 		ls.tracker.add(rec)
-		l.queue = append(l.queue, resultItem(r, i, done(functions.Result{Text: "x"}, nil), rec, sink.Position{Commit: 100, Ord: int64(i) << eventBits}))
+		l.queue = append(l.queue, resultItem(r, i, done(functions.Result{Text: "x"}, nil), rec, state.Position{Commit: 100, Ord: int64(i) << eventBits}))
 	}
 	l.mu.Unlock()
 	l.signal()
@@ -255,12 +256,12 @@ func TestBatchResultOps(t *testing.T) {
 				}
 			}
 			if tc.wantReason == "" {
-				if _, ok := ops[1].(sink.Resolve); !ok {
+				if _, ok := ops[1].(state.Resolve); !ok {
 					t.Fatalf("want Resolve, got %#v", ops[1])
 				}
 				return
 			}
-			e, ok := ops[1].(sink.Error)
+			e, ok := ops[1].(state.Error)
 			if !ok || e.Reason != tc.wantReason {
 				t.Fatalf("want errors row %s, got %#v", tc.wantReason, ops[1])
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // backfillPage is how many rows a backfill reads per page: each page is one
@@ -417,7 +418,7 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 		}
 	}
 	if pos, ok := e.admit(lane, len(p.rows)); ok {
-		err := e.emit(ctx, pos, item{kind: itemBackfill, rule: r, target: r.Target, progress: sink.BackfillProgress{
+		err := e.emit(ctx, pos, item{kind: itemBackfill, rule: r, target: r.Target, progress: state.BackfillProgress{
 			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done}})
 		if err != nil {
 			return err

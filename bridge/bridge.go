@@ -17,6 +17,7 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // Defaults of Config.
@@ -254,7 +255,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		}
 	}
 	// The bridge's own write-back transactions that the slot may send again.
-	xids, err := sink.OwnXacts(ctx, tgt)
+	xids, err := state.OwnXacts(ctx, tgt)
 	if err != nil {
 		return err
 	}
@@ -272,7 +273,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		return err
 	}
 	// Permanent failures of earlier runs are not paid for again.
-	failed, err := sink.PermanentFailures(ctx, live.tgt, max(cfg.CacheEntries, 0))
+	failed, err := state.PermanentFailures(ctx, live.tgt, max(cfg.CacheEntries, 0))
 	if err != nil {
 		return err
 	}
@@ -282,13 +283,13 @@ func (b *Bridge) lead(ctx context.Context) error {
 				Err: provider.Errorf(provider.Permanent, "%s", f.Detail)})
 		}
 	}
-	checkpoint, err := sink.LoadCheckpoint(ctx, live.tgt, cfg.Slot)
+	checkpoint, err := state.LoadCheckpoint(ctx, live.tgt, cfg.Slot)
 	if err != nil {
 		return err
 	}
 	// Each lane resumes after its own checkpoint: what a lane wrote of a
 	// transaction the slot has not confirmed is skipped, without a call.
-	if eng.routed, err = sink.LoadLaneCheckpoints(ctx, live.tgt, cfg.Slot); err != nil {
+	if eng.routed, err = state.LoadLaneCheckpoints(ctx, live.tgt, cfg.Slot); err != nil {
 		return err
 	}
 	log.Info("streaming", "slot", cfg.Slot, "publication", cfg.Publication, "rules", len(live.valid),

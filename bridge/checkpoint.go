@@ -10,6 +10,7 @@ import (
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // checkpointInterval is how often the slot's checkpoint is stored while it
@@ -81,7 +82,7 @@ func (c *checkpointer) store(ctx context.Context) error {
 		return nil
 	}
 	if err := c.w.StoreCheckpoint(ctx, lsn); err != nil {
-		if errors.Is(err, sink.ErrFenced) {
+		if errors.Is(err, state.ErrFenced) {
 			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
 		}
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // callOverhead is what the byte budget charges for a call on top of twice its
@@ -58,12 +59,12 @@ type item struct {
 	oldKey      []any // itemMove
 	oldKeyJSON  []byte
 	lsn         replication.LSN
-	call        *call                 // itemResult with a provider call; nil = a NULL image
-	progress    sink.BackfillProgress // itemBackfill
+	call        *call                  // itemResult with a provider call; nil = a NULL image
+	progress    state.BackfillProgress // itemBackfill
 
-	pos  sink.Position // where in the stream; a lane's checkpoint after writing it
-	rec  *txnRecord    // its source transaction, for confirming the slot
-	cost int64         // budget bytes held until the item is written
+	pos  state.Position // where in the stream; a lane's checkpoint after writing it
+	rec  *txnRecord     // its source transaction, for confirming the slot
+	cost int64          // budget bytes held until the item is written
 }
 
 // ready reports whether the item's call (if any) has finished.
@@ -143,8 +144,8 @@ type engine struct {
 	retries    uint32          // OID of pgimageai.retry_requests
 	callCtx    context.Context // calls outlive a graceful stop's cancellation
 	open       *openTxn
-	resumed    *openTxn                 // the transaction cut off by a Reset, sent again next
-	routed     map[string]sink.Position // per lane: the last position routed (or stored at start)
+	resumed    *openTxn                  // the transaction cut off by a Reset, sent again next
+	routed     map[string]state.Position // per lane: the last position routed (or stored at start)
 	rels       map[*replication.Relation]*relation
 	srcDSN     string                        // for backfill connections
 	backfills  map[string]context.CancelFunc // running backfill workers by rule
@@ -228,15 +229,15 @@ func (e *engine) targetRules(lane string) []*Rule {
 }
 
 // position returns the position of item sub of the current event.
-func (e *engine) position(sub int) sink.Position {
-	return sink.Position{Commit: e.open.final, Ord: e.open.event<<eventBits | int64(sub)}
+func (e *engine) position(sub int) state.Position {
+	return state.Position{Commit: e.open.final, Ord: e.open.event<<eventBits | int64(sub)}
 }
 
 // admit reports whether the item sub of the current event for lane must be
 // made: false when the lane has it already (stored before a restart, or
 // routed before a reconnect). It is asked before any call is started, so
 // that what was written costs no new call.
-func (e *engine) admit(lane string, sub int) (sink.Position, bool) {
+func (e *engine) admit(lane string, sub int) (state.Position, bool) {
 	pos := e.position(sub)
 	return pos, e.routed[lane].Less(pos)
 }
@@ -244,7 +245,7 @@ func (e *engine) admit(lane string, sub int) (sink.Position, bool) {
 // emit routes an item at pos to its lane. It charges the budget for the item
 // while it waits there, which blocks the engine — and so the stream — when
 // the lanes hold the whole budget.
-func (e *engine) emit(ctx context.Context, pos sink.Position, it item) error {
+func (e *engine) emit(ctx context.Context, pos state.Position, it item) error {
 	lane := it.target.Name()
 	it.pos, it.rec = pos, e.open.rec
 	it.cost = itemOverhead + int64(len(it.keyJSON)+len(it.oldKeyJSON))

@@ -13,11 +13,12 @@ import (
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // laneWriter is what a lane needs of the sink.
 type laneWriter interface {
-	Write(ctx context.Context, ops []sink.Op, pos sink.Position, commitTime time.Time) error
+	Write(ctx context.Context, ops []sink.Op, pos state.Position, commitTime time.Time) error
 	Close(ctx context.Context) error
 }
 
@@ -61,7 +62,7 @@ type lane struct {
 // laneStat is what a lane reports, read by status and metrics.
 type laneStat struct {
 	mu         sync.Mutex
-	pos        sink.Position
+	pos        state.Position
 	commitTime time.Time
 	written    atomic.Int64 // ops written
 	batches    atomic.Int64
@@ -168,7 +169,7 @@ func (l *lane) write(ctx context.Context, items []item) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, sink.ErrFenced) {
+		if errors.Is(err, state.ErrFenced) {
 			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
 		}
 		l.log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.pos.String(), "err", err)

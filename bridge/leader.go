@@ -24,7 +24,7 @@ var ErrLeadershipLost = errors.New("leadership lost: another pgimageai instance 
 // and polls. The lock dies with its session: when the leader is killed its
 // backend ends, the lock is released and a standby takes over within a
 // poll. The target's checkpoint fences a leader that was replaced while cut
-// off (sink.ErrFenced), so a stale one cannot overwrite newer results.
+// off (state.ErrFenced), so a stale one cannot overwrite newer results.
 //
 // The lock needs a session that lives as long as the leader: a connection
 // pooler in transaction mode in front of the source breaks it.

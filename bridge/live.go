@@ -15,7 +15,7 @@ import (
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
-	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // configChange is a change of pgimageai.rules or pgimageai.models read from
@@ -296,13 +296,13 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 		return err
 	}
 	why := map[string]string{}
-	rows := make([]sink.InvalidRule, 0, len(invalid))
+	rows := make([]state.InvalidRule, 0, len(invalid))
 	for _, r := range invalid {
 		why[r.Name] = r.Err.Error()
 		if l.invalid[r.Name] != why[r.Name] {
 			l.log.Error("invalid rule skipped", "rule", r.Name, "source_table", r.SourceTable, "err", r.Err)
 		}
-		rows = append(rows, sink.InvalidRule{Rule: r.Name, SourceTable: r.SourceTable, Detail: why[r.Name]})
+		rows = append(rows, state.InvalidRule{Rule: r.Name, SourceTable: r.SourceTable, Detail: why[r.Name]})
 	}
 	l.invalid = why
 	// The rules of other groups are their bridges' to report or resolve.
@@ -310,7 +310,7 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 	if err := l.src.QueryRow(ctx, "SELECT coalesce(array_agg(name), '{}') FROM pgimageai.rules WHERE rule_group <> $1", l.cfg.group).Scan(&others); err != nil {
 		return fmt.Errorf("read the rules of other groups: %w", err)
 	}
-	if err := sink.ReportInvalidRules(ctx, l.tgt, rows, others); err != nil {
+	if err := state.ReportInvalidRules(ctx, l.tgt, rows, others); err != nil {
 		return err
 	}
 

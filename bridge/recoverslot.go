@@ -10,6 +10,7 @@ import (
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // ErrSlotHealthy: RecoverSlot was asked to recover a slot that can still
@@ -35,7 +36,7 @@ type Recovery struct {
 	Found    bool             // the old slot existed
 	Problem  error            // why the old slot could not stream; nil when it could (Force)
 	New      replication.Slot // the slot as re-created
-	Progress sink.Progress    // the checkpoint and backfill states forgotten
+	Progress state.Progress   // the checkpoint and backfill states forgotten
 	Rules    []string         // the enabled rules: each backfills at the next run
 	Targets  []OrphanCleanup  // one per target table of an enabled rule
 }
@@ -59,7 +60,7 @@ type OrphanCleanup struct {
 //     (replication.ErrSlotActive) — a running bridge is stopped first — and,
 //     unless Force, a slot that can still stream (ErrSlotHealthy).
 //  2. In one target transaction it forgets the slot's checkpoint and every
-//     backfill state (sink.ForgetProgress), and commits it only once the old
+//     backfill state (state.ForgetProgress), and commits it only once the old
 //     slot is dropped: if it stops in between, nothing is forgotten and the
 //     command can be run again.
 //  3. It re-creates the slot at once, before looking at any row. From that
@@ -134,7 +135,7 @@ func RecoverSlot(ctx context.Context, cfg RecoverConfig) (Recovery, error) {
 		return rec, fmt.Errorf("target: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
-	if rec.Progress, err = sink.ForgetProgress(ctx, tx, cfg.Slot, rec.Rules); err != nil {
+	if rec.Progress, err = state.ForgetProgress(ctx, tx, cfg.Slot, rec.Rules); err != nil {
 		return rec, fmt.Errorf("%w (run pgimageai migrate on the target first?)", err)
 	}
 	if rec.Found {

@@ -12,6 +12,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // TestLeaderStepsDown cuts the leader's lock session (as a network cut
@@ -75,18 +76,18 @@ func TestCheckpointFencing(t *testing.T) {
 	s := newSource(t)
 	ctx := context.Background()
 	errOp := func(detail string) []sink.Op {
-		return []sink.Op{sink.Error{Rule: "r", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Reason: "provider_error", Detail: detail}}
+		return []sink.Op{state.Error{Rule: "r", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Reason: "provider_error", Detail: detail}}
 	}
 	w := sink.NewWriter(s.db.Connect(t), s.db.DSN(), s.slot, "public.a")
 	stale := sink.NewWriter(nil, s.db.DSN(), s.slot, "public.a")
 	other := sink.NewWriter(nil, s.db.DSN(), s.slot, "public.b")
-	at := func(lsn replication.LSN, ord int64) sink.Position { return sink.Position{Commit: lsn, Ord: ord} }
-	if err := w.Write(ctx, []sink.Op{sink.OwnWrites{}}, at(0x2000, 5), time.Now()); err != nil {
+	at := func(lsn replication.LSN, ord int64) state.Position { return state.Position{Commit: lsn, Ord: ord} }
+	if err := w.Write(ctx, []sink.Op{state.OwnWrites{}}, at(0x2000, 5), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	for _, pos := range []sink.Position{at(0x1000, 9), at(0x2000, 4)} { // an earlier transaction; earlier inside the same one
+	for _, pos := range []state.Position{at(0x1000, 9), at(0x2000, 4)} { // an earlier transaction; earlier inside the same one
 		err := stale.Write(ctx, errOp("stale"), pos, time.Time{})
-		if !errors.Is(err, sink.ErrFenced) {
+		if !errors.Is(err, state.ErrFenced) {
 			t.Fatalf("stale write at %s = %v, want ErrFenced", pos, err)
 		}
 	}
@@ -97,22 +98,22 @@ func TestCheckpointFencing(t *testing.T) {
 	if err := other.Write(ctx, errOp("other lane"), at(0x1000, 1), time.Time{}); err != nil {
 		t.Errorf("lane b at 0/1000: %v", err)
 	}
-	for _, pos := range []sink.Position{at(0x2000, 5), at(0x2000, 6), at(0x3000, 0)} { // equal: the same batch again
+	for _, pos := range []state.Position{at(0x2000, 5), at(0x2000, 6), at(0x3000, 0)} { // equal: the same batch again
 		if err := stale.Write(ctx, errOp("ok"), pos, time.Time{}); err != nil {
 			t.Errorf("write at %s: %v", pos, err)
 		}
 	}
-	lanes, err := sink.LoadLaneCheckpoints(ctx, s.conn, s.slot)
+	lanes, err := state.LoadLaneCheckpoints(ctx, s.conn, s.slot)
 	if err != nil || lanes["public.a"] != at(0x3000, 0) || lanes["public.b"] != at(0x1000, 1) {
 		t.Errorf("lane checkpoints %v (%v), want a at 0/3000#0 and b at 0/1000#1", lanes, err)
 	}
 	if err := w.StoreCheckpoint(ctx, 0x3000); err != nil {
 		t.Fatal(err)
 	}
-	if err := stale.StoreCheckpoint(ctx, 0x2000); !errors.Is(err, sink.ErrFenced) {
+	if err := stale.StoreCheckpoint(ctx, 0x2000); !errors.Is(err, state.ErrFenced) {
 		t.Errorf("stale slot checkpoint = %v, want ErrFenced", err)
 	}
-	if got, err := sink.LoadCheckpoint(ctx, s.conn, s.slot); err != nil || got != 0x3000 {
+	if got, err := state.LoadCheckpoint(ctx, s.conn, s.slot); err != nil || got != 0x3000 {
 		t.Errorf("checkpoint %s (%v), want 0/3000", got, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/replication"
-	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 func TestRecoveryText(t *testing.T) {
@@ -23,7 +23,7 @@ func TestRecoveryText(t *testing.T) {
 		{"invalidated", bridge.Recovery{
 			Old: lost, Found: true, Problem: errors.New("lost"),
 			New:      replication.Slot{Name: "pgimageai", ConfirmedFlushLSN: 0x2001750},
-			Progress: sink.Progress{Checkpoint: pointerTo("0/1DF49F0"), Lanes: 2, Backfills: 1},
+			Progress: state.Progress{Checkpoint: pointerTo("0/1DF49F0"), Lanes: 2, Backfills: 1},
 			Rules:    []string{"caption", "embed", "wb"},
 			Targets: []bridge.OrphanCleanup{
 				{Table: "public.captions", Rules: []string{"caption", "embed"}, Deleted: 3},

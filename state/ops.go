@@ -1,0 +1,190 @@
+package state
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/replication"
+)
+
+// The ops below implement sink.Op: each queues its statement on the batch of
+// a lane's target transaction, beside the results it belongs with.
+
+// Error records a failed function call: ONE open row per rule and source row,
+// whose attempts count up when the row fails again.
+type Error struct {
+	Rule        string
+	SourceTable string
+	Key         []byte // source_key JSON, e.g. {"id": 42}
+	Reason      string
+	Detail      string
+	ImageBytes  *int   // nil when there was no image
+	ImageHead   []byte // first 16 bytes
+	LSN         replication.LSN
+	// InputKey identifies the call of a permanent failure, so that a
+	// restart does not pay for it again; nil otherwise.
+	InputKey []byte
+}
+
+func (o Error) Queue(b *pgx.Batch) {
+	b.Queue(`INSERT INTO pgimageai.errors AS e (rule, source_table, source_key, reason, detail, image_bytes, image_head, lsn, input_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (rule, source_key) WHERE resolved_at IS NULL DO UPDATE SET
+  reason = EXCLUDED.reason, detail = EXCLUDED.detail, image_bytes = EXCLUDED.image_bytes,
+  image_head = EXCLUDED.image_head, lsn = EXCLUDED.lsn, input_key = EXCLUDED.input_key, attempts = e.attempts + 1`,
+		o.Rule, o.SourceTable, string(o.Key), o.Reason, o.Detail, o.ImageBytes, o.ImageHead, o.LSN, o.InputKey)
+}
+
+// PermanentFailure is an open errors row of a permanent failure: the call it
+// came from and its reason.
+type PermanentFailure struct {
+	InputKey       []byte
+	Reason, Detail string
+}
+
+// PermanentFailures returns up to limit open errors rows that carry the key
+// of a permanently failed call, newest first.
+func PermanentFailures(ctx context.Context, conn *pgx.Conn, limit int) ([]PermanentFailure, error) {
+	rows, _ := conn.Query(ctx, `SELECT input_key, reason, detail FROM pgimageai.errors
+WHERE resolved_at IS NULL AND input_key IS NOT NULL ORDER BY id DESC LIMIT $1`, limit)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PermanentFailure, error) {
+		var f PermanentFailure
+		err := r.Scan(&f.InputKey, &f.Reason, &f.Detail)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read permanent failures: %w", err)
+	}
+	return out, nil
+}
+
+// Resolve marks the open errors rows of a rule and source row resolved, after
+// a later call for that row succeeded.
+type Resolve struct {
+	Rule string
+	Key  []byte
+}
+
+func (o Resolve) Queue(b *pgx.Batch) {
+	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
+WHERE rule = $1 AND source_key = $2 AND resolved_at IS NULL`, o.Rule, string(o.Key))
+}
+
+// ForgetRow resolves the open row errors of Rules for a deleted source row
+// (Key set) or for every row of a truncated source table (Key nil);
+// invalid_rule rows stay. The rules are those of one lane: another lane may
+// still be behind, writing errors of the row's earlier versions.
+type ForgetRow struct {
+	SourceTable string
+	Key         []byte
+	Rules       []string
+}
+
+func (o ForgetRow) Queue(b *pgx.Batch) {
+	if o.Key == nil {
+		b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
+WHERE source_table = $1 AND rule = ANY($2) AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable, o.Rules)
+		return
+	}
+	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
+WHERE source_table = $1 AND source_key = $2 AND rule = ANY($3) AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable, string(o.Key), o.Rules)
+}
+
+// RekeyErrors points the open errors rows of Rules (one lane's) for a source
+// row at its new key after a primary-key change.
+type RekeyErrors struct {
+	SourceTable    string
+	OldKey, NewKey []byte
+	Rules          []string
+}
+
+func (o RekeyErrors) Queue(b *pgx.Batch) {
+	b.Queue(`UPDATE pgimageai.errors SET source_key = $3
+WHERE source_table = $1 AND source_key = $2 AND rule = ANY($4) AND resolved_at IS NULL`, o.SourceTable, string(o.OldKey), string(o.NewKey), o.Rules)
+}
+
+// OwnWrites marks the target transaction as the bridge's own: when the target
+// is a published source table (write-back), the bridge reads its own changes
+// back from the WAL and must ignore them, or it would loop. It records the
+// transaction's ID in pgimageai.own_xacts (for a restart) and hands it to
+// Note before the transaction commits; the bridge skips the transaction whose
+// Begin carries that ID. Only the bridge's role may write that table, so no
+// other transaction can pass for one of its own.
+type OwnWrites struct {
+	Note func(xid uint32)
+}
+
+func (o OwnWrites) Queue(b *pgx.Batch) {
+	b.Queue(`INSERT INTO pgimageai.own_xacts (xid) VALUES (txid_current()) RETURNING xid`).QueryRow(func(row pgx.Row) error {
+		var xid int64
+		if err := row.Scan(&xid); err != nil {
+			return err
+		}
+		if o.Note != nil {
+			o.Note(uint32(xid)) // the epoch aside: what pgoutput's Begin carries
+		}
+		return nil
+	})
+}
+
+// OwnXacts returns the transaction IDs of the bridge's own write-back
+// transactions of the last week, after deleting older ones: those that a
+// restart may read again from the slot.
+func OwnXacts(ctx context.Context, conn *pgx.Conn) ([]uint32, error) {
+	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.own_xacts WHERE created_at < now() - interval '7 days'"); err != nil {
+		return nil, fmt.Errorf("prune own transactions: %w", err)
+	}
+	rows, _ := conn.Query(ctx, "SELECT xid FROM pgimageai.own_xacts")
+	xids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint32, error) {
+		var xid int64
+		err := r.Scan(&xid)
+		return uint32(xid), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read own transactions: %w", err)
+	}
+	return xids, nil
+}
+
+// BackfillProgress records a backfill page of a rule: the last key processed
+// and how many rows, or that the backfill is done.
+type BackfillProgress struct {
+	Rule        string
+	Fingerprint string
+	LastKey     []byte // nil when the page was empty
+	Rows        int
+	Done        bool
+}
+
+func (o BackfillProgress) Queue(b *pgx.Batch) {
+	var last any
+	if o.LastKey != nil {
+		last = string(o.LastKey)
+	}
+	state := "running"
+	if o.Done {
+		state = "done"
+	}
+	b.Queue(`INSERT INTO pgimageai.backfills AS b (rule, state, last_key, rows_done, fingerprint, finished_at)
+VALUES ($1, $2, $3, $4, $5, CASE WHEN $2 = 'done' THEN now() END)
+ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, last_key = coalesce(EXCLUDED.last_key, b.last_key),
+  rows_done = b.rows_done + EXCLUDED.rows_done, updated_at = now(), finished_at = EXCLUDED.finished_at`,
+		o.Rule, state, last, o.Rows, o.Fingerprint)
+}
+
+// Usage adds provider usage to a rule's and model's count of the current UTC
+// day.
+type Usage struct {
+	Rule, Model                           string
+	Calls, PromptTokens, CompletionTokens int64
+}
+
+func (o Usage) Queue(b *pgx.Batch) {
+	b.Queue(`INSERT INTO pgimageai.usage AS u (rule, model, day, calls, prompt_tokens, completion_tokens)
+VALUES ($1, $2, (now() AT TIME ZONE 'UTC')::date, $3, $4, $5)
+ON CONFLICT (rule, model, day) DO UPDATE SET calls = u.calls + EXCLUDED.calls,
+  prompt_tokens = u.prompt_tokens + EXCLUDED.prompt_tokens, completion_tokens = u.completion_tokens + EXCLUDED.completion_tokens`,
+		o.Rule, o.Model, o.Calls, o.PromptTokens, o.CompletionTokens)
+}
