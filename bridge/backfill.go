@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -224,42 +223,34 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 	if err := e.live.reconnect(ctx); err != nil {
 		return err
 	}
-	var state, fingerprint string
-	var last, stop []byte
-	err := e.live.tgt.QueryRow(ctx, "SELECT state, fingerprint, last_key::text, stop_key::text FROM pgimageai.backfills WHERE rule = $1", r.Name).Scan(&state, &fingerprint, &last, &stop)
+	b, found, err := state.LoadBackfill(ctx, e.live.tgt, r.Name)
+	if err != nil {
+		return err
+	}
+	last, stop := b.LastKey, b.StopKey
 	switch {
-	case err == nil && fingerprint == r.Fingerprint && state == "done":
+	case found && b.Fingerprint == r.Fingerprint && b.State == "done":
 		return nil
-	case err == nil && fingerprint == r.Fingerprint:
+	case found && b.Fingerprint == r.Fingerprint:
 		e.log.Info("backfill resumed", "rule", r.Name, "after", string(last))
-	case err == nil || errors.Is(err, pgx.ErrNoRows):
+	default:
 		// Rows beyond the greatest key of now are new: the stream has them.
-		last = nil
+		last, stop = nil, nil
 		rows, err := readRows(ctx, e.live.src, r, lastRowSQL(r))
 		if err != nil {
 			return fmt.Errorf("start backfill of %s: %w", r.Name, err)
 		}
-		state = "running"
-		if stop = nil; len(rows) == 1 {
+		if len(rows) == 1 {
 			stop = rows[0].keyJSON
-		} else {
-			state = "done" // an empty table: nothing to do
 		}
-		_, err = e.live.tgt.Exec(ctx, `INSERT INTO pgimageai.backfills (rule, state, fingerprint, stop_key, rows_total, finished_at)
-VALUES ($1, $2, $3, $4, (SELECT CASE WHEN reltuples >= 0 THEN reltuples::bigint END FROM pg_class WHERE oid = $5), CASE WHEN $2 = 'done' THEN now() END)
-ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.fingerprint, last_key = NULL,
-  stop_key = EXCLUDED.stop_key, rows_done = 0, rows_total = EXCLUDED.rows_total, started_at = now(), updated_at = now(),
-  finished_at = EXCLUDED.finished_at`, r.Name, state, r.Fingerprint, nullable(stop), r.Source.OID)
-		if err != nil {
-			return fmt.Errorf("start backfill of %s: %w", r.Name, err)
+		if err := state.StartBackfill(ctx, e.live.tgt, r.Name, r.Fingerprint, stop, r.Source.OID); err != nil {
+			return err
 		}
-		if state == "done" {
+		if stop == nil { // an empty table: nothing to do
 			e.log.Info("backfill done", "rule", r.Name, "rows", 0)
 			return nil
 		}
 		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String(), "up_to", string(stop))
-	default:
-		return fmt.Errorf("backfill state of %s: %w", r.Name, err)
 	}
 	if e.seen[r.Source.OID] == nil {
 		e.seen[r.Source.OID] = map[keyDigest]bool{}

@@ -239,21 +239,12 @@ func (b *Bridge) lead(ctx context.Context) error {
 		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
 		pending: map[string]*page{}, backfilled: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
 	}
-	for _, name := range []string{"pgimageai.rules", "pgimageai.models", "pgimageai.retry_requests"} {
-		var oid uint32
-		if err := src.QueryRow(ctx, "SELECT $1::regclass::oid", name).Scan(&oid); err != nil {
-			return fmt.Errorf("%s: %w (run pgimageai migrate first)", name, err)
-		}
-		switch name {
-		case "pgimageai.retry_requests":
-			eng.retries = oid
-		case "pgimageai.models":
-			eng.models = oid
-			fallthrough
-		default:
-			eng.config[oid] = true
-		}
+	rulesOID, modelsOID, retriesOID, err := state.TableOIDs(ctx, src)
+	if err != nil {
+		return fmt.Errorf("%w (run pgimageai migrate first)", err)
 	}
+	eng.config[rulesOID], eng.config[modelsOID] = true, true
+	eng.models, eng.retries = modelsOID, retriesOID
 	// The bridge's own write-back transactions that the slot may send again.
 	xids, err := state.OwnXacts(ctx, tgt)
 	if err != nil {

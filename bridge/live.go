@@ -71,7 +71,7 @@ func (c *config) apply(m *pgtype.Map, cc configChange) error {
 		if cc.models {
 			c.models = map[string]provider.Model{}
 		} else {
-			c.rules = map[string]ruleRow{}
+			c.rules = map[string]state.RuleRow{}
 		}
 		return nil
 	}
@@ -112,7 +112,7 @@ func (c *config) apply(m *pgtype.Map, cc configChange) error {
 		c.models[md.Name] = md
 		return nil
 	}
-	var rr ruleRow
+	var rr state.RuleRow
 	var err error
 	for _, f := range []struct {
 		col string
@@ -191,8 +191,8 @@ func (l *liveConfig) rebackfill(ctx context.Context, e *engine, lane string) err
 		}
 	}
 	return l.retrying(ctx, "re-creating target "+lane, func() error {
-		if _, err := l.tgt.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = ANY($1)", names); err != nil {
-			return fmt.Errorf("forget backfills of %s: %w", lane, err)
+		if err := state.ForgetBackfills(ctx, l.tgt, names...); err != nil {
+			return err
 		}
 		for _, name := range names {
 			e.stopBackfill(name)
@@ -306,9 +306,9 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 	}
 	l.invalid = why
 	// The rules of other groups are their bridges' to report or resolve.
-	var others []string
-	if err := l.src.QueryRow(ctx, "SELECT coalesce(array_agg(name), '{}') FROM pgimageai.rules WHERE rule_group <> $1", l.cfg.group).Scan(&others); err != nil {
-		return fmt.Errorf("read the rules of other groups: %w", err)
+	others, err := state.OtherGroupsRules(ctx, l.src, l.cfg.group)
+	if err != nil {
+		return err
 	}
 	if err := state.ReportInvalidRules(ctx, l.tgt, rows, others); err != nil {
 		return err
@@ -336,8 +336,8 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 		if !ok {
 			// Disabled, deleted or invalid: when it runs again, it
 			// backfills again (what changed meanwhile was not streamed).
-			if _, err := l.tgt.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = $1", name); err != nil {
-				return fmt.Errorf("forget backfill of %s: %w", name, err)
+			if err := state.ForgetBackfills(ctx, l.tgt, name); err != nil {
+				return err
 			}
 			l.log.Info("rule stopped", "rule", name)
 		}

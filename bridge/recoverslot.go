@@ -198,17 +198,11 @@ func checkOldSlot(ctx context.Context, src *pgx.Conn, cfg RecoverConfig, rec *Re
 	return nil
 }
 
-// enabledRules reads the enabled rules from the source.
-func enabledRules(ctx context.Context, src *pgx.Conn, group string) ([]ruleRow, error) {
-	rows, _ := src.Query(ctx, `SELECT name, source_table, image_column, function, model, prompt, target_table, target_column, enabled
-FROM pgimageai.rules WHERE enabled AND rule_group = $1 ORDER BY name`, group)
-	rules, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ruleRow, error) {
-		var rr ruleRow
-		err := r.Scan(&rr.Name, &rr.SourceTable, &rr.ImageColumn, &rr.Function, &rr.Model, &rr.Prompt, &rr.TargetTable, &rr.TargetColumn, &rr.Enabled)
-		return rr, err
-	})
+// enabledRules reads the enabled rules of group from the source.
+func enabledRules(ctx context.Context, src *pgx.Conn, group string) ([]state.RuleRow, error) {
+	rules, err := state.Rules(ctx, src, group, true)
 	if err != nil {
-		return nil, fmt.Errorf("load rules (run pgimageai migrate first?): %w", err)
+		return nil, fmt.Errorf("%w (run pgimageai migrate first?)", err)
 	}
 	return rules, nil
 }
@@ -216,7 +210,7 @@ FROM pgimageai.rules WHERE enabled AND rule_group = $1 ORDER BY name`, group)
 // deleteOrphans runs sink.DeleteOrphans on each target table of the rules,
 // once per table. A rule that cannot run is reported, not fatal: its target
 // is what the bridge left, and the bridge reports the rule itself.
-func deleteOrphans(ctx context.Context, src, tgt *pgx.Conn, rules []ruleRow) ([]OrphanCleanup, error) {
+func deleteOrphans(ctx context.Context, src, tgt *pgx.Conn, rules []state.RuleRow) ([]OrphanCleanup, error) {
 	var out []OrphanCleanup
 	seen := map[string]int{} // target table as named → index in out
 	for _, rr := range rules {

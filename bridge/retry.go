@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgimageai/pgimageai/state"
 
 	"github.com/pgimageai/pgimageai/replication"
 )
@@ -46,39 +46,25 @@ const retryChunk = 1000
 // fixed position (its number in the list), so a page read again after a
 // failure routes nothing twice.
 func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) error {
-	type ruleKeys struct {
-		rule string
-		keys []json.RawMessage
-	}
-	var batches []ruleKeys
+	var batches []state.RuleKeys
 	err := e.live.retrying(ctx, "reading the errors to retry", func() error {
-		rows, _ := e.live.tgt.Query(ctx, `SELECT rule, jsonb_agg(source_key ORDER BY id) FROM pgimageai.errors
-WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND ($1 = '' OR rule = $1) AND ($2 = '' OR reason = $2)
-GROUP BY rule ORDER BY rule`, f.Rule, f.Reason)
 		var err error
-		batches, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ruleKeys, error) {
-			var b ruleKeys
-			err := r.Scan(&b.rule, &b.keys)
-			return b, err
-		})
-		if err != nil {
-			return fmt.Errorf("retry: %w", err)
-		}
-		return nil
+		batches, err = state.RetryKeys(ctx, e.live.tgt, f.Rule, f.Reason)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	n, sub := 0, 0
 	for _, b := range batches {
-		r := e.live.valid[b.rule]
+		r := e.live.valid[b.Rule]
 		if r == nil {
-			sub += len(b.keys)
+			sub += len(b.Keys)
 			continue // not running: its errors wait for the rule to be fixed
 		}
 		lane := r.Target.Name()
-		for lo := 0; lo < len(b.keys); lo += retryChunk {
-			chunk := b.keys[lo:min(lo+retryChunk, len(b.keys))]
+		for lo := 0; lo < len(b.Keys); lo += retryChunk {
+			chunk := b.Keys[lo:min(lo+retryChunk, len(b.Keys))]
 			keys, _ := json.Marshal(chunk)
 			base := sub
 			next := 0 // ordinal (from 1) of the next key to account for

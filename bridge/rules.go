@@ -15,23 +15,16 @@ import (
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // byteaOID is the type OID of bytea.
 const byteaOID = 17
 
-// ruleRow is one row of pgimageai.rules.
-type ruleRow struct {
-	Name, SourceTable, ImageColumn, Function, Model string
-	Prompt                                          *string
-	TargetTable, TargetColumn                       string
-	Enabled                                         bool
-}
-
 // config is the content of pgimageai.rules and pgimageai.models, kept equal
 // to the source's as of the WAL position the engine has reached.
 type config struct {
-	rules  map[string]ruleRow // of group only
+	rules  map[string]state.RuleRow // of group only
 	models map[string]provider.Model
 	group  string // the rule group this bridge streams
 }
@@ -79,41 +72,17 @@ func groupOrDefault(g string) string {
 // loadConfig reads every model, and the rules of group, from the source
 // database.
 func loadConfig(ctx context.Context, src *pgx.Conn, group string) (*config, error) {
-	c := &config{rules: map[string]ruleRow{}, models: map[string]provider.Model{}, group: group}
-	rows, err := src.Query(ctx, `SELECT name, provider, coalesce(base_url, ''), model, coalesce(api_key_env, ''), options FROM pgimageai.models`)
+	c := &config{rules: map[string]state.RuleRow{}, models: map[string]provider.Model{}, group: group}
+	models, err := state.Models(ctx, src)
 	if err != nil {
-		return nil, fmt.Errorf("load models: %w", err)
-	}
-	models, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (provider.Model, error) {
-		var m provider.Model
-		var opts map[string]any
-		if err := r.Scan(&m.Name, &m.Provider, &m.BaseURL, &m.Model, &m.APIKeyEnv, &opts); err != nil {
-			return m, err
-		}
-		// Re-encoded like options read from the WAL, so that an unchanged
-		// model compares equal and keeps its provider.
-		var err error
-		m.Options, err = json.Marshal(opts)
-		return m, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load models: %w", err)
+		return nil, err
 	}
 	for _, m := range models {
 		c.models[m.Name] = m
 	}
-	rows, err = src.Query(ctx, `SELECT name, source_table, image_column, function, model, prompt, target_table, target_column, enabled
-FROM pgimageai.rules WHERE rule_group = $1`, group)
+	rules, err := state.Rules(ctx, src, group, false)
 	if err != nil {
-		return nil, fmt.Errorf("load rules: %w", err)
-	}
-	rules, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ruleRow, error) {
-		var rr ruleRow
-		err := r.Scan(&rr.Name, &rr.SourceTable, &rr.ImageColumn, &rr.Function, &rr.Model, &rr.Prompt, &rr.TargetTable, &rr.TargetColumn, &rr.Enabled)
-		return rr, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load rules: %w", err)
+		return nil, err
 	}
 	for _, rr := range rules {
 		c.rules[rr.Name] = rr
@@ -151,7 +120,7 @@ func (c *compiler) provider(m provider.Model) (provider.Provider, error) {
 // compile validates one enabled rule: its model's provider and options, the
 // function's arguments and capabilities, the source table and image column,
 // and the target table, which it creates or validates.
-func (c *compiler) compile(ctx context.Context, cfg *config, rr ruleRow) (*Rule, error) {
+func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow) (*Rule, error) {
 	m, ok := cfg.models[rr.Model]
 	if !ok {
 		return nil, fmt.Errorf("model %q does not exist", rr.Model)

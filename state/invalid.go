@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -36,4 +37,27 @@ WHERE reason = 'invalid_rule' AND resolved_at IS NULL AND NOT (rule = ANY($1)) A
 		return fmt.Errorf("report invalid rules: %w", err)
 	}
 	return nil
+}
+
+// RuleKeys is the source keys of one rule's open errors.
+type RuleKeys struct {
+	Rule string
+	Keys []json.RawMessage // source_key JSON, oldest error first
+}
+
+// RetryKeys returns, by rule, the keys of the open errors other than
+// invalid_rule that match rule and reason ("" matches all).
+func RetryKeys(ctx context.Context, conn *pgx.Conn, rule, reason string) ([]RuleKeys, error) {
+	rows, _ := conn.Query(ctx, `SELECT rule, jsonb_agg(source_key ORDER BY id) FROM pgimageai.errors
+WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND ($1 = '' OR rule = $1) AND ($2 = '' OR reason = $2)
+GROUP BY rule ORDER BY rule`, rule, reason)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RuleKeys, error) {
+		var k RuleKeys
+		err := r.Scan(&k.Rule, &k.Keys)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry: read open errors: %w", err)
+	}
+	return out, nil
 }

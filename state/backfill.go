@@ -1,0 +1,63 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Backfill is a row of pgimageai.backfills: how far the backfill of a rule
+// got, for what the rule computed (its fingerprint).
+type Backfill struct {
+	State       string // running or done
+	Fingerprint string
+	LastKey     []byte // source_key JSON of the last row processed; nil before the first page
+	StopKey     []byte // the greatest key when it started; nil for an empty table
+}
+
+// LoadBackfill returns the backfill row of rule; found is false when there
+// is none.
+func LoadBackfill(ctx context.Context, conn *pgx.Conn, rule string) (b Backfill, found bool, err error) {
+	err = conn.QueryRow(ctx, "SELECT state, fingerprint, last_key::text, stop_key::text FROM pgimageai.backfills WHERE rule = $1", rule).
+		Scan(&b.State, &b.Fingerprint, &b.LastKey, &b.StopKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, false, nil
+	}
+	if err != nil {
+		return b, false, fmt.Errorf("backfill state of %s: %w", rule, err)
+	}
+	return b, true, nil
+}
+
+// StartBackfill records a new backfill of rule up to stop (nil: an empty
+// table, done at once), with an estimate of the rows from table's
+// pg_class.reltuples.
+func StartBackfill(ctx context.Context, conn *pgx.Conn, rule, fingerprint string, stop []byte, table uint32) error {
+	state := "running"
+	var stopKey any
+	if stop == nil {
+		state = "done"
+	} else {
+		stopKey = string(stop)
+	}
+	_, err := conn.Exec(ctx, `INSERT INTO pgimageai.backfills (rule, state, fingerprint, stop_key, rows_total, finished_at)
+VALUES ($1, $2, $3, $4, (SELECT CASE WHEN reltuples >= 0 THEN reltuples::bigint END FROM pg_class WHERE oid = $5), CASE WHEN $2 = 'done' THEN now() END)
+ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.fingerprint, last_key = NULL,
+  stop_key = EXCLUDED.stop_key, rows_done = 0, rows_total = EXCLUDED.rows_total, started_at = now(), updated_at = now(),
+  finished_at = EXCLUDED.finished_at`, rule, state, fingerprint, stopKey, table)
+	if err != nil {
+		return fmt.Errorf("start backfill of %s: %w", rule, err)
+	}
+	return nil
+}
+
+// ForgetBackfills deletes the backfill rows of rules: when they run again,
+// they backfill from the start.
+func ForgetBackfills(ctx context.Context, conn *pgx.Conn, rules ...string) error {
+	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = ANY($1)", rules); err != nil {
+		return fmt.Errorf("forget backfills of %v: %w", rules, err)
+	}
+	return nil
+}
