@@ -10,25 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgimageai/pgimageai/functions"
-	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // openError is an open row of pgimageai.errors.
-type openError struct {
-	ID          int64
-	Rule        string
-	SourceTable string
-	SourceKey   json.RawMessage // e.g. {"id": 42}; {} for invalid_rule
-	Reason      functions.Reason
-	Detail      string
-	ImageBytes  *int32           // nil where there was no image
-	LSN         *replication.LSN // nil where there was no change (invalid_rule)
-	Attempts    int32
-	CreatedAt   time.Time
-}
+type openError = state.OpenError
 
 // errorList is the newest open errors that match the filters, and how many
 // match in all.
@@ -57,28 +44,9 @@ func listErrors(ctx context.Context, c config, stdout, _ io.Writer) error {
 // readErrors reads the open errors that match q's filters, newest first, at
 // most q.Limit of them (0 = all).
 func readErrors(ctx context.Context, target *database, q queryFlags) (errorList, error) {
-	var limit *int
-	if q.Limit > 0 {
-		limit = &q.Limit
-	}
-	// count(*) OVER () is taken before LIMIT: it counts every match.
-	rows, _ := target.conn.Query(ctx, `SELECT id, rule, source_table, source_key::text, reason, detail,
-  image_bytes, lsn, attempts, created_at, count(*) OVER ()
-FROM pgimageai.errors
-WHERE resolved_at IS NULL AND ($1::text = '' OR rule = $1) AND ($2::text = '' OR reason = $2)
-ORDER BY created_at DESC, id DESC
-LIMIT $3`, q.Rule, string(q.Reason), limit)
 	var l errorList
 	var err error
-	l.Errors, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (openError, error) {
-		var e openError
-		var key string
-		err := row.Scan(&e.ID, &e.Rule, &e.SourceTable, &key, &e.Reason, &e.Detail,
-			&e.ImageBytes, &e.LSN, &e.Attempts, &e.CreatedAt, &l.Matching)
-		e.SourceKey = json.RawMessage(key)
-		return e, err
-	})
-	if err != nil {
+	if l.Errors, l.Matching, err = state.OpenErrors(ctx, target.conn, q.Rule, q.Reason, q.Limit); err != nil {
 		return errorList{}, target.explain("list open errors", err)
 	}
 	return l, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // retryRequest is a row of pgimageai.retry_requests: the filters, "" for
@@ -63,10 +64,7 @@ func retryText(n int64, lsn replication.LSN) string {
 // countRetryable counts the open errors, invalid_rule ones aside, that match
 // q's filters.
 func countRetryable(ctx context.Context, target *database, q queryFlags) (int64, error) {
-	var n int64
-	err := target.conn.QueryRow(ctx, `SELECT count(*) FROM pgimageai.errors
-WHERE resolved_at IS NULL AND reason <> $1 AND ($2::text = '' OR rule = $2) AND ($3::text = '' OR reason = $3)`,
-		string(functions.InvalidRule), q.Rule, string(q.Reason)).Scan(&n)
+	n, err := state.CountRetryable(ctx, target.conn, q.Rule, q.Reason)
 	if err != nil {
 		return 0, target.explain("count open errors", err)
 	}
@@ -101,19 +99,9 @@ func checkRetrySlot(ctx context.Context, source *database, name string) (active 
 // after its commit: the bridge sees it there, in commit order with the
 // changes around it.
 func emitRetry(ctx context.Context, source *database, req retryRequest) (replication.LSN, error) {
-	nullable := func(s string) any {
-		if s == "" {
-			return nil
-		}
-		return s
-	}
-	if _, err := source.conn.Exec(ctx, "INSERT INTO pgimageai.retry_requests (rule, reason) VALUES ($1, $2)",
-		nullable(req.Rule), nullable(string(req.Reason))); err != nil {
-		return 0, source.explain("insert retry request", err)
-	}
-	var lsn replication.LSN
-	if err := source.conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()").Scan(&lsn); err != nil {
-		return 0, source.explain("read WAL position", err)
+	lsn, err := state.RequestRetry(ctx, source.conn, req.Rule, req.Reason)
+	if err != nil {
+		return 0, source.explain("request a retry", err)
 	}
 	return lsn, nil
 }

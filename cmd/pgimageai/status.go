@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge"
-	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // statusReport is what `pgimageai status` shows: readStatus gathers it,
@@ -53,19 +52,10 @@ func (s slotStatus) Lag() uint64 {
 }
 
 // checkpoint is the position up to which the target holds every change.
-type checkpoint struct {
-	LSN       replication.LSN
-	UpdatedAt time.Time
-}
+type checkpoint = state.Checkpoint
 
 // ruleStatus is a row of pgimageai.rules with the reason it cannot run, if any.
-type ruleStatus struct {
-	Name, Function, Model     string
-	SourceTable, ImageColumn  string
-	TargetTable, TargetColumn string
-	Enabled                   bool
-	Invalid                   string // detail of the open invalid_rule error; "" = none
-}
+type ruleStatus = state.RuleListing
 
 // Rule states as status shows them.
 const (
@@ -74,8 +64,8 @@ const (
 	ruleDisabled = "disabled"
 )
 
-// State is valid, invalid or disabled (the bridge checks enabled rules only).
-func (r ruleStatus) State() string {
+// ruleState is valid, invalid or disabled (the bridge checks enabled rules only).
+func ruleState(r ruleStatus) string {
 	switch {
 	case !r.Enabled:
 		return ruleDisabled
@@ -97,14 +87,13 @@ type groupStatus struct {
 
 // readGroups reads every rule group and its slot.
 func readGroups(ctx context.Context, source *database, group, slot string) ([]groupStatus, error) {
-	rows, _ := source.conn.Query(ctx, `SELECT rule_group, count(*), count(*) FILTER (WHERE enabled) FROM pgimageai.rules GROUP BY 1 ORDER BY 1`)
-	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (groupStatus, error) {
-		var g groupStatus
-		err := row.Scan(&g.Group, &g.Rules, &g.Enabled)
-		return g, err
-	})
+	counts, err := state.RuleGroups(ctx, source.conn)
 	if err != nil {
 		return nil, source.explain("read rule groups", err)
+	}
+	groups := make([]groupStatus, len(counts))
+	for i, c := range counts {
+		groups[i] = groupStatus{Group: c.Group, Rules: c.Rules, Enabled: c.Enabled}
 	}
 	for i := range groups {
 		g := &groups[i]
@@ -122,21 +111,13 @@ func readGroups(ctx context.Context, source *database, group, slot string) ([]gr
 
 // laneStatus is a row of pgimageai.lane_checkpoints: how far the rules that
 // write one target table have applied the stream.
-type laneStatus struct {
-	Lane       string
-	LSN        replication.LSN // commit LSN of the last source transaction applied (in part or whole)
-	Ord        int64           // change ordinal inside it
-	CommitTime *time.Time      // its source commit time
-	UpdatedAt  time.Time
-	// Delay is the target's now() minus CommitTime, when known.
-	Delay *time.Duration
-}
+type laneStatus = state.LaneRow
 
-// Lag is the WAL in bytes that the lane may still have to apply: the
+// laneLag is the WAL in bytes that the lane may still have to apply: the
 // current LSN minus the greater of its own position and the slot's
 // confirmed one (below which every lane has applied everything). An idle
 // lane beside a busy one shows the busy one's lag: it is an upper bound.
-func (l laneStatus) Lag(s slotStatus) uint64 {
+func laneLag(l laneStatus, s slotStatus) uint64 {
 	at := max(l.LSN, s.ConfirmedFlushLSN)
 	if !s.Found || s.CurrentLSN <= at {
 		return 0
@@ -145,20 +126,10 @@ func (l laneStatus) Lag(s slotStatus) uint64 {
 }
 
 // backfill is a row of pgimageai.backfills.
-type backfill struct {
-	Rule      string
-	State     string // running or done
-	RowsDone  int64
-	RowsTotal *int64 // an estimate taken at the start; nil when unknown
-	UpdatedAt time.Time
-}
+type backfill = state.BackfillRow
 
 // errorCount is the number of open errors of one rule with one reason.
-type errorCount struct {
-	Rule   string
-	Reason functions.Reason
-	Count  int64
-}
+type errorCount = state.ErrorCount
 
 // status prints the slot, checkpoint, rules, backfills and open errors.
 func status(ctx context.Context, c config, stdout, _ io.Writer) error {
@@ -247,37 +218,21 @@ func readSlotStatus(ctx context.Context, source *database, name string) (slotSta
 // readCheckpoint reads the checkpoint stored for slot; found is false when
 // there is none.
 func readCheckpoint(ctx context.Context, target *database, slot string) (cp checkpoint, found bool, err error) {
-	err = target.conn.QueryRow(ctx, "SELECT lsn, updated_at FROM pgimageai.checkpoints WHERE slot = $1", slot).Scan(&cp.LSN, &cp.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return cp, false, nil
-	}
+	cp, found, err = state.ReadCheckpoint(ctx, target.conn, slot)
 	if err != nil {
 		return cp, false, target.explain("read checkpoint", err)
 	}
-	return cp, true, nil
+	return cp, found, nil
 }
 
 // readRules reads the rules from the source and the reasons of the invalid
 // ones from the target's open invalid_rule errors.
 func readRules(ctx context.Context, source, target *database) ([]ruleStatus, error) {
-	rows, _ := source.conn.Query(ctx, `SELECT name, function, model, source_table, image_column, target_table, target_column, enabled
-FROM pgimageai.rules ORDER BY name`)
-	rules, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ruleStatus, error) {
-		var r ruleStatus
-		err := row.Scan(&r.Name, &r.Function, &r.Model, &r.SourceTable, &r.ImageColumn, &r.TargetTable, &r.TargetColumn, &r.Enabled)
-		return r, err
-	})
+	rules, err := state.AllRules(ctx, source.conn)
 	if err != nil {
 		return nil, source.explain("read rules", err)
 	}
-	rows, _ = target.conn.Query(ctx, `SELECT rule, detail FROM pgimageai.errors
-WHERE reason = $1 AND resolved_at IS NULL`, functions.InvalidRule)
-	invalid := map[string]string{}
-	var rule, detail string
-	_, err = pgx.ForEachRow(rows, []any{&rule, &detail}, func() error {
-		invalid[rule] = detail
-		return nil
-	})
+	invalid, err := state.InvalidDetails(ctx, target.conn)
 	if err != nil {
 		return nil, target.explain("read invalid rules", err)
 	}
@@ -288,13 +243,7 @@ WHERE reason = $1 AND resolved_at IS NULL`, functions.InvalidRule)
 }
 
 func readLanes(ctx context.Context, target *database, slot string) ([]laneStatus, error) {
-	rows, _ := target.conn.Query(ctx, `SELECT lane, lsn, ord, commit_time, updated_at, now() - commit_time
-FROM pgimageai.lane_checkpoints WHERE slot = $1 ORDER BY lane`, slot)
-	lanes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (laneStatus, error) {
-		var l laneStatus
-		err := row.Scan(&l.Lane, &l.LSN, &l.Ord, &l.CommitTime, &l.UpdatedAt, &l.Delay)
-		return l, err
-	})
+	lanes, err := state.Lanes(ctx, target.conn, slot)
 	if err != nil {
 		return nil, target.explain("read lanes", err)
 	}
@@ -302,12 +251,7 @@ FROM pgimageai.lane_checkpoints WHERE slot = $1 ORDER BY lane`, slot)
 }
 
 func readBackfills(ctx context.Context, target *database) ([]backfill, error) {
-	rows, _ := target.conn.Query(ctx, "SELECT rule, state, rows_done, rows_total, updated_at FROM pgimageai.backfills ORDER BY rule")
-	b, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (backfill, error) {
-		var b backfill
-		err := row.Scan(&b.Rule, &b.State, &b.RowsDone, &b.RowsTotal, &b.UpdatedAt)
-		return b, err
-	})
+	b, err := state.Backfills(ctx, target.conn)
 	if err != nil {
 		return nil, target.explain("read backfills", err)
 	}
@@ -315,13 +259,7 @@ func readBackfills(ctx context.Context, target *database) ([]backfill, error) {
 }
 
 func countOpenErrors(ctx context.Context, target *database) ([]errorCount, error) {
-	rows, _ := target.conn.Query(ctx, `SELECT rule, reason, count(*) FROM pgimageai.errors
-WHERE resolved_at IS NULL GROUP BY rule, reason ORDER BY rule, reason`)
-	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (errorCount, error) {
-		var c errorCount
-		err := row.Scan(&c.Rule, &c.Reason, &c.Count)
-		return c, err
-	})
+	counts, err := state.CountOpenErrors(ctx, target.conn)
 	if err != nil {
 		return nil, target.explain("count open errors", err)
 	}

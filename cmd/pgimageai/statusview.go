@@ -131,7 +131,7 @@ func writeRulesTable(buf *bytes.Buffer, rules []ruleStatus) {
 	t := newTable(buf)
 	t.row("NAME", "ENABLED", "FUNCTION", "MODEL", "SOURCE", "", "TARGET", "STATUS")
 	for _, r := range rules {
-		state := r.State()
+		state := ruleState(r)
 		if state == ruleInvalid {
 			state += ": " + r.Invalid
 		}
@@ -171,12 +171,12 @@ func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
 		if l.CommitTime != nil {
 			commit = utcTime(*l.CommitTime)
 		}
-		if l.Delay != nil && l.Lag(s) > 0 {
+		if l.Delay != nil && laneLag(l, s) > 0 {
 			delay = l.Delay.Round(time.Second).String()
 		} else if l.Delay != nil {
 			delay = "0s"
 		}
-		t.row(l.Lane, fmt.Sprintf("%s#%d", l.LSN, l.Ord), byteSize(l.Lag(s)), commit, delay, utcTime(l.UpdatedAt))
+		t.row(l.Lane, fmt.Sprintf("%s#%d", l.LSN, l.Ord), byteSize(laneLag(l, s)), commit, delay, utcTime(l.UpdatedAt))
 	}
 	t.flush()
 }
@@ -378,7 +378,7 @@ func statusDocument(r statusReport) statusJSON {
 		j := ruleJSON{
 			Name: rule.Name, Enabled: rule.Enabled, Function: rule.Function, Model: rule.Model,
 			SourceTable: rule.SourceTable, ImageColumn: rule.ImageColumn,
-			TargetTable: rule.TargetTable, TargetColumn: rule.TargetColumn, Status: rule.State(),
+			TargetTable: rule.TargetTable, TargetColumn: rule.TargetColumn, Status: ruleState(rule),
 		}
 		if j.Status == ruleInvalid {
 			j.Reason = &rule.Invalid
@@ -394,7 +394,7 @@ func statusDocument(r statusReport) statusJSON {
 		doc.Groups = append(doc.Groups, j)
 	}
 	for _, l := range r.Lanes {
-		j := laneJSON{Lane: l.Lane, LSN: l.LSN.String(), Ord: l.Ord, LagBytes: l.Lag(r.Slot), UpdatedAt: l.UpdatedAt.UTC()}
+		j := laneJSON{Lane: l.Lane, LSN: l.LSN.String(), Ord: l.Ord, LagBytes: laneLag(l, r.Slot), UpdatedAt: l.UpdatedAt.UTC()}
 		if l.CommitTime != nil {
 			ct := l.CommitTime.UTC()
 			j.CommitTime = &ct

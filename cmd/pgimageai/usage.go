@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // usageDays is how many UTC days of usage status shows.
@@ -14,13 +14,7 @@ const usageDays = 7
 
 // usageRow is a row of pgimageai.usage: answered calls and their tokens for
 // one rule, model and UTC day.
-type usageRow struct {
-	Rule, Model      string
-	Day              time.Time
-	Calls            int64
-	PromptTokens     int64
-	CompletionTokens int64
-}
+type usageRow = state.UsageRow
 
 type usageJSON struct {
 	Rule             string `json:"rule"`
@@ -32,13 +26,7 @@ type usageJSON struct {
 }
 
 func readUsage(ctx context.Context, target *database) ([]usageRow, error) {
-	rows, _ := target.conn.Query(ctx, `SELECT rule, model, day, calls, prompt_tokens, completion_tokens FROM pgimageai.usage
-WHERE day > (now() AT TIME ZONE 'UTC')::date - $1::int ORDER BY day DESC, rule, model`, usageDays)
-	u, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (usageRow, error) {
-		var u usageRow
-		err := row.Scan(&u.Rule, &u.Model, &u.Day, &u.Calls, &u.PromptTokens, &u.CompletionTokens)
-		return u, err
-	})
+	u, err := state.RecentUsage(ctx, target.conn, usageDays)
 	if err != nil {
 		return nil, target.explain("read usage", err)
 	}

@@ -1,0 +1,267 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/replication"
+)
+
+// What `pgimageai status`, `errors` and `retry` read and write: the reports
+// of the bookkeeping the bridge keeps.
+
+// Checkpoint is the slot's stored checkpoint.
+type Checkpoint struct {
+	LSN       replication.LSN
+	UpdatedAt time.Time
+}
+
+// ReadCheckpoint returns the checkpoint stored for slot; found is false when
+// there is none.
+func ReadCheckpoint(ctx context.Context, conn *pgx.Conn, slot string) (cp Checkpoint, found bool, err error) {
+	err = conn.QueryRow(ctx, "SELECT lsn, updated_at FROM pgimageai.checkpoints WHERE slot = $1", slot).Scan(&cp.LSN, &cp.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cp, false, nil
+	}
+	if err != nil {
+		return cp, false, fmt.Errorf("read checkpoint: %w", err)
+	}
+	return cp, true, nil
+}
+
+// RuleListing is a row of pgimageai.rules as status lists it.
+type RuleListing struct {
+	Name, Function, Model     string
+	SourceTable, ImageColumn  string
+	TargetTable, TargetColumn string
+	Enabled                   bool
+	Invalid                   string // detail of the open invalid_rule error; "" = none
+}
+
+// AllRules reads every rule, of every group, in name order.
+func AllRules(ctx context.Context, conn *pgx.Conn) ([]RuleListing, error) {
+	rows, _ := conn.Query(ctx, `SELECT name, function, model, source_table, image_column, target_table, target_column, enabled
+FROM pgimageai.rules ORDER BY name`)
+	rules, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RuleListing, error) {
+		var r RuleListing
+		err := row.Scan(&r.Name, &r.Function, &r.Model, &r.SourceTable, &r.ImageColumn, &r.TargetTable, &r.TargetColumn, &r.Enabled)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read rules: %w", err)
+	}
+	return rules, nil
+}
+
+// InvalidDetails returns the detail of every open invalid_rule error, by rule.
+func InvalidDetails(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {
+	rows, _ := conn.Query(ctx, `SELECT rule, detail FROM pgimageai.errors WHERE reason = $1 AND resolved_at IS NULL`, functions.InvalidRule)
+	invalid := map[string]string{}
+	var rule, detail string
+	_, err := pgx.ForEachRow(rows, []any{&rule, &detail}, func() error {
+		invalid[rule] = detail
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read invalid rules: %w", err)
+	}
+	return invalid, nil
+}
+
+// GroupCount is a rule group and how many rules it has.
+type GroupCount struct {
+	Group          string
+	Rules, Enabled int64
+}
+
+// RuleGroups returns every rule group, in name order.
+func RuleGroups(ctx context.Context, conn *pgx.Conn) ([]GroupCount, error) {
+	rows, _ := conn.Query(ctx, `SELECT rule_group, count(*), count(*) FILTER (WHERE enabled) FROM pgimageai.rules GROUP BY 1 ORDER BY 1`)
+	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupCount, error) {
+		var g GroupCount
+		err := row.Scan(&g.Group, &g.Rules, &g.Enabled)
+		return g, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read rule groups: %w", err)
+	}
+	return groups, nil
+}
+
+// LaneRow is a row of pgimageai.lane_checkpoints: how far the rules that
+// write one target table have applied the stream.
+type LaneRow struct {
+	Lane       string
+	LSN        replication.LSN // commit LSN of the last source transaction applied (in part or whole)
+	Ord        int64           // change ordinal inside it
+	CommitTime *time.Time      // its source commit time
+	UpdatedAt  time.Time
+	// Delay is the target's now() minus CommitTime, when known.
+	Delay *time.Duration
+}
+
+// Lanes reads the lane positions of slot, in lane order.
+func Lanes(ctx context.Context, conn *pgx.Conn, slot string) ([]LaneRow, error) {
+	rows, _ := conn.Query(ctx, `SELECT lane, lsn, ord, commit_time, updated_at, now() - commit_time
+FROM pgimageai.lane_checkpoints WHERE slot = $1 ORDER BY lane`, slot)
+	lanes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LaneRow, error) {
+		var l LaneRow
+		err := row.Scan(&l.Lane, &l.LSN, &l.Ord, &l.CommitTime, &l.UpdatedAt, &l.Delay)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read lanes: %w", err)
+	}
+	return lanes, nil
+}
+
+// BackfillRow is a row of pgimageai.backfills as status lists it.
+type BackfillRow struct {
+	Rule      string
+	State     string // running or done
+	RowsDone  int64
+	RowsTotal *int64 // an estimate taken at the start; nil when unknown
+	UpdatedAt time.Time
+}
+
+// Backfills reads every backfill row, in rule order.
+func Backfills(ctx context.Context, conn *pgx.Conn) ([]BackfillRow, error) {
+	rows, _ := conn.Query(ctx, "SELECT rule, state, rows_done, rows_total, updated_at FROM pgimageai.backfills ORDER BY rule")
+	b, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BackfillRow, error) {
+		var b BackfillRow
+		err := row.Scan(&b.Rule, &b.State, &b.RowsDone, &b.RowsTotal, &b.UpdatedAt)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read backfills: %w", err)
+	}
+	return b, nil
+}
+
+// ErrorCount is the number of open errors of one rule with one reason.
+type ErrorCount struct {
+	Rule   string
+	Reason functions.Reason
+	Count  int64
+}
+
+// CountOpenErrors counts the open errors by rule and reason.
+func CountOpenErrors(ctx context.Context, conn *pgx.Conn) ([]ErrorCount, error) {
+	rows, _ := conn.Query(ctx, `SELECT rule, reason, count(*) FROM pgimageai.errors
+WHERE resolved_at IS NULL GROUP BY rule, reason ORDER BY rule, reason`)
+	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ErrorCount, error) {
+		var c ErrorCount
+		err := row.Scan(&c.Rule, &c.Reason, &c.Count)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count open errors: %w", err)
+	}
+	return counts, nil
+}
+
+// OpenError is an open row of pgimageai.errors.
+type OpenError struct {
+	ID          int64
+	Rule        string
+	SourceTable string
+	SourceKey   json.RawMessage // e.g. {"id": 42}; {} for invalid_rule
+	Reason      functions.Reason
+	Detail      string
+	ImageBytes  *int32           // nil where there was no image
+	LSN         *replication.LSN // nil where there was no change (invalid_rule)
+	Attempts    int32
+	CreatedAt   time.Time
+}
+
+// OpenErrors reads the open errors of rule with reason ("" matches all),
+// newest first, at most limit of them (0 = all), and how many match in all.
+func OpenErrors(ctx context.Context, conn *pgx.Conn, rule string, reason functions.Reason, limit int) (errs []OpenError, matching int64, err error) {
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	// count(*) OVER () is taken before LIMIT: it counts every match.
+	rows, _ := conn.Query(ctx, `SELECT id, rule, source_table, source_key::text, reason, detail,
+  image_bytes, lsn, attempts, created_at, count(*) OVER ()
+FROM pgimageai.errors
+WHERE resolved_at IS NULL AND ($1::text = '' OR rule = $1) AND ($2::text = '' OR reason = $2)
+ORDER BY created_at DESC, id DESC
+LIMIT $3`, rule, string(reason), lim)
+	errs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (OpenError, error) {
+		var e OpenError
+		var key string
+		err := row.Scan(&e.ID, &e.Rule, &e.SourceTable, &key, &e.Reason, &e.Detail,
+			&e.ImageBytes, &e.LSN, &e.Attempts, &e.CreatedAt, &matching)
+		e.SourceKey = json.RawMessage(key)
+		return e, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list open errors: %w", err)
+	}
+	return errs, matching, nil
+}
+
+// CountRetryable counts the open errors, invalid_rule ones aside, of rule
+// with reason ("" matches all).
+func CountRetryable(ctx context.Context, conn *pgx.Conn, rule string, reason functions.Reason) (int64, error) {
+	var n int64
+	err := conn.QueryRow(ctx, `SELECT count(*) FROM pgimageai.errors
+WHERE resolved_at IS NULL AND reason <> $1 AND ($2::text = '' OR rule = $2) AND ($3::text = '' OR reason = $3)`,
+		string(functions.InvalidRule), rule, string(reason)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count open errors: %w", err)
+	}
+	return n, nil
+}
+
+// RequestRetry inserts a retry request of rule and reason ("" = all) into
+// pgimageai.retry_requests and returns the WAL position right after its
+// commit: the bridge sees it there, in commit order with the changes around
+// it.
+func RequestRetry(ctx context.Context, conn *pgx.Conn, rule string, reason functions.Reason) (replication.LSN, error) {
+	nullable := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO pgimageai.retry_requests (rule, reason) VALUES ($1, $2)", nullable(rule), nullable(string(reason))); err != nil {
+		return 0, fmt.Errorf("insert retry request: %w", err)
+	}
+	var lsn replication.LSN
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()").Scan(&lsn); err != nil {
+		return 0, fmt.Errorf("read WAL position: %w", err)
+	}
+	return lsn, nil
+}
+
+// UsageRow is one rule's and model's provider usage of one UTC day.
+type UsageRow struct {
+	Rule, Model      string
+	Day              time.Time
+	Calls            int64
+	PromptTokens     int64
+	CompletionTokens int64
+}
+
+// RecentUsage reads the usage of the last days UTC days, newest first.
+func RecentUsage(ctx context.Context, conn *pgx.Conn, days int) ([]UsageRow, error) {
+	rows, _ := conn.Query(ctx, `SELECT rule, model, day, calls, prompt_tokens, completion_tokens FROM pgimageai.usage
+WHERE day > (now() AT TIME ZONE 'UTC')::date - $1::int ORDER BY day DESC, rule, model`, days)
+	u, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UsageRow, error) {
+		var u UsageRow
+		err := row.Scan(&u.Rule, &u.Model, &u.Day, &u.Calls, &u.PromptTokens, &u.CompletionTokens)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read usage: %w", err)
+	}
+	return u, nil
+}
