@@ -388,7 +388,7 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 	}
 	delete(e.pending, marker.Page)
 	defer close(p.applied)
-	r := e.live.valid[p.rule]
+	r := e.rules.byName[p.rule]
 	if r == nil || r.Fingerprint != p.fingerprint {
 		return nil // the rule changed or went away; its new backfill covers it
 	}
@@ -433,7 +433,7 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 // backfilling reports whether a backfill of some rule on table oid runs.
 func (e *engine) backfilling(oid uint32) bool {
 	for name := range e.backfills {
-		if r := e.live.valid[name]; r != nil && r.Source.OID == oid {
+		if r := e.rules.byName[name]; r != nil && r.Source.OID == oid {
 			return true
 		}
 	}

@@ -215,7 +215,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	}
 	live := &liveConfig{log: log, pub: cfg.Publication, src: src, tgt: tgt, srcDSN: cfg.SourceDSN, tgtDSN: cfg.TargetDSN,
 		valid: map[string]*Rule{}, invalid: map[string]string{}}
-	live.comp = &compiler{reg: cfg.Registry, env: cfg.Env, providers: map[string]cachedProvider{}, live: live}
+	live.comp = &compiler{reg: cfg.Registry, env: cfg.Env, providers: map[string]cachedProvider{}}
 	defer live.close(context.WithoutCancel(ctx))
 	// The checkpointer's writer stores the slot's checkpoint; each lane has
 	// a writer of its own.
@@ -235,7 +235,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	eng := &engine{
 		log: log, config: map[uint32]bool{}, live: live, typeMap: tgt.TypeMap(),
 		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0), cfg.CacheBytes), callCtx: hard,
-		rels: map[*replication.Relation]*relation{}, srcDSN: cfg.SourceDSN,
+		rules: newRuleSet(nil), srcDSN: cfg.SourceDSN,
 		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
 		pending: map[string]*page{}, backfilled: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
 	}

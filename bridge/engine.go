@@ -127,11 +127,11 @@ type relation struct {
 // driven by one goroutine (Bridge.Run); calls run on their own goroutines,
 // lanes on theirs.
 type engine struct {
-	log   *slog.Logger
-	rules map[uint32][]*Rule // valid rules by source table OID
-	// byTarget is the valid rules by target table, swapped whole at each
-	// reload; lanes read it from their goroutines.
-	byTarget   atomic.Pointer[map[string][]*Rule]
+	log *slog.Logger
+	// rules is the valid rules, swapped whole at each configuration
+	// change (see ruleSet); current is the same set for other goroutines.
+	rules      *ruleSet
+	current    atomic.Pointer[ruleSet]
 	config     map[uint32]bool // OIDs of pgimageai.rules and pgimageai.models
 	models     uint32          // OID of pgimageai.models
 	live       *liveConfig
@@ -144,9 +144,8 @@ type engine struct {
 	retries    uint32          // OID of pgimageai.retry_requests
 	callCtx    context.Context // calls outlive a graceful stop's cancellation
 	open       *openTxn
-	resumed    *openTxn                  // the transaction cut off by a Reset, sent again next
-	routed     map[string]state.Position // per lane: the last position routed (or stored at start)
-	rels       map[*replication.Relation]*relation
+	resumed    *openTxn                      // the transaction cut off by a Reset, sent again next
+	routed     map[string]state.Position     // per lane: the last position routed (or stored at start)
 	srcDSN     string                        // for backfill connections
 	backfills  map[string]context.CancelFunc // running backfill workers by rule
 	pages      chan *page                    // backfill pages, read by the engine's goroutine
@@ -219,11 +218,17 @@ func (e *engine) handle(ctx context.Context, ev replication.Event) error {
 	return nil
 }
 
+// swap makes set the engine's rules, from the next change on.
+func (e *engine) swap(set *ruleSet) {
+	e.rules = set
+	e.current.Store(set)
+}
+
 // targetRules returns the valid rules that write target table lane. It is
 // safe for concurrent use.
 func (e *engine) targetRules(lane string) []*Rule {
-	if m := e.byTarget.Load(); m != nil {
-		return (*m)[lane]
+	if s := e.current.Load(); s != nil {
+		return s.byTarget[lane]
 	}
 	return nil
 }
@@ -282,7 +287,7 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 		}
 		return e.retryRequest(ctx, ch)
 	}
-	rules := e.rules[ch.Relation.OID]
+	rules := e.rules.bySource[ch.Relation.OID]
 	if len(rules) == 0 || e.open.own {
 		return nil
 	}
@@ -424,7 +429,7 @@ func (e *engine) truncate(ctx context.Context, ch *replication.Change) error {
 			e.open.config = append(e.open.config, configChange{models: r.OID == e.models, ch: &replication.Change{Op: replication.Truncate}})
 			continue
 		}
-		rules := e.rules[r.OID]
+		rules := e.rules.bySource[r.OID]
 		for _, t := range targets(rules) {
 			pos, ok := e.admit(t.Name(), sub)
 			sub++
@@ -511,13 +516,13 @@ func (e *engine) call(r *Rule, img []byte, prompt string) (functions.Result, err
 // on (see liveConfig.misfit).
 func (e *engine) relation(ctx context.Context, r *replication.Relation) (*relation, []*Rule, error) {
 	for {
-		rules := e.rules[r.OID]
-		if rel, ok := e.rels[r]; ok || len(rules) == 0 {
+		rules := e.rules.bySource[r.OID]
+		if rel, ok := e.rules.rels[r]; ok || len(rules) == 0 {
 			return rel, rules, nil
 		}
 		rel, misfits := fit(r, rules)
 		if len(misfits) == 0 {
-			e.rels[r] = rel
+			e.rules.rels[r] = rel
 			return rel, rules, nil
 		}
 		if err := e.live.misfit(ctx, e, misfits); err != nil {

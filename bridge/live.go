@@ -277,7 +277,7 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 	if err := l.reconnect(ctx); err != nil {
 		return err
 	}
-	valid, invalid, err := l.comp.compileAll(ctx, l.cfg)
+	valid, invalid, err := l.comp.compileAll(ctx, l.cfg, l.src, l.tgt)
 	if err != nil {
 		return err
 	}
@@ -314,19 +314,9 @@ func (l *liveConfig) reload(ctx context.Context, e *engine) error {
 		return err
 	}
 
-	byOID := map[uint32][]*Rule{}
-	next := map[string]*Rule{}
-	for _, r := range valid {
-		byOID[r.Source.OID] = append(byOID[r.Source.OID], r)
-		next[r.Name] = r
-	}
-	e.rules = byOID
-	e.rels = map[*replication.Relation]*relation{}
-	byTarget := map[string][]*Rule{}
-	for _, r := range valid {
-		byTarget[r.Target.Name()] = append(byTarget[r.Target.Name()], r)
-	}
-	e.byTarget.Store(&byTarget)
+	set := newRuleSet(valid)
+	next := set.byName
+	e.swap(set)
 	for name, old := range l.valid {
 		r, ok := next[name]
 		if ok && r.Fingerprint == old.Fingerprint {

@@ -57,7 +57,7 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 	}
 	n, sub := 0, 0
 	for _, b := range batches {
-		r := e.live.valid[b.Rule]
+		r := e.rules.byName[b.Rule]
 		if r == nil {
 			sub += len(b.Keys)
 			continue // not running: its errors wait for the rule to be fixed

@@ -94,7 +94,6 @@ func loadConfig(ctx context.Context, src *pgx.Conn, group string) (*config, erro
 // row, so that rules sharing a model share its limits, and builds a new one
 // only when the model row changed.
 type compiler struct {
-	live      *liveConfig // its connections
 	reg       *provider.Registry
 	env       provider.Env
 	providers map[string]cachedProvider // by model name
@@ -120,7 +119,7 @@ func (c *compiler) provider(m provider.Model) (provider.Provider, error) {
 // compile validates one enabled rule: its model's provider and options, the
 // function's arguments and capabilities, the source table and image column,
 // and the target table, which it creates or validates.
-func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow) (*Rule, error) {
+func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, src, tgt *pgx.Conn) (*Rule, error) {
 	m, ok := cfg.models[rr.Model]
 	if !ok {
 		return nil, fmt.Errorf("model %q does not exist", rr.Model)
@@ -137,7 +136,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow) (
 	if err != nil {
 		return nil, err
 	}
-	source, err := catalog.Lookup(ctx, c.live.src, rr.SourceTable)
+	source, err := catalog.Lookup(ctx, src, rr.SourceTable)
 	if err != nil {
 		return nil, fmt.Errorf("source table: %w", err)
 	}
@@ -165,7 +164,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow) (
 	case structured(m.Options):
 		typ = sink.JSONResult
 	}
-	target, err := sink.Ensure(ctx, c.live.tgt, rr.TargetTable, source, rr.TargetColumn, typ, sameDatabase(c.live.src, c.live.tgt))
+	target, err := sink.Ensure(ctx, tgt, rr.TargetTable, source, rr.TargetColumn, typ, sameDatabase(src, tgt))
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +200,9 @@ func sameDatabase(a, b *pgx.Conn) bool {
 // tables clash (one target table fed by two source tables) are invalid. An
 // error is returned only for transient failures (pgerr.Transient, or a closed
 // connection), which are not the rules' fault.
-func (c *compiler) compileAll(ctx context.Context, cfg *config) ([]*Rule, []InvalidRule, error) {
+//
+// Lookups go to src; targets are ensured on tgt.
+func (c *compiler) compileAll(ctx context.Context, cfg *config, src, tgt *pgx.Conn) ([]*Rule, []InvalidRule, error) {
 	names := make([]string, 0, len(cfg.rules))
 	for n, rr := range cfg.rules {
 		if rr.Enabled {
@@ -214,7 +215,7 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config) ([]*Rule, []Inva
 	sourceOf := map[string]uint32{} // target table → source table OID
 	for _, n := range names {
 		rr := cfg.rules[n]
-		r, err := c.compile(ctx, cfg, rr)
+		r, err := c.compile(ctx, cfg, rr, src, tgt)
 		if err == nil {
 			if oid, ok := sourceOf[r.Target.Name()]; ok && oid != r.Source.OID {
 				err = fmt.Errorf("target table %s is already fed by another source table; a target row is keyed by one source table's primary key", r.Target.Name())
@@ -223,7 +224,7 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config) ([]*Rule, []Inva
 			}
 		}
 		if err != nil {
-			if c.live.src.IsClosed() || c.live.tgt.IsClosed() || pgerr.Transient(err) {
+			if src.IsClosed() || tgt.IsClosed() || pgerr.Transient(err) {
 				return nil, nil, fmt.Errorf("rule %s: %w", rr.Name, err)
 			}
 			invalid = append(invalid, InvalidRule{Name: rr.Name, SourceTable: rr.SourceTable, Err: err})
