@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -258,7 +259,9 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 	e.stopBackfill(r.Name) // one worker per rule, also after a reload that failed half-way
 	bctx, cancel := context.WithCancel(e.callCtx)
 	e.backfills[r.Name] = cancel
-	go e.backfillWorker(bctx, r, last, stop)
+	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.srcDSN}, hand: e.handPage,
+		bo: backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}}
+	go w.run(bctx, r, last, stop)
 	return nil
 }
 
@@ -299,19 +302,33 @@ func (e *engine) stopBackfill(name string) {
 	}
 }
 
-// backfillWorker reads r's source rows in keyset pages, each in a short
-// transaction of its own connection, and hands them to the engine, which
-// treats a page like a transaction. Handing over waits for the engine, so the
-// byte budget paces the backfill too. Errors are retried with backoff.
-func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte) {
-	q := backfillSQL(r)
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.WithoutCancel(ctx))
-		}
-	}()
-	bo := backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}
+// pageSource is what a backfill worker needs of the source database: read
+// a page of r's rows after last (nil: from the start) up to stop, and place a
+// page's marker in the WAL. sourcePages implements it on a connection of its
+// own; tests use a fake.
+type pageSource interface {
+	read(ctx context.Context, r *Rule, last, stop []byte) (rows []pageRow, total int, err error)
+	mark(ctx context.Context, id string) error
+	close(ctx context.Context)
+}
+
+// backfillWorker reads a rule's source rows in keyset pages and hands each
+// to the engine, which applies it where its marker appears in the WAL. It
+// takes its side effects through src and hand, so its logic is tested with
+// a fake source and no database.
+type backfillWorker struct {
+	log  *slog.Logger
+	src  pageSource
+	hand func(ctx context.Context, p *page) error // to the engine's goroutine; waits for it
+	bo   backoff.Backoff
+}
+
+// run reads r's pages from after last up to stop, each handed over and
+// marked, waiting until the engine applied it before reading the next, so
+// the byte budget paces the backfill too. Failures are retried with backoff
+// until ctx ends.
+func (w *backfillWorker) run(ctx context.Context, r *Rule, last, stop []byte) {
+	defer w.src.close(context.WithoutCancel(ctx))
 	// A page's marker names it by a secret nonce: any role may emit a
 	// logical decoding message with the marker's prefix, but none can name a
 	// page the bridge read (SPEC §5b).
@@ -320,40 +337,30 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 	run := hex.EncodeToString(nonce[:])
 	seq := 0
 	for ctx.Err() == nil {
-		if conn == nil || conn.IsClosed() {
-			c, err := pgx.Connect(ctx, e.srcDSN)
-			if err != nil {
-				e.log.Warn("backfill: connect failed; retrying", "rule", r.Name, "err", err)
-				_ = bo.Sleep(ctx) // the loop ends with ctx
-				continue
-			}
-			conn = c
-		}
-		rows, total, err := readPage(ctx, conn, r, q, nullable(last), string(stop))
+		rows, total, err := w.src.read(ctx, r, last, stop)
 		if err != nil {
 			if ctx.Err() == nil {
-				e.log.Warn("backfill: page failed; retrying", "rule", r.Name, "err", err)
-				_ = bo.Sleep(ctx) // the loop ends with ctx
+				w.log.Warn("backfill: page failed; retrying", "rule", r.Name, "err", err)
+				_ = w.bo.Sleep(ctx) // the loop ends with ctx
 			}
 			continue
 		}
-		bo.Reset()
+		w.bo.Reset()
 		seq++
+		// A page cut by bytes (fewer rows than the row limit gave) is not
+		// the last.
 		p := &page{id: fmt.Sprintf("%s/%s/%d", r.Name, run, seq), rule: r.Name, fingerprint: r.Fingerprint,
 			rows: rows, done: total < backfillPage && len(rows) == total, applied: make(chan struct{})}
 		if len(rows) > 0 {
 			p.lastKey = rows[len(rows)-1].keyJSON
 		}
-		select {
-		case e.pages <- p:
-		case <-ctx.Done():
+		if err := w.hand(ctx, p); err != nil {
 			return
 		}
-		marker, _ := json.Marshal(map[string]string{"page": p.id})
-		if _, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(true, $1, $2::text)", backfillPrefix, string(marker)); err != nil {
+		if err := w.src.mark(ctx, p.id); err != nil {
 			if ctx.Err() == nil {
-				e.log.Warn("backfill: marker failed; reading the page again", "rule", r.Name, "err", err)
-				_ = bo.Sleep(ctx) // the loop ends with ctx
+				w.log.Warn("backfill: marker failed; reading the page again", "rule", r.Name, "err", err)
+				_ = w.bo.Sleep(ctx) // the loop ends with ctx
 			}
 			continue
 		}
@@ -368,6 +375,67 @@ func (e *engine) backfillWorker(ctx context.Context, r *Rule, last, stop []byte)
 		if p.done {
 			return
 		}
+	}
+}
+
+// sourcePages is the pageSource of a backfill: one connection to the source,
+// made again after a failure; each page is one short read transaction.
+type sourcePages struct {
+	dsn  string
+	conn *pgx.Conn
+}
+
+func (s *sourcePages) connect(ctx context.Context) (*pgx.Conn, error) {
+	if s.conn != nil && !s.conn.IsClosed() {
+		return s.conn, nil
+	}
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connect to source: %w", err)
+	}
+	s.conn = conn
+	return conn, nil
+}
+
+func (s *sourcePages) read(ctx context.Context, r *Rule, last, stop []byte) ([]pageRow, int, error) {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, total, err := readPage(ctx, conn, r, backfillSQL(r), nullable(last), string(stop))
+	if err != nil {
+		s.close(ctx) // a fresh session next time
+	}
+	return rows, total, err
+}
+
+func (s *sourcePages) mark(ctx context.Context, id string) error {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return err
+	}
+	marker, _ := json.Marshal(map[string]string{"page": id})
+	if _, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(true, $1, $2::text)", backfillPrefix, string(marker)); err != nil {
+		s.close(ctx)
+		return err
+	}
+	return nil
+}
+
+func (s *sourcePages) close(ctx context.Context) {
+	if s.conn != nil {
+		s.conn.Close(ctx)
+		s.conn = nil
+	}
+}
+
+// handPage hands a worker's page to the engine's goroutine.
+func (e *engine) handPage(ctx context.Context, p *page) error {
+	select {
+	case e.pages <- p:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

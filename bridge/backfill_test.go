@@ -1,9 +1,16 @@
 package bridge
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/internal/backoff"
 )
 
 func TestDescending(t *testing.T) {
@@ -22,6 +29,92 @@ func TestDescending(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := descending("s.", tt.names); got != tt.want {
 				t.Errorf("descending = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// fakePages serves rows 1..n in pages of at most per rows (a byte cut when
+// per < backfillPage), failing the reads listed in fail once each.
+type fakePages struct {
+	n, per int
+	fail   map[int]bool // read number → fail it
+	reads  int
+	marks  []string
+	closed bool
+}
+
+func (f *fakePages) read(_ context.Context, _ *Rule, last, _ []byte) ([]pageRow, int, error) {
+	f.reads++
+	if f.fail[f.reads] {
+		return nil, 0, errors.New("connection reset")
+	}
+	from := 1
+	if last != nil {
+		fmt.Sscanf(string(last), `{"id": %d}`, &from)
+		from++
+	}
+	total := min(backfillPage, max(f.n-from+1, 0)) // what the row limit alone gives
+	var rows []pageRow
+	for id := from; id <= f.n && len(rows) < min(f.per, total); id++ {
+		rows = append(rows, pageRow{keyJSON: []byte(fmt.Sprintf(`{"id": %d}`, id))})
+	}
+	return rows, total, nil
+}
+
+func (f *fakePages) mark(_ context.Context, id string) error {
+	f.marks = append(f.marks, id)
+	return nil
+}
+
+func (f *fakePages) close(context.Context) { f.closed = true }
+
+func TestBackfillWorker(t *testing.T) {
+	tests := []struct {
+		name      string
+		n, per    int
+		fail      map[int]bool
+		wantPages []int // rows per page
+	}{
+		{"empty table", 0, backfillPage, nil, []int{0}},
+		{"one short page", 5, backfillPage, nil, []int{5}},
+		{"row limit: a full page, then the rest", backfillPage + 3, backfillPage, nil, []int{backfillPage, 3}},
+		{"exactly a full page: an empty last page says done", backfillPage, backfillPage, nil, []int{backfillPage, 0}},
+		{"cut by bytes: short pages that are not the last", 10, 4, nil, []int{4, 4, 2}},
+		{"a failed read is read again", 5, backfillPage, map[int]bool{1: true}, []int{5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &fakePages{n: tt.n, per: tt.per, fail: tt.fail}
+			var got []int
+			var seen []int
+			w := &backfillWorker{log: slog.New(slog.DiscardHandler), src: src, bo: backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond},
+				hand: func(_ context.Context, p *page) error {
+					got = append(got, len(p.rows))
+					for _, r := range p.rows {
+						var id int
+						fmt.Sscanf(string(r.keyJSON), `{"id": %d}`, &id)
+						seen = append(seen, id)
+					}
+					close(p.applied) // the engine applied it at its marker
+					return nil
+				}}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			w.run(ctx, &Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+			if ctx.Err() != nil {
+				t.Fatal("the worker did not finish")
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.wantPages) {
+				t.Errorf("pages of %v rows, want %v", got, tt.wantPages)
+			}
+			for i, id := range seen {
+				if id != i+1 {
+					t.Fatalf("rows %v: want 1..%d once each, in key order", seen, tt.n)
+				}
+			}
+			if len(seen) != tt.n || len(src.marks) != len(tt.wantPages) || !src.closed {
+				t.Errorf("%d rows, %d markers, closed %v; want %d rows, a marker per page, closed", len(seen), len(src.marks), src.closed, tt.n)
 			}
 		})
 	}
