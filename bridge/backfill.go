@@ -26,6 +26,22 @@ const backfillPage = 200
 // backfill page in the stream.
 const backfillPrefix = "pgimageai.backfill"
 
+// backfillState is the engine's record of the running backfills. It is
+// used by the engine's goroutine only; workers reach it through pages.
+type backfillState struct {
+	srcDSN  string                        // for the workers' connections
+	workers map[string]context.CancelFunc // running backfill workers by rule
+	pages   chan *page                    // pages read by workers, for the engine's goroutine
+	pending map[string]*page              // pages waiting for their marker message
+	rows    map[string]int                // rows read by each running backfill, for the log
+	seen    map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
+}
+
+func newBackfillState(srcDSN string) backfillState {
+	return backfillState{srcDSN: srcDSN, workers: map[string]context.CancelFunc{}, pages: make(chan *page),
+		pending: map[string]*page{}, rows: map[string]int{}, seen: map[uint32]map[keyDigest]bool{}}
+}
+
 // page is one keyset page of a backfill, or the signal that it is done.
 //
 // A page is applied where its marker message — emitted by the worker right
@@ -253,13 +269,13 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 		}
 		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String(), "up_to", string(stop))
 	}
-	if e.seen[r.Source.OID] == nil {
-		e.seen[r.Source.OID] = map[keyDigest]bool{}
+	if e.bf.seen[r.Source.OID] == nil {
+		e.bf.seen[r.Source.OID] = map[keyDigest]bool{}
 	}
 	e.stopBackfill(r.Name) // one worker per rule, also after a reload that failed half-way
 	bctx, cancel := context.WithCancel(e.callCtx)
-	e.backfills[r.Name] = cancel
-	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.srcDSN}, hand: e.handPage,
+	e.bf.workers[r.Name] = cancel
+	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.bf.srcDSN}, hand: e.handPage,
 		bo: backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}}
 	go w.run(bctx, r, last, stop)
 	return nil
@@ -296,9 +312,9 @@ func nullable(b []byte) any {
 
 // stopBackfill stops the backfill worker of a rule, if one runs.
 func (e *engine) stopBackfill(name string) {
-	if cancel, ok := e.backfills[name]; ok {
+	if cancel, ok := e.bf.workers[name]; ok {
 		cancel()
-		delete(e.backfills, name)
+		delete(e.bf.workers, name)
 	}
 }
 
@@ -432,7 +448,7 @@ func (s *sourcePages) close(ctx context.Context) {
 // handPage hands a worker's page to the engine's goroutine.
 func (e *engine) handPage(ctx context.Context, p *page) error {
 	select {
-	case e.pages <- p:
+	case e.bf.pages <- p:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -440,7 +456,7 @@ func (e *engine) handPage(ctx context.Context, p *page) error {
 }
 
 // register keeps a page read by a worker until its marker message arrives.
-func (e *engine) register(p *page) { e.pending[p.id] = p }
+func (e *engine) register(p *page) { e.bf.pending[p.id] = p }
 
 // page applies the backfill page whose marker message m is, inside m's
 // transaction: the rows as if inserted — except those whose version the
@@ -450,17 +466,17 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 	if json.Unmarshal(m.Content, &marker) != nil {
 		return nil
 	}
-	p := e.pending[marker.Page]
+	p := e.bf.pending[marker.Page]
 	if p == nil {
 		return nil // a page of an earlier run or of a stopped backfill
 	}
-	delete(e.pending, marker.Page)
+	delete(e.bf.pending, marker.Page)
 	defer close(p.applied)
 	r := e.rules.byName[p.rule]
 	if r == nil || r.Fingerprint != p.fingerprint {
 		return nil // the rule changed or went away; its new backfill covers it
 	}
-	seen := e.seen[r.Source.OID]
+	seen := e.bf.seen[r.Source.OID]
 	lane := r.Target.Name()
 	for i, row := range p.rows {
 		pos, ok := e.admit(lane, i)
@@ -483,16 +499,16 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 			return err
 		}
 	}
-	e.backfilled[r.Name] += len(p.rows)
-	if n := e.backfilled[r.Name]; !p.done && n/backfillPage%25 == 0 {
+	e.bf.rows[r.Name] += len(p.rows)
+	if n := e.bf.rows[r.Name]; !p.done && n/backfillPage%25 == 0 {
 		e.log.Info("backfill progress", "rule", r.Name, "rows", n, "last_key", string(p.lastKey))
 	}
 	if p.done {
-		e.log.Info("backfill done", "rule", r.Name, "rows", e.backfilled[r.Name])
-		delete(e.backfilled, r.Name)
+		e.log.Info("backfill done", "rule", r.Name, "rows", e.bf.rows[r.Name])
+		delete(e.bf.rows, r.Name)
 		e.stopBackfill(r.Name)
 		if !e.backfilling(r.Source.OID) {
-			delete(e.seen, r.Source.OID)
+			delete(e.bf.seen, r.Source.OID)
 		}
 	}
 	return nil
@@ -500,7 +516,7 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 
 // backfilling reports whether a backfill of some rule on table oid runs.
 func (e *engine) backfilling(oid uint32) bool {
-	for name := range e.backfills {
+	for name := range e.bf.workers {
 		if r := e.rules.byName[name]; r != nil && r.Source.OID == oid {
 			return true
 		}

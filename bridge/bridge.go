@@ -235,9 +235,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	eng := &engine{
 		log: log, config: map[uint32]bool{}, live: live, typeMap: tgt.TypeMap(),
 		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0), cfg.CacheBytes), callCtx: hard,
-		rules: newRuleSet(nil), srcDSN: cfg.SourceDSN,
-		backfills: map[string]context.CancelFunc{}, pages: make(chan *page),
-		pending: map[string]*page{}, backfilled: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
+		rules: newRuleSet(nil), bf: newBackfillState(cfg.SourceDSN),
 	}
 	rulesOID, modelsOID, retriesOID, err := state.TableOIDs(ctx, src)
 	if err != nil {
@@ -372,7 +370,7 @@ loop:
 			if err = eng.handle(ctx, ev); err != nil {
 				break loop
 			}
-		case p := <-eng.pages:
+		case p := <-eng.bf.pages:
 			eng.register(p)
 		case lane := <-eng.lanes.repaired:
 			if err = eng.live.rebackfill(ctx, eng, lane); err != nil {

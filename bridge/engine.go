@@ -130,33 +130,28 @@ type engine struct {
 	log *slog.Logger
 	// rules is the valid rules, swapped whole at each configuration
 	// change (see ruleSet); current is the same set for other goroutines.
-	rules      *ruleSet
-	current    atomic.Pointer[ruleSet]
-	config     map[uint32]bool // OIDs of pgimageai.rules and pgimageai.models
-	models     uint32          // OID of pgimageai.models
-	live       *liveConfig
-	typeMap    *pgtype.Map // the engine goroutine's own
-	budget     *budget
-	cache      *cache
-	lanes      *lanes
-	tracker    *tracker
-	own        *ownXacts       // IDs of the bridge's own write-back transactions
-	retries    uint32          // OID of pgimageai.retry_requests
-	callCtx    context.Context // calls outlive a graceful stop's cancellation
-	open       *openTxn
-	resumed    *openTxn                      // the transaction cut off by a Reset, sent again next
-	routed     map[string]state.Position     // per lane: the last position routed (or stored at start)
-	srcDSN     string                        // for backfill connections
-	backfills  map[string]context.CancelFunc // running backfill workers by rule
-	pages      chan *page                    // backfill pages, read by the engine's goroutine
-	pending    map[string]*page              // pages waiting for their marker message
-	backfilled map[string]int                // rows read by each running backfill, for the log
-	seen       map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
-	memo       promptMemo                    // last prompt per rule and row, for prompt templates
-	metrics    *metrics.Metrics
-	calls      atomic.Int64
-	hits       atomic.Int64
-	changes    atomic.Int64
+	rules   *ruleSet
+	current atomic.Pointer[ruleSet]
+	config  map[uint32]bool // OIDs of pgimageai.rules and pgimageai.models
+	models  uint32          // OID of pgimageai.models
+	live    *liveConfig
+	typeMap *pgtype.Map // the engine goroutine's own
+	budget  *budget
+	cache   *cache
+	lanes   *lanes
+	tracker *tracker
+	own     *ownXacts       // IDs of the bridge's own write-back transactions
+	retries uint32          // OID of pgimageai.retry_requests
+	callCtx context.Context // calls outlive a graceful stop's cancellation
+	open    *openTxn
+	resumed *openTxn                  // the transaction cut off by a Reset, sent again next
+	routed  map[string]state.Position // per lane: the last position routed (or stored at start)
+	bf      backfillState             // the running backfills, coordinated on the engine's goroutine
+	memo    promptMemo                // last prompt per rule and row, for prompt templates
+	metrics *metrics.Metrics
+	calls   atomic.Int64
+	hits    atomic.Int64
+	changes atomic.Int64
 }
 
 // handle applies one event.
@@ -614,7 +609,7 @@ func digestKey(keyJSON []byte) keyDigest {
 // while a backfill of that table runs: the backfill then leaves the row to
 // the stream, whose version is at least as new as any page's.
 func (e *engine) touch(oid uint32, keyJSON []byte) {
-	if seen := e.seen[oid]; seen != nil {
+	if seen := e.bf.seen[oid]; seen != nil {
 		seen[digestKey(keyJSON)] = true
 	}
 }

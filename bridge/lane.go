@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -310,4 +312,137 @@ func (l *lane) status() metrics.Lane {
 	pos, at := l.stat.pos, l.stat.commitTime
 	l.stat.mu.Unlock()
 	return metrics.Lane{Name: l.name, Pending: int64(l.pending()), Applied: uint64(pos.Commit), CommitTime: at}
+}
+
+// batch turns the items of one lane write into sink ops: results with their
+// errors rows or resolutions, deletes, moves, truncates, backfill progress,
+// and the provider usage of the calls they hold.
+type batch struct {
+	ops     []sink.Op
+	usage   map[[2]string]*state.Usage // by rule and model
+	own     bool                       // writes a source table (write-back)
+	rows    map[string]int             // by op, for metrics
+	reasons map[string]int             // errors rows by reason, for metrics
+	errorsN int
+}
+
+// add appends the ops of one item.
+func (b *batch) add(it *item) {
+	switch it.kind {
+	case itemMove:
+		b.ops = append(b.ops, sink.Move{Target: it.target, OldKey: it.oldKey, NewKey: it.key},
+			state.RekeyErrors{SourceTable: it.sourceTable, OldKey: it.oldKeyJSON, NewKey: it.keyJSON, Rules: it.rules})
+		b.count("move")
+	case itemDelete:
+		b.ops = append(b.ops, sink.Delete{Target: it.target, Key: it.key},
+			state.ForgetRow{SourceTable: it.sourceTable, Key: it.keyJSON, Rules: it.rules})
+		b.count("delete")
+	case itemTruncate:
+		b.ops = append(b.ops, sink.Truncate{Target: it.target}, state.ForgetRow{SourceTable: it.sourceTable, Rules: it.rules})
+		b.count("truncate")
+	case itemResult:
+		b.result(it)
+	case itemBackfill:
+		b.ops = append(b.ops, it.progress)
+	case itemResolve:
+		b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+	}
+}
+
+func (b *batch) count(op string) {
+	if b.rows == nil {
+		b.rows = map[string]int{}
+	}
+	b.rows[op]++
+}
+
+// result appends the ops of one function result: the value (NULL on
+// failure), and the errors row or the resolution of earlier ones.
+func (b *batch) result(it *item) {
+	var res functions.Result
+	var err error
+	if it.call == nil {
+		res = functions.Result{Null: true}
+	} else {
+		res, err = it.call.result, it.call.err
+	}
+	if err == nil && !res.Null && it.target.Dim > 0 && len(res.Vector) != it.target.Dim {
+		err = &functions.Error{Reason: functions.BadResponse, ImageBytes: it.call.size, ImageHead: it.call.head,
+			Detail: fmt.Sprintf("model %s returned a vector of %d dimensions; target column %s.%s is vector(%d)",
+				it.rule.Model, len(res.Vector), it.target.Name(), it.target.Column, it.target.Dim)}
+		res = functions.Result{Null: true}
+	}
+	var value any
+	switch {
+	case err != nil || res.Null:
+	case it.rule.Fn.Name() == functions.Embed:
+		value = res.Vector
+	default:
+		value = res.Text
+	}
+	b.ops = append(b.ops, sink.Upsert{Target: it.target, Key: it.key, Value: value})
+	b.own = b.own || it.target.WriteBack
+	b.count("upsert")
+	if it.call != nil && !it.call.hit && it.call.err == nil {
+		b.countUsage(it.rule, res.Usage)
+	}
+	if err == nil {
+		b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+		return
+	}
+	b.errorsN++
+	row := state.Error{Rule: it.rule.Name, SourceTable: it.sourceTable, Key: it.keyJSON, LSN: it.lsn,
+		Reason: string(functions.ProviderError), Detail: err.Error()}
+	var fe *functions.Error
+	if errors.As(err, &fe) {
+		row.Reason, row.Detail = string(fe.Reason), fe.Detail
+		if fe.ImageBytes >= 0 {
+			n := fe.ImageBytes
+			row.ImageBytes, row.ImageHead = &n, fe.ImageHead
+		}
+	}
+	if it.call != nil && it.call.key != nil && functions.Permanent(err) {
+		row.InputKey = it.call.key[:]
+		if row.ImageBytes == nil { // a failure remembered from an earlier run
+			n := it.call.size
+			row.ImageBytes, row.ImageHead = &n, it.call.head
+		}
+	}
+	if b.reasons == nil {
+		b.reasons = map[string]int{}
+	}
+	b.reasons[row.Reason]++
+	b.ops = append(b.ops, row)
+}
+
+// countUsage adds one answered call and its tokens to the batch's usage.
+// Calls served by the cache cost nothing and are not counted.
+func (b *batch) countUsage(r *Rule, u provider.Usage) {
+	if b.usage == nil {
+		b.usage = map[[2]string]*state.Usage{}
+	}
+	k := [2]string{r.Name, r.Model}
+	agg := b.usage[k]
+	if agg == nil {
+		agg = &state.Usage{Rule: r.Name, Model: r.Model}
+		b.usage[k] = agg
+	}
+	agg.Calls++
+	agg.PromptTokens += int64(u.PromptTokens)
+	agg.CompletionTokens += int64(u.CompletionTokens)
+}
+
+// final returns the batch's ops: the OwnWrites marker first when the batch
+// writes to a source table (write-back), so that the bridge ignores those
+// changes when it reads them back from the WAL (note receives the
+// transaction's ID), and the usage last.
+func (b *batch) final(note func(xid uint32)) []sink.Op {
+	ops := b.ops
+	if b.own {
+		ops = append([]sink.Op{state.OwnWrites{Note: note}}, ops...)
+	}
+	for _, u := range b.usage {
+		ops = append(ops, *u)
+	}
+	return ops
 }

@@ -1,9 +1,10 @@
-// Package sink writes the results of a batch of source transactions to the
-// target database in ONE transaction: upserts of result columns, deletes,
-// primary-key moves, truncates, errors rows and their resolution, and the
-// checkpoint LSN (SPEC §5). Only after that transaction commits does the
-// caller acknowledge the batch to the replication slot.
+// Package sink writes the target tables: the upserts of result columns,
+// deletes, primary-key moves and truncates of one lane's chunk, in ONE target
+// transaction with the lane's checkpoint (queued by package state, with the
+// errors rows and progress that belong with the results), so that a chunk is
+// durable whole or not at all (SPEC §5).
 //
 // It also creates missing target tables and columns and validates existing
-// ones. Every identifier is quoted with pgx.Identifier.
+// ones, and deletes results whose source row is gone (recover-slot). Every
+// identifier is quoted with pgx.Identifier.
 package sink
