@@ -537,7 +537,7 @@ func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow, fresh boo
 		it.call = failedCall(r.Fn.TooLarge(row.size, row.head), row.size, row.head)
 	case row.valid:
 		var err error
-		if it.call, err = e.start(ctx, r, row.img, row.prompt, fresh); err != nil {
+		if it.call, err = e.start(ctx, r, row.keyJSON, row.key, row.img, row.prompt, fresh); err != nil {
 			return item{}, err
 		}
 	}

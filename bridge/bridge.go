@@ -103,6 +103,7 @@ type Stats struct {
 	Batches    int64
 	Errors     int64 // errors rows written
 	PeakBytes  int64 // highest bytes of images in flight
+	Unchanged  int64 // calls saved because the stored result had the same input
 }
 
 // Bridge streams changes of the source tables of the enabled rules through
@@ -289,6 +290,8 @@ func (b *Bridge) lead(ctx context.Context) error {
 		StatusInterval: cfg.StatusInterval, Logger: log,
 	})
 	eng.metrics = cfg.Metrics
+	eng.lookups = newLookups(cfg.TargetDSN, 4)
+	defer eng.lookups.close(context.WithoutCancel(ctx))
 	eng.tracker = newTracker(stream.Ack)
 	laneCtx, stopLanes := context.WithCancel(hard)
 	defer stopLanes()
@@ -431,7 +434,7 @@ loop:
 	}
 	s := b.Stats()
 	confirmed, _, _ := eng.tracker.state()
-	b.cfg.Logger.Info("stopped", "checkpoint", max(confirmed, checkpoint).String(), "changes", s.Changes, "calls", s.Calls, "cache_hits", s.CacheHits)
+	b.cfg.Logger.Info("stopped", "checkpoint", max(confirmed, checkpoint).String(), "changes", s.Changes, "calls", s.Calls, "cache_hits", s.CacheHits, "unchanged", s.Unchanged)
 	return nil
 }
 
@@ -441,7 +444,8 @@ func (b *Bridge) Stats() Stats {
 		return Stats{}
 	}
 	_, peak := b.budget.inUse()
-	s := Stats{Changes: b.engine.changes.Load(), Calls: b.engine.calls.Load(), CacheHits: b.engine.hits.Load(), PeakBytes: peak}
+	s := Stats{Changes: b.engine.changes.Load(), Calls: b.engine.calls.Load(), CacheHits: b.engine.hits.Load(), PeakBytes: peak,
+		Unchanged: b.engine.unchanged.Load()}
 	for _, l := range b.lanes.all() {
 		s.OpsWritten += l.stat.written.Load()
 		s.Batches += l.stat.batches.Load()

@@ -81,6 +81,9 @@ type call struct {
 	head   []byte    // first bytes of the image
 	held   int64     // budget bytes the call's result holds until written
 	key    *cacheKey // the call's identity; nil when no provider was asked
+	// unchanged: the stored result was computed from the same input; no
+	// call was made and nothing is written.
+	unchanged bool
 }
 
 // failedCall is a call that failed before any provider was asked.
@@ -130,28 +133,30 @@ type engine struct {
 	log *slog.Logger
 	// rules is the valid rules, swapped whole at each configuration
 	// change (see ruleSet); current is the same set for other goroutines.
-	rules   *ruleSet
-	current atomic.Pointer[ruleSet]
-	config  map[uint32]bool // OIDs of pgimageai.rules and pgimageai.models
-	models  uint32          // OID of pgimageai.models
-	live    *liveConfig
-	typeMap *pgtype.Map // the engine goroutine's own
-	budget  *budget
-	cache   *cache
-	lanes   *lanes
-	tracker *tracker
-	own     *ownXacts       // IDs of the bridge's own write-back transactions
-	retries uint32          // OID of pgimageai.retry_requests
-	callCtx context.Context // calls outlive a graceful stop's cancellation
-	open    *openTxn
-	resumed *openTxn                  // the transaction cut off by a Reset, sent again next
-	routed  map[string]state.Position // per lane: the last position routed (or stored at start)
-	bf      backfillState             // the running backfills, coordinated on the engine's goroutine
-	memo    promptMemo                // last prompt per rule and row, for prompt templates
-	metrics *metrics.Metrics
-	calls   atomic.Int64
-	hits    atomic.Int64
-	changes atomic.Int64
+	rules     *ruleSet
+	current   atomic.Pointer[ruleSet]
+	config    map[uint32]bool // OIDs of pgimageai.rules and pgimageai.models
+	models    uint32          // OID of pgimageai.models
+	live      *liveConfig
+	typeMap   *pgtype.Map // the engine goroutine's own
+	budget    *budget
+	cache     *cache
+	lanes     *lanes
+	tracker   *tracker
+	own       *ownXacts       // IDs of the bridge's own write-back transactions
+	retries   uint32          // OID of pgimageai.retry_requests
+	callCtx   context.Context // calls outlive a graceful stop's cancellation
+	open      *openTxn
+	resumed   *openTxn                  // the transaction cut off by a Reset, sent again next
+	routed    map[string]state.Position // per lane: the last position routed (or stored at start)
+	bf        backfillState             // the running backfills, coordinated on the engine's goroutine
+	memo      promptMemo                // last prompt per rule and row, for prompt templates
+	metrics   *metrics.Metrics
+	lookups   *lookups // the stored inputs of results; nil = not compared
+	unchanged atomic.Int64
+	calls     atomic.Int64
+	hits      atomic.Int64
+	changes   atomic.Int64
 }
 
 // handle applies one event.
@@ -257,6 +262,7 @@ func (e *engine) emit(ctx context.Context, pos state.Position, it item) error {
 	}
 	e.routed[lane] = pos
 	e.tracker.add(it.rec)
+	e.lanes.rows.add(lane, rowsOf(&it)...)
 	e.lanes.get(lane).push(it)
 	return nil
 }
@@ -408,7 +414,7 @@ func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *rel
 	case actNull:
 		// NULL image: NULL result, no call.
 	case actCall:
-		if it.call, err = e.start(ctx, r, d.image, d.prompt, false); err != nil {
+		if it.call, err = e.start(ctx, r, keyJSON, key, d.image, d.prompt, false); err != nil {
 			return item{}, false, err
 		}
 	default:
@@ -447,7 +453,10 @@ func (e *engine) truncate(ctx context.Context, ch *replication.Change) error {
 //
 // fresh asks the provider even when the cache remembers a permanent failure
 // of the same call (pgimageai retry).
-func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string, fresh bool) (*call, error) {
+//
+// row is the source row's key: when no earlier change of the row waits in
+// its lane, the stored input is compared first (see results.go).
+func (e *engine) start(ctx context.Context, r *Rule, row []byte, key []any, img []byte, prompt string, fresh bool) (*call, error) {
 	c := &call{done: make(chan struct{}), size: len(img), head: magic.Head(img, 16)}
 	if _, err := r.Fn.Check(img); err != nil {
 		c.result, c.err = functions.Result{Null: true}, err
@@ -467,8 +476,15 @@ func (e *engine) start(ctx context.Context, r *Rule, img []byte, prompt string, 
 	if fresh {
 		e.cache.forget(k)
 	}
+	compare := !fresh && e.lookups != nil && !e.lanes.rows.busy(r.Target.Name(), row)
 	go func() {
 		defer e.budget.release(imgCost)
+		if compare && e.lookups.same(e.callCtx, r, row, key, k[:]) {
+			c.unchanged, c.hit = true, true
+			e.unchanged.Add(1)
+			close(c.done)
+			return
+		}
 		c.result, c.hit, c.err = e.cache.do(e.callCtx, k, func() (functions.Result, error) {
 			e.calls.Add(1)
 			return e.call(r, img, prompt)

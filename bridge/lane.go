@@ -52,6 +52,7 @@ type lane struct {
 	repair   func(ctx context.Context, lane string) error
 	repaired chan<- string
 	own      func(xid uint32) // receives the IDs of write-back transactions
+	rows     *rowCounts       // items waiting per row, across lanes
 
 	mu     sync.Mutex
 	queue  []item
@@ -73,7 +74,7 @@ type laneStat struct {
 
 func newLane(name string, w laneWriter, l *lanes) *lane {
 	return &lane{name: name, log: l.log, w: w, budget: l.budget, tracker: l.tracker, metrics: l.metrics,
-		maxOps: l.maxOps, backoff: l.backoff, repair: l.repair, repaired: l.repaired, own: l.own, wake: make(chan struct{}, 1)}
+		maxOps: l.maxOps, backoff: l.backoff, repair: l.repair, repaired: l.repaired, own: l.own, rows: &l.rows, wake: make(chan struct{}, 1)}
 }
 
 // push appends an item at the end of the lane.
@@ -198,6 +199,9 @@ func (l *lane) write(ctx context.Context, items []item) error {
 		cost += items[i].cost
 	}
 	l.budget.release(cost)
+	for i := range items {
+		l.rows.done(l.name, rowsOf(&items[i])...)
+	}
 	for i := 0; i < len(items); {
 		j := i + 1
 		for j < len(items) && items[j].rec == items[i].rec {
@@ -237,6 +241,7 @@ type lanes struct {
 	repair    func(ctx context.Context, lane string) error
 	repaired  chan string // lanes whose target was re-created, for the engine
 	own       func(xid uint32)
+	rows      rowCounts       // items waiting per row of each lane
 	ctx       context.Context // the lanes' goroutines end with it
 
 	mu   sync.Mutex
@@ -359,6 +364,9 @@ func (b *batch) count(op string) {
 // result appends the ops of one function result: the value (NULL on
 // failure), and the errors row or the resolution of earlier ones.
 func (b *batch) result(it *item) {
+	if it.call != nil && it.call.unchanged {
+		return // the stored result is this input's: nothing to write
+	}
 	var res functions.Result
 	var err error
 	if it.call == nil {
@@ -386,6 +394,11 @@ func (b *batch) result(it *item) {
 	if it.call != nil && !it.call.hit && it.call.err == nil {
 		b.countUsage(it.rule, res.Usage)
 	}
+	input := state.ResultInput{Rule: it.rule.Name, Key: it.keyJSON}
+	if err == nil && !res.Null && it.call != nil && it.call.key != nil {
+		input.InputKey = it.call.key[:]
+	}
+	b.ops = append(b.ops, input)
 	if err == nil {
 		b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
 		return

@@ -49,8 +49,14 @@ func (w *fakeWriter) written() ([][]sink.Op, []state.Position) {
 	return append([][]sink.Op(nil), w.batches...), append([]state.Position(nil), w.pos...)
 }
 
+func unchanged() *call {
+	c := done(functions.Result{}, nil)
+	c.unchanged = true
+	return c
+}
+
 func done(r functions.Result, err error) *call {
-	c := &call{done: make(chan struct{}), result: r, err: err, size: 3, head: []byte{1, 2, 3}}
+	c := &call{done: make(chan struct{}), result: r, err: err, size: 3, head: []byte{1, 2, 3}, key: &cacheKey{1}}
 	close(c.done)
 	return c
 }
@@ -234,15 +240,29 @@ func TestBatchResultOps(t *testing.T) {
 		{"wrong dimension", embed3, done(functions.Result{Vector: []float32{1, 2}}, nil), nil, "bad_response"},
 		{"function error", complete, done(functions.Result{Null: true}, &functions.Error{Reason: functions.UnknownFormat, Detail: "x", ImageBytes: 5, ImageHead: []byte("abcde")}), nil, "unknown_format"},
 		{"provider error", complete, done(functions.Result{Null: true}, &functions.Error{Reason: functions.ProviderError, Detail: "HTTP 400", ImageBytes: 5}), nil, "provider_error"},
+		{"the stored result's input", complete, unchanged(), nil, "-"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var b batch
 			b.add(&item{kind: itemResult, rule: tc.rule, target: tc.rule.Target, key: []any{1}, keyJSON: []byte(`{"id": 1}`), call: tc.call})
 			ops := b.ops
-			if len(ops) != 2 {
+			if tc.wantReason == "-" {
+				if len(ops) != 0 {
+					t.Fatalf("%d ops for an unchanged input, want none", len(ops))
+				}
+				return
+			}
+			if len(ops) != 3 {
 				t.Fatalf("%d ops", len(ops))
 			}
+			// What the result was computed from: kept for a value, forgotten
+			// for NULL or a failure.
+			in := ops[1].(state.ResultInput)
+			if stored := in.InputKey != nil; stored != (tc.wantValue != nil) {
+				t.Fatalf("input key %x stored for value %v", in.InputKey, tc.wantValue)
+			}
+			ops = append(ops[:1:1], ops[2:]...)
 			up := ops[0].(sink.Upsert)
 			switch want := tc.wantValue.(type) {
 			case []float32:

@@ -42,7 +42,18 @@ type Target struct {
 
 	cast bool // the value is sent as text and cast to SQLType (pgvector, json)
 
-	upsert, del, move string
+	upsert, del, move, has string
+}
+
+// HasValue reports whether the target row keyed key holds a result (not
+// NULL): a stored result whose input is unchanged counts only while it is
+// still there (a target row deleted or truncated by hand is computed again).
+func (t *Target) HasValue(ctx context.Context, conn *pgx.Conn, key []any) (bool, error) {
+	var has bool
+	if err := conn.QueryRow(ctx, t.has, key...).Scan(&has); err != nil {
+		return false, fmt.Errorf("read %s: %w", t.Name(), err)
+	}
+	return has, nil
 }
 
 // Name returns the target table's quoted name.
@@ -230,6 +241,7 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCL
 			strings.Join(keys, ", "), col, col, col, col)
 	}
 	t.del = fmt.Sprintf("DELETE FROM %s WHERE %s", table, strings.Join(where, " AND "))
+	t.has = fmt.Sprintf("SELECT EXISTS (SELECT FROM %s WHERE %s AND %s IS NOT NULL)", table, strings.Join(where, " AND "), col)
 	var set []string
 	for i, k := range keys {
 		set = append(set, fmt.Sprintf("%s = $%d", k, i+1))

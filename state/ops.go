@@ -86,10 +86,12 @@ func (o ForgetRow) Queue(b *pgx.Batch) {
 	if o.Key == nil {
 		b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
 WHERE source_table = $1 AND rule = ANY($2) AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable, o.Rules)
+		b.Queue(`DELETE FROM pgimageai.results WHERE rule = ANY($1)`, o.Rules)
 		return
 	}
 	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
 WHERE source_table = $1 AND source_key = $2 AND rule = ANY($3) AND resolved_at IS NULL AND reason <> 'invalid_rule'`, o.SourceTable, string(o.Key), o.Rules)
+	b.Queue(`DELETE FROM pgimageai.results WHERE source_key = $1 AND rule = ANY($2)`, string(o.Key), o.Rules)
 }
 
 // RekeyErrors points the open errors rows of Rules (one lane's) for a source
@@ -103,6 +105,46 @@ type RekeyErrors struct {
 func (o RekeyErrors) Queue(b *pgx.Batch) {
 	b.Queue(`UPDATE pgimageai.errors SET source_key = $3
 WHERE source_table = $1 AND source_key = $2 AND rule = ANY($4) AND resolved_at IS NULL`, o.SourceTable, string(o.OldKey), string(o.NewKey), o.Rules)
+	// What the results were computed from moves with the row, so a key
+	// move costs no call.
+	b.Queue(`DELETE FROM pgimageai.results WHERE source_key = $1 AND rule = ANY($2)`, string(o.NewKey), o.Rules)
+	b.Queue(`UPDATE pgimageai.results SET source_key = $2 WHERE source_key = $1 AND rule = ANY($3)`, string(o.OldKey), string(o.NewKey), o.Rules)
+}
+
+// ResultInput records what the result of Rule for the row keyed Key was
+// computed from (InputKey), or, with a nil InputKey, forgets it (the result is
+// NULL or failed, or the row's image is gone).
+type ResultInput struct {
+	Rule     string
+	Key      []byte
+	InputKey []byte
+}
+
+func (o ResultInput) Queue(b *pgx.Batch) {
+	if o.InputKey == nil {
+		b.Queue(`DELETE FROM pgimageai.results WHERE rule = $1 AND source_key = $2`, o.Rule, string(o.Key))
+		return
+	}
+	b.Queue(`INSERT INTO pgimageai.results (rule, source_key, input_key) VALUES ($1, $2, $3)
+ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key`, o.Rule, string(o.Key), o.InputKey)
+}
+
+// Querier runs a query that returns one row: a *pgx.Conn, a *pgxpool.Pool.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// SameInput reports whether the stored result of rule for the row keyed key
+// was computed from inputKey: then a change that gives the same input needs
+// no call.
+func SameInput(ctx context.Context, q Querier, rule string, key, inputKey []byte) (bool, error) {
+	var same bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgimageai.results WHERE rule = $1 AND source_key = $2 AND input_key = $3)`,
+		rule, string(key), inputKey).Scan(&same)
+	if err != nil {
+		return false, fmt.Errorf("read the input of the stored result: %w", err)
+	}
+	return same, nil
 }
 
 // OwnWrites marks the target transaction as the bridge's own: when the target
