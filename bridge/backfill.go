@@ -537,7 +537,11 @@ func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow, fresh boo
 		it.call = failedCall(r.Fn.TooLarge(row.size, row.head), row.size, row.head)
 	case row.valid:
 		var err error
-		if it.call, err = e.start(ctx, r, row.keyJSON, row.key, row.img, row.prompt, fresh); err != nil {
+		var look *lookup
+		if !e.lanes.rows.busy(r.Target.Name(), row.keyJSON) {
+			look = &lookup{keyJSON: row.keyJSON, key: row.key}
+		}
+		if it.call, err = e.start(ctx, r, look, row.img, row.prompt, fresh); err != nil {
 			return item{}, err
 		}
 	}

@@ -323,12 +323,29 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 			return err
 		}
 		e.touch(ch.Relation.OID, keyJSON)
+		// Where each lane's stored input is compared (see results.go): at
+		// the row's key, or — for a key move, whose Move carries the result
+		// and its input along — at its old key; nowhere while an earlier
+		// change of the row waits in the lane.
+		look := map[string]*lookup{}
+		for _, r := range rules {
+			if lane := r.Target.Name(); !e.lanes.rows.busy(lane, keyJSON) {
+				look[lane] = &lookup{keyJSON: keyJSON, key: key}
+			}
+		}
 		if ch.Op == replication.Update && ch.Old != nil && !sameKey(ch.Old, ch.New, rel.key) {
 			oldKey, oldJSON, err := e.key(ch.Relation, ch.Old, rel, rules[0])
 			if err != nil {
 				return err
 			}
 			e.touch(ch.Relation.OID, oldJSON)
+			for _, r := range rules {
+				if lane := r.Target.Name(); !r.Target.WriteBack && look[lane] != nil && !e.lanes.rows.busy(lane, oldJSON) {
+					look[lane] = &lookup{keyJSON: oldJSON, key: oldKey}
+				} else if !r.Target.WriteBack {
+					look[lane] = nil
+				}
+			}
 			for _, t := range targets(rules) {
 				pos, ok := e.admit(t.Name(), sub)
 				sub++
@@ -348,7 +365,7 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 			if !ok {
 				continue
 			}
-			it, ok, err := e.rowResult(ctx, ch, rel, r, key, keyJSON)
+			it, ok, err := e.rowResult(ctx, ch, rel, r, key, keyJSON, look[r.Target.Name()])
 			if err != nil {
 				return err
 			}
@@ -366,7 +383,7 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 // call, a NULL result, or nothing (ok false) when neither the image nor a
 // column its prompt names changed. It reads what decide asks for from the
 // source row, and starts the call.
-func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *relation, r *Rule, key []any, keyJSON []byte) (item, bool, error) {
+func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *relation, r *Rule, key []any, keyJSON []byte, look *lookup) (item, bool, error) {
 	idx := rel.image[r.ImageColumn]
 	c := rowChange{op: ch.Op, image: ch.New[idx]}
 	if ch.Old != nil {
@@ -414,7 +431,7 @@ func (e *engine) rowResult(ctx context.Context, ch *replication.Change, rel *rel
 	case actNull:
 		// NULL image: NULL result, no call.
 	case actCall:
-		if it.call, err = e.start(ctx, r, keyJSON, key, d.image, d.prompt, false); err != nil {
+		if it.call, err = e.start(ctx, r, look, d.image, d.prompt, false); err != nil {
 			return item{}, false, err
 		}
 	default:
@@ -454,9 +471,9 @@ func (e *engine) truncate(ctx context.Context, ch *replication.Change) error {
 // fresh asks the provider even when the cache remembers a permanent failure
 // of the same call (pgimageai retry).
 //
-// row is the source row's key: when no earlier change of the row waits in
-// its lane, the stored input is compared first (see results.go).
-func (e *engine) start(ctx context.Context, r *Rule, row []byte, key []any, img []byte, prompt string, fresh bool) (*call, error) {
+// look, when set, is where the stored input is compared first (see
+// results.go): a match makes no call.
+func (e *engine) start(ctx context.Context, r *Rule, look *lookup, img []byte, prompt string, fresh bool) (*call, error) {
 	c := &call{done: make(chan struct{}), size: len(img), head: magic.Head(img, 16)}
 	if _, err := r.Fn.Check(img); err != nil {
 		c.result, c.err = functions.Result{Null: true}, err
@@ -476,10 +493,10 @@ func (e *engine) start(ctx context.Context, r *Rule, row []byte, key []any, img 
 	if fresh {
 		e.cache.forget(k)
 	}
-	compare := !fresh && e.lookups != nil && !e.lanes.rows.busy(r.Target.Name(), row)
+	compare := !fresh && e.lookups != nil && look != nil
 	go func() {
 		defer e.budget.release(imgCost)
-		if compare && e.lookups.same(e.callCtx, r, row, key, k[:]) {
+		if compare && e.lookups.same(e.callCtx, r, look, k[:]) {
 			c.unchanged, c.hit = true, true
 			e.unchanged.Add(1)
 			close(c.done)

@@ -87,10 +87,17 @@ func newLookups(dsn string, n int) *lookups {
 	return &lookups{dsn: dsn, sem: make(chan struct{}, n), idle: make(chan *pgx.Conn, n)}
 }
 
-// same reports whether the stored result of r for the row (keyed row, with
-// key values key) was computed from input and is still in the target. A
-// failure reports false: the call is made, nothing is lost.
-func (l *lookups) same(ctx context.Context, r *Rule, row []byte, key []any, input []byte) bool {
+// lookup is where a stored input is compared: a row's key, as source_key
+// JSON and as values.
+type lookup struct {
+	keyJSON []byte
+	key     []any
+}
+
+// same reports whether the stored result of r for the row at at was computed
+// from input and is still in the target. A failure reports false: the call
+// is made, nothing is lost.
+func (l *lookups) same(ctx context.Context, r *Rule, at *lookup, input []byte) bool {
 	select {
 	case l.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -109,9 +116,9 @@ func (l *lookups) same(ctx context.Context, r *Rule, row []byte, key []any, inpu
 		}
 		conn = c
 	}
-	same, err := state.SameInput(ctx, conn, r.Name, row, input)
+	same, err := state.SameInput(ctx, conn, r.Name, at.keyJSON, input)
 	if err == nil && same {
-		same, err = r.Target.HasValue(ctx, conn, key)
+		same, err = r.Target.HasValue(ctx, conn, at.key)
 	}
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))

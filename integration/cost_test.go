@@ -43,6 +43,7 @@ func TestNeverPayTwice(t *testing.T) {
 		moved[id+100000] = c
 	}
 	assertCaptions(t, captions(t, s.conn), moved)
+	paid = ai.Count()
 	if err := p2.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
