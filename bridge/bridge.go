@@ -55,6 +55,8 @@ type Config struct {
 	// LeaderPoll is how often a standby tries the leader lock and a leader
 	// checks it still holds it (default 1s).
 	LeaderPoll time.Duration
+	// Now is the clock of the models' daily budgets (default time.Now).
+	Now func() time.Time
 	// RecheckInterval is how often invalid rules are checked again while
 	// the stream is between transactions, so that a rule whose table or
 	// column is created later starts without a rule change (default 30s).
@@ -87,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaderPoll <= 0 {
 		c.LeaderPoll = DefaultLeaderPoll
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.RecheckInterval <= 0 {
 		c.RecheckInterval = DefaultRecheckInterval
@@ -291,6 +296,11 @@ func (b *Bridge) lead(ctx context.Context) error {
 	})
 	eng.metrics = cfg.Metrics
 	eng.lookups = newLookups(cfg.TargetDSN, 4)
+	spent, day, err := state.SpentToday(ctx, live.tgt)
+	if err != nil {
+		return err
+	}
+	eng.budgets = newBudgets(cfg.Now, day, spent, cfg.Metrics)
 	defer eng.lookups.close(context.WithoutCancel(ctx))
 	eng.tracker = newTracker(stream.Ack)
 	laneCtx, stopLanes := context.WithCancel(hard)
@@ -369,6 +379,7 @@ loop:
 			if err = eng.recheck(ctx); err != nil {
 				break loop
 			}
+			eng.retryExhausted(ctx)
 		case ev := <-events:
 			if err = eng.handle(ctx, ev); err != nil {
 				break loop

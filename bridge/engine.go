@@ -133,30 +133,34 @@ type engine struct {
 	log *slog.Logger
 	// rules is the valid rules, swapped whole at each configuration
 	// change (see ruleSet); current is the same set for other goroutines.
-	rules     *ruleSet
-	current   atomic.Pointer[ruleSet]
-	config    map[uint32]bool // OIDs of pgimageai.rules and pgimageai.models
-	models    uint32          // OID of pgimageai.models
-	live      *liveConfig
-	typeMap   *pgtype.Map // the engine goroutine's own
-	budget    *budget
-	cache     *cache
-	lanes     *lanes
-	tracker   *tracker
-	own       *ownXacts       // IDs of the bridge's own write-back transactions
-	retries   uint32          // OID of pgimageai.retry_requests
-	callCtx   context.Context // calls outlive a graceful stop's cancellation
-	open      *openTxn
-	resumed   *openTxn                  // the transaction cut off by a Reset, sent again next
-	routed    map[string]state.Position // per lane: the last position routed (or stored at start)
-	bf        backfillState             // the running backfills, coordinated on the engine's goroutine
-	memo      promptMemo                // last prompt per rule and row, for prompt templates
-	metrics   *metrics.Metrics
-	lookups   *lookups // the stored inputs of results; nil = not compared
-	unchanged atomic.Int64
-	calls     atomic.Int64
-	hits      atomic.Int64
-	changes   atomic.Int64
+	rules   *ruleSet
+	current atomic.Pointer[ruleSet]
+	config  map[uint32]bool // OIDs of pgimageai.rules and pgimageai.models
+	models  uint32          // OID of pgimageai.models
+	live    *liveConfig
+	typeMap *pgtype.Map // the engine goroutine's own
+	budget  *budget
+	cache   *cache
+	lanes   *lanes
+	tracker *tracker
+	own     *ownXacts       // IDs of the bridge's own write-back transactions
+	retries uint32          // OID of pgimageai.retry_requests
+	callCtx context.Context // calls outlive a graceful stop's cancellation
+	open    *openTxn
+	resumed *openTxn                  // the transaction cut off by a Reset, sent again next
+	routed  map[string]state.Position // per lane: the last position routed (or stored at start)
+	bf      backfillState             // the running backfills, coordinated on the engine's goroutine
+	memo    promptMemo                // last prompt per rule and row, for prompt templates
+	metrics *metrics.Metrics
+	lookups *lookups // the stored inputs of results; nil = not compared
+	budgets *budgets // what each model spent today
+	// retryBudgets is set when a UTC day began: the rows refused for a
+	// spent budget are to be retried (see retryExhausted).
+	retryBudgets bool
+	unchanged    atomic.Int64
+	calls        atomic.Int64
+	hits         atomic.Int64
+	changes      atomic.Int64
 }
 
 // handle applies one event.
@@ -503,8 +507,13 @@ func (e *engine) start(ctx context.Context, r *Rule, look *lookup, img []byte, p
 			return
 		}
 		c.result, c.hit, c.err = e.cache.do(e.callCtx, k, func() (functions.Result, error) {
+			if err := e.budgets.reserve(r.Model, r.Budget); err != nil {
+				return functions.Result{Null: true}, err // not cached: not permanent
+			}
 			e.calls.Add(1)
-			return e.call(r, img, prompt)
+			res, err := e.call(r, img, prompt)
+			e.budgets.settle(r.Model, r.Budget, err == nil, int64(res.Usage.PromptTokens+res.Usage.CompletionTokens))
+			return res, err
 		})
 		if c.hit {
 			e.hits.Add(1)

@@ -40,7 +40,9 @@ type Rule struct {
 	// ModelKey identifies the model row as loaded (name and a digest of
 	// every column): results and permanent failures are remembered per
 	// ModelKey, so a changed model asks again.
-	ModelKey   string
+	ModelKey string
+	// Budget is the model's daily cap (shared by every rule of the model).
+	Budget     Budget
 	Prompt     string
 	Target     *sink.Target
 	KeyColumns []sink.KeyColumn
@@ -174,7 +176,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	row, _ := json.Marshal(m)
 	sum := sha256.Sum256(row)
 	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target, Template: tpl,
-		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8])}
+		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Budget: Budget{Calls: opts.MaxCallsPerDay, Tokens: opts.MaxTokensPerDay}}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}

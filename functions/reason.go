@@ -19,6 +19,10 @@ const (
 	ProviderError     Reason = "provider_error"
 	BadResponse       Reason = "bad_response"
 	InvalidRule       Reason = "invalid_rule"
+	// BudgetExhausted: the model's max_calls_per_day or max_tokens_per_day
+	// is spent for the UTC day; no call was made. Retried by itself after
+	// the day rolls over, or by pgimageai retry --reason budget_exhausted.
+	BudgetExhausted Reason = "budget_exhausted"
 )
 
 // Error is a function failure with its reason code. Detail is human readable

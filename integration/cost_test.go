@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -70,4 +71,56 @@ func TestNeverPayTwice(t *testing.T) {
 	if got := captions(t, s.conn); got[100002] != moved[100002] || got[100001] == moved[100001] {
 		t.Errorf("after a new image and a deleted result: %q and %q", got[100001], got[100002])
 	}
+}
+
+// TestBudgets: a budget of 5 calls a day for 10 new rows gives 5 results, 5
+// budget_exhausted rows and no extra call; the next UTC day retries them by
+// itself; rows refused again are processed at once by pgimageai retry after
+// the budget is raised.
+func TestBudgets(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{"max_calls_per_day": 5}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	var mu sync.Mutex
+	clock := time.Now().UTC()
+	cfg := s.config(t)
+	cfg.RecheckInterval = 200 * time.Millisecond
+	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	_, stop := s.start(t, cfg)
+	want := map[int]string{}
+	insertRows(t, s, 1, 11, 10, want)
+	s.sync(t, 30*time.Second)
+	exhausted := func() int {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE reason = 'budget_exhausted' AND resolved_at IS NULL")
+	}
+	results := func() int { return queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE caption IS NOT NULL") }
+	if ai.Count() != 5 || results() != 5 || exhausted() != 5 {
+		t.Fatalf("budget of 5: %d calls, %d results, %d budget_exhausted rows; want 5, 5, 5", ai.Count(), results(), exhausted())
+	}
+	// The next UTC day: the refused rows are retried by themselves.
+	mu.Lock()
+	clock = clock.Add(24 * time.Hour)
+	mu.Unlock()
+	waitFor(t, 30*time.Second, "the refused rows retried on the new day", func() bool { return results() == 10 })
+	if ai.Count() != 10 || exhausted() != 0 {
+		t.Errorf("after the new day: %d calls, %d budget_exhausted rows; want 10, 0", ai.Count(), exhausted())
+	}
+	// That day's budget is spent too: 3 more rows are refused, then
+	// processed at once by a retry once the budget is raised.
+	insertRows(t, s, 11, 14, 3, want)
+	s.sync(t, 30*time.Second)
+	if ai.Count() != 10 || exhausted() != 3 {
+		t.Fatalf("spent budget: %d calls, %d budget_exhausted rows; want 10, 3", ai.Count(), exhausted())
+	}
+	s.exec(t, `UPDATE pgimageai.models SET options = '{"max_calls_per_day": 20}' WHERE name = 'vision'`)
+	runCLI(t, s, "retry", "--reason", "budget_exhausted")
+	waitFor(t, 30*time.Second, "the retry after raising the budget", func() bool { return results() == 13 })
+	if ai.Count() != 13 || exhausted() != 0 {
+		t.Errorf("after the retry: %d calls, %d budget_exhausted rows; want 13, 0", ai.Count(), exhausted())
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertCaptions(t, captions(t, s.conn), want)
 }

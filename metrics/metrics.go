@@ -49,6 +49,8 @@ type Metrics struct {
 	errors      *prometheus.CounterVec   // reason
 	rowsWritten *prometheus.CounterVec   // op
 	batches     prometheus.Counter
+	budgetUsed  *prometheus.GaugeVec // model, unit
+	budgetLimit *prometheus.GaugeVec // model, unit
 
 	status atomic.Pointer[func() Status]
 	slot   atomic.Pointer[func(context.Context) (Slot, error)]
@@ -79,6 +81,11 @@ func New() *Metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help},
 			func() float64 { return f(m.Status()) })
 	}
+	m.budgetUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "budget_used",
+		Help: "What a model spent on the current UTC day, in calls (answered and in flight) or tokens."}, []string{"model", "unit"})
+	m.budgetLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "budget_limit",
+		Help: "A model's daily cap (max_calls_per_day, max_tokens_per_day); 0 = none."}, []string{"model", "unit"})
+	m.reg.MustRegister(m.budgetUsed, m.budgetLimit)
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -171,4 +178,14 @@ func (m *Metrics) Written(rows map[string]int, errorsByReason map[string]int) {
 	for reason, n := range errorsByReason {
 		m.errors.WithLabelValues(reason).Add(float64(n))
 	}
+}
+
+// Budget records what model spent today in unit (calls or tokens) and its
+// cap (0: none).
+func (m *Metrics) Budget(model, unit string, used, limit int64) {
+	if m == nil {
+		return
+	}
+	m.budgetUsed.WithLabelValues(model, unit).Set(float64(used))
+	m.budgetLimit.WithLabelValues(model, unit).Set(float64(limit))
 }

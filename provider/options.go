@@ -27,6 +27,10 @@ type Options struct {
 	RequestsPerMinute int      `json:"requests_per_minute,omitempty"` // 0 = unlimited
 	MaxImageBytes     int64    `json:"max_image_bytes,omitempty"`     // default 20 MiB
 	Formats           []string `json:"formats,omitempty"`             // allowed MIME types; default all four
+	// MaxCallsPerDay and MaxTokensPerDay cap what the model may spend per
+	// UTC day, counted from pgimageai.usage plus calls in flight; 0 = no cap.
+	MaxCallsPerDay  int64 `json:"max_calls_per_day,omitempty"`
+	MaxTokensPerDay int64 `json:"max_tokens_per_day,omitempty"`
 }
 
 // WithDefaults returns o with every unset key at its default.
@@ -65,6 +69,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("option requests_per_minute: must be >= 0, got %d", o.RequestsPerMinute)
 	case o.MaxImageBytes < 0:
 		return fmt.Errorf("option max_image_bytes: must be >= 1, got %d", o.MaxImageBytes)
+	case o.MaxCallsPerDay < 0:
+		return fmt.Errorf("option max_calls_per_day: must be >= 0 (0: no cap), got %d", o.MaxCallsPerDay)
+	case o.MaxTokensPerDay < 0:
+		return fmt.Errorf("option max_tokens_per_day: must be >= 0 (0: no cap), got %d", o.MaxTokensPerDay)
 	}
 	for _, m := range o.Formats {
 		if _, ok := magic.ParseMIME(m); !ok {

@@ -265,3 +265,30 @@ WHERE day > (now() AT TIME ZONE 'UTC')::date - $1::int ORDER BY day DESC, rule, 
 	}
 	return u, nil
 }
+
+// Spent is what one model spent on one UTC day.
+type Spent struct {
+	Calls, Tokens int64
+}
+
+// SpentToday returns, by model, the calls and tokens pgimageai.usage counts
+// for the current UTC day (the database's clock), and that day.
+func SpentToday(ctx context.Context, conn *pgx.Conn) (map[string]Spent, time.Time, error) {
+	var day time.Time
+	if err := conn.QueryRow(ctx, "SELECT (now() AT TIME ZONE 'UTC')::date").Scan(&day); err != nil {
+		return nil, day, fmt.Errorf("read the UTC day: %w", err)
+	}
+	rows, _ := conn.Query(ctx, `SELECT model, sum(calls)::bigint, sum(prompt_tokens + completion_tokens)::bigint FROM pgimageai.usage
+WHERE day = $1 GROUP BY model`, day)
+	out := map[string]Spent{}
+	var model string
+	var s Spent
+	_, err := pgx.ForEachRow(rows, []any{&model, &s.Calls, &s.Tokens}, func() error {
+		out[model] = s
+		return nil
+	})
+	if err != nil {
+		return nil, day, fmt.Errorf("read today's usage: %w", err)
+	}
+	return out, day, nil
+}

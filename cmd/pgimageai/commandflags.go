@@ -31,7 +31,7 @@ const defaultLimit = 50
 // reasons are the reason codes of SPEC §3 that --reason accepts.
 var reasons = []functions.Reason{
 	functions.EmptyImage, functions.UnknownFormat, functions.TooLarge, functions.UnsupportedFormat,
-	functions.ProviderError, functions.BadResponse, functions.InvalidRule,
+	functions.ProviderError, functions.BadResponse, functions.BudgetExhausted, functions.InvalidRule,
 }
 
 // defineCommandFlags defines on fs the flags that cmd has beyond the shared
