@@ -22,8 +22,9 @@ type statusReport struct {
 	Groups     []groupStatus // every rule group, ordered by name
 	Lanes      []laneStatus  // ordered by lane
 	Backfills  []backfill
-	OpenErrors []errorCount // ordered by rule, then reason
-	Usage      []usageRow   // the last usageDays UTC days, newest first
+	OpenErrors []errorCount   // ordered by rule, then reason
+	Usage      []usageRow     // the last usageDays UTC days, newest first
+	Budgets    []budgetStatus // the models with a daily cap, by name
 }
 
 // slotStatus is the replication slot on the source and the WAL position it
@@ -176,6 +177,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 		return r, err
 	}
 	if r.Usage, err = readUsage(ctx, target); err != nil {
+		return r, err
+	}
+	if r.Budgets, err = readBudgets(ctx, source, target); err != nil {
 		return r, err
 	}
 	return r, nil

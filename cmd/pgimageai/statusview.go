@@ -34,6 +34,7 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 	writeErrorCountsTable(&buf, r.OpenErrors)
 	buf.WriteByte('\n')
 	writeUsageTable(&buf, r.Usage)
+	writeBudgetsTable(&buf, r.Budgets)
 	_, err := w.Write(buf.Bytes())
 	return err
 }
@@ -258,6 +259,7 @@ type (
 		Backfills  []backfillJSON  `json:"backfills"`
 		OpenErrors openErrorsJSON  `json:"open_errors"`
 		Usage      []usageJSON     `json:"usage"`
+		Budgets    []budgetJSON    `json:"budgets"`
 	}
 	slotJSON struct {
 		Name               string `json:"name"`
@@ -312,6 +314,14 @@ type (
 		Exists   bool    `json:"slot_exists"`
 		Active   bool    `json:"active"`
 		LagBytes *uint64 `json:"lag_bytes"` // null without the slot
+	}
+	budgetJSON struct {
+		Model     string `json:"model"`
+		Day       string `json:"day"` // YYYY-MM-DD, UTC
+		Calls     int64  `json:"calls"`
+		MaxCalls  *int64 `json:"max_calls_per_day"` // null: no cap
+		Tokens    int64  `json:"tokens"`
+		MaxTokens *int64 `json:"max_tokens_per_day"` // null: no cap
 	}
 	laneJSON struct {
 		Lane       string     `json:"lane"`
@@ -384,6 +394,17 @@ func statusDocument(r statusReport) statusJSON {
 			j.Reason = &rule.Invalid
 		}
 		doc.Rules = append(doc.Rules, j)
+	}
+	doc.Budgets = []budgetJSON{}
+	for _, b := range r.Budgets {
+		j := budgetJSON{Model: b.Model, Day: b.Day.Format(time.DateOnly), Calls: b.Calls, Tokens: b.Tokens}
+		if b.MaxCalls > 0 {
+			j.MaxCalls = &b.MaxCalls
+		}
+		if b.MaxTokens > 0 {
+			j.MaxTokens = &b.MaxTokens
+		}
+		doc.Budgets = append(doc.Budgets, j)
 	}
 	for _, g := range r.Groups {
 		j := groupJSON{Group: g.Group, Rules: g.Rules, Enabled: g.Enabled, Slot: g.Slot, Exists: g.Found, Active: g.Active}

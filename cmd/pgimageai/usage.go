@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"sort"
 	"strconv"
 	"time"
 
+	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -55,4 +57,56 @@ func usageDocument(usage []usageRow) []usageJSON {
 			Calls: u.Calls, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens})
 	}
 	return out
+}
+
+// budgetStatus is a model's daily cap and what it spent today (UTC).
+type budgetStatus struct {
+	Model               string
+	Day                 time.Time
+	Calls, Tokens       int64 // spent
+	MaxCalls, MaxTokens int64 // 0: no cap
+}
+
+// readBudgets reads the models with a daily cap (source) and what they
+// spent today (target).
+func readBudgets(ctx context.Context, source, target *database) ([]budgetStatus, error) {
+	models, err := state.Models(ctx, source.conn)
+	if err != nil {
+		return nil, source.explain("read models", err)
+	}
+	spent, day, err := state.SpentToday(ctx, target.conn)
+	if err != nil {
+		return nil, target.explain("read usage", err)
+	}
+	var out []budgetStatus
+	for _, m := range models {
+		opts, err := provider.ParseOptions(m.Options)
+		if err != nil || opts.MaxCallsPerDay == 0 && opts.MaxTokensPerDay == 0 {
+			continue // an invalid model is reported with its rules
+		}
+		s := spent[m.Name]
+		out = append(out, budgetStatus{Model: m.Name, Day: day, Calls: s.Calls, Tokens: s.Tokens,
+			MaxCalls: opts.MaxCallsPerDay, MaxTokens: opts.MaxTokensPerDay})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out, nil
+}
+
+func writeBudgetsTable(buf *bytes.Buffer, budgets []budgetStatus) {
+	if len(budgets) == 0 {
+		return
+	}
+	buf.WriteString("\nBudgets (" + budgets[0].Day.Format(time.DateOnly) + ", UTC)\n")
+	t := newTable(buf)
+	t.row("MODEL", "CALLS", "TOKENS")
+	of := func(used, max int64) string {
+		if max == 0 {
+			return strconv.FormatInt(used, 10) + " (no cap)"
+		}
+		return strconv.FormatInt(used, 10) + "/" + strconv.FormatInt(max, 10)
+	}
+	for _, b := range budgets {
+		t.row(b.Model, of(b.Calls, b.MaxCalls), of(b.Tokens, b.MaxTokens))
+	}
+	t.flush()
 }
