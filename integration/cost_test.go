@@ -94,7 +94,9 @@ func TestBudgets(t *testing.T) {
 	exhausted := func() int {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE reason = 'budget_exhausted' AND resolved_at IS NULL")
 	}
-	results := func() int { return queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE caption IS NOT NULL") }
+	results := func() int {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE caption IS NOT NULL")
+	}
 	if ai.Count() != 5 || results() != 5 || exhausted() != 5 {
 		t.Fatalf("budget of 5: %d calls, %d results, %d budget_exhausted rows; want 5, 5, 5", ai.Count(), results(), exhausted())
 	}
