@@ -5,11 +5,13 @@ import (
 	"compress/zlib"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,4 +97,39 @@ func stripPNG(t testing.TB, w int) []byte {
 	chunk("IDAT", idat.Bytes())
 	chunk("IEND", nil)
 	return out.Bytes()
+}
+
+// TestHostileAnswerPeakRSS: `pgimageai run` with a 32 MiB byte budget asks a
+// provider that answers 600 MB for each of 4 rows at once: 4 bad_response
+// rows, and the process's peak RSS stays under budget + 64 MiB (SPEC §5b).
+func TestHostileAnswerPeakRSS(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	ai.SetHook(func(w http.ResponseWriter, r *http.Request, req aiRequest) bool {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`)
+		chunk := strings.Repeat("a", 32<<10)
+		for total := 0; err == nil && total < 600<<20; total += len(chunk) {
+			_, err = io.WriteString(w, chunk)
+		}
+		return true
+	})
+	s.model(t, "huge", ai, `{"max_concurrency": 4}`)
+	s.rule(t, "caption", "huge", "public.captions", "caption")
+	const budget = 32 << 20
+	p := s.runProcess(t, fmt.Sprintf("PGIMAGEAI_BYTE_BUDGET=%d", budget))
+	want := map[int]string{}
+	insertRows(t, s, 1, 5, 4, want)
+	s.sync(t, 120*time.Second)
+	rss := vmHWM(t, p.cmd.Process.Pid)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE reason = 'bad_response' AND resolved_at IS NULL"); n != 4 {
+		t.Errorf("%d bad_response rows, want 4", n)
+	}
+	t.Logf("peak RSS %.1f MiB with 4 answers of 600 MB at once (budget 32 MiB)", float64(rss)/(1<<20))
+	if rss > budget+64<<20 {
+		t.Errorf("peak RSS %d MiB > budget + 64 MiB", rss>>20)
+	}
 }

@@ -500,3 +500,67 @@ VALUES ('b%d', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'publi
 		t.Errorf("stop: %v", err)
 	}
 }
+
+// TestSchemaChangesEachKind: every change of a source table that a rule no
+// longer fits — its image column dropped or retyped, its primary key changed
+// — turns that rule invalid_rule while a rule on another table keeps
+// streaming; a dropped result column is added again and its rule backfills.
+func TestSchemaChangesEachKind(t *testing.T) {
+	for _, tc := range []struct {
+		name, change, insert, wantDetail, orDetail string
+	}{
+		{"image column dropped", `ALTER TABLE public.d DROP COLUMN img`, `INSERT INTO public.d (id, k2) VALUES (2, 2)`,
+			`no longer has image column "img"`, `has no column "img"`},
+		{"image column retyped", `ALTER TABLE public.d ALTER COLUMN img TYPE text USING encode(img, 'hex')`, `INSERT INTO public.d (id, k2, img) VALUES (2, 2, 'x')`,
+			`no longer bytea`, `not bytea`},
+		{"primary key changed", `ALTER TABLE public.d DROP CONSTRAINT d_pkey, ADD PRIMARY KEY (k2)`, `INSERT INTO public.d (id, k2, img) VALUES (2, 2, '\x00')`,
+			`primary key is no longer`, `key`},
+		{"result column dropped", `ALTER TABLE public.d_out DROP COLUMN caption`, `INSERT INTO public.d (id, k2, img) VALUES (2, 2, $1)`, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSource(t)
+			ai := newFakeAI(t)
+			s.model(t, "vision", ai, `{}`)
+			s.rule(t, "caption", "vision", "public.captions", "caption")
+			s.exec(t, `CREATE TABLE public.d (id int PRIMARY KEY, k2 int NOT NULL UNIQUE, img bytea)`)
+			s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('d', 'public.d', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe', 'public.d_out', 'caption')`)
+			_, stop := s.start(t, s.config(t))
+			want := map[int]string{}
+			insertRows(t, s, 1, 2, 1, want)
+			s.exec(t, `INSERT INTO public.d VALUES (1, 1, $1)`, pngImage(t, 101))
+			s.sync(t, 30*time.Second)
+			s.exec(t, tc.change)
+			if strings.Contains(tc.insert, "$1") {
+				s.exec(t, tc.insert, pngImage(t, 102))
+			} else {
+				s.exec(t, tc.insert)
+			}
+			insertRows(t, s, 2, 4, 1, want) // the other rule goes on
+			s.sync(t, 30*time.Second)
+			assertCaptions(t, captions(t, s.conn), want)
+			if tc.wantDetail == "" {
+				// The column is back, and the rule backfilled both rows.
+				waitFor(t, 30*time.Second, "d_out.caption re-added and backfilled", func() bool {
+					return queryInt(t, s.conn, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'd_out' AND column_name = 'caption'") == 1 &&
+						queryInt(t, s.conn, "SELECT count(*) FROM public.d_out WHERE caption IS NOT NULL") == 2
+				})
+			} else {
+				waitFor(t, 30*time.Second, "rule d to be invalid_rule", func() bool {
+					return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'd' AND reason = 'invalid_rule' AND resolved_at IS NULL`) == 1
+				})
+				var detail string
+				s.conn.QueryRow(context.Background(), `SELECT detail FROM pgimageai.errors WHERE rule = 'd' AND reason = 'invalid_rule' AND resolved_at IS NULL`).Scan(&detail)
+				// At the WAL position the table's new shape (pgoutput's
+				// relation) says why; a reload compiled against the catalog
+				// may say it first, in its words.
+				if !strings.Contains(detail, tc.wantDetail) && !strings.Contains(detail, tc.orDetail) {
+					t.Errorf("invalid_rule detail %q, want it to say %q or %q", detail, tc.wantDetail, tc.orDetail)
+				}
+			}
+			if err := stop(); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		})
+	}
+}
