@@ -60,6 +60,7 @@ type item struct {
 	oldKeyJSON  []byte
 	lsn         replication.LSN
 	call        *call                  // itemResult with a provider call; nil = a NULL image
+	waits       []*call                // itemMove: the calls it must not be written before
 	progress    state.BackfillProgress // itemBackfill
 
 	pos  state.Position // where in the stream; a lane's checkpoint after writing it
@@ -68,7 +69,26 @@ type item struct {
 }
 
 // ready reports whether the item's call (if any) has finished.
-func (it *item) ready() bool { return it.call == nil || it.call.ready() }
+func (it *item) ready() bool { return it.notReady() == nil }
+
+// notReady returns a call the item waits for, or nil when it is ready.
+func (it *item) notReady() *call {
+	if it.call != nil && !it.call.ready() {
+		return it.call
+	}
+	for _, c := range it.waits {
+		if !c.ready() {
+			return c
+		}
+	}
+	return nil
+}
+
+// placed is an item and its position, before it is emitted.
+type placed struct {
+	pos state.Position
+	it  item
+}
 
 // call is one function call in flight; done is closed once result and err are
 // set.
@@ -327,6 +347,7 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 			return err
 		}
 		e.touch(ch.Relation.OID, keyJSON)
+		var emits []placed // in position order: moves first, then results
 		// Where each lane's stored input is compared (see results.go): at
 		// the row's key, or — for a key move, whose Move carries the result
 		// and its input along — at its old key; nowhere while an earlier
@@ -356,13 +377,11 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 				if !ok {
 					continue
 				}
-				it := item{kind: itemMove, target: t, rules: rulesOf(rules, t), sourceTable: src,
-					key: key, keyJSON: keyJSON, oldKey: oldKey, oldKeyJSON: oldJSON, lsn: ch.LSN}
-				if err := e.emit(ctx, pos, it); err != nil {
-					return err
-				}
+				emits = append(emits, placed{pos, item{kind: itemMove, target: t, rules: rulesOf(rules, t), sourceTable: src,
+					key: key, keyJSON: keyJSON, oldKey: oldKey, oldKeyJSON: oldJSON, lsn: ch.LSN}})
 			}
 		}
+		moves := len(emits)
 		for _, r := range rules {
 			pos, ok := e.admit(r.Target.Name(), sub)
 			sub++
@@ -374,9 +393,22 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 				return err
 			}
 			if ok {
-				if err := e.emit(ctx, pos, it); err != nil {
-					return err
+				emits = append(emits, placed{pos, it})
+			}
+		}
+		// A Move waits for the calls of its row's results in its lane:
+		// their stored inputs are compared at the old key, which the Move
+		// changes once written.
+		for i := range emits[:moves] {
+			for _, p := range emits[moves:] {
+				if p.it.call != nil && p.it.target.Name() == emits[i].it.target.Name() {
+					emits[i].it.waits = append(emits[i].it.waits, p.it.call)
 				}
+			}
+		}
+		for _, p := range emits {
+			if err := e.emit(ctx, p.pos, p.it); err != nil {
+				return err
 			}
 		}
 	}

@@ -122,7 +122,7 @@ func (l *lane) take() (items []item, wait <-chan struct{}, done bool) {
 		if len(l.queue) == 0 {
 			return nil, nil, l.closed
 		}
-		return nil, l.queue[0].call.done, false
+		return nil, l.queue[0].notReady().done, false
 	}
 	items = make([]item, n)
 	copy(items, l.queue[:n])

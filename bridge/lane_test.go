@@ -291,3 +291,26 @@ func TestBatchResultOps(t *testing.T) {
 		})
 	}
 }
+
+// TestLaneMoveWaitsForItsResults: a Move is written only once the calls of
+// its row's results (which compare the stored input at the old key) are done.
+func TestLaneMoveWaitsForItsResults(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &fakeWriter{}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, w, 100, &acks, &mu)
+	rec := ls.tracker.begin(time.Time{})
+	slow := &call{done: make(chan struct{})}
+	move := item{kind: itemMove, target: r.Target, key: []any{2}, keyJSON: []byte(`{"id": 2}`), oldKey: []any{1},
+		oldKeyJSON: []byte(`{"id": 1}`), rec: rec, pos: state.Position{Commit: 10, Ord: 1 << eventBits}, waits: []*call{slow}}
+	l := ls.get(r.Target.Name())
+	ls.tracker.add(rec)
+	l.push(move)
+	time.Sleep(30 * time.Millisecond)
+	if b, _ := w.written(); len(b) != 0 {
+		t.Fatalf("the Move was written before its row's call finished")
+	}
+	close(slow.done)
+	waitFor(t, "the Move", func() bool { b, _ := w.written(); return len(b) == 1 })
+}
