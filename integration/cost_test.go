@@ -1,6 +1,10 @@
 package integration_test
 
 import (
+	"bytes"
+	"image"
+	"image/png"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -125,4 +129,42 @@ func TestBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertCaptions(t, captions(t, s.conn), want)
+}
+
+// TestEstimate: pgimageai estimate on a table of known images prints the
+// tokens that OpenAI's documented rule for gpt-4o gives at detail high
+// (1024x1024: 765; 2048x4096: 1105) and low (85 an image), and the money at
+// the model's prices; NULL and unknown images cost no call.
+func TestEstimate(t *testing.T) {
+	s := newSource(t)
+	encode := func(w, h int) []byte {
+		var b bytes.Buffer
+		if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, w, h))); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	square, tall := encode(1024, 1024), encode(2048, 4096)
+	s.exec(t, `INSERT INTO public.photos (id, img) VALUES (1, $1), (2, $1), (3, $1), (4, $2), (5, NULL), (6, 'not an image')`, square, tall)
+	for _, tc := range []struct {
+		detail, want string
+	}{
+		{"high", "Backfill: 4 calls, 3400 input tokens, 1200 output tokens (max_tokens, an upper bound), cost 0.02050"},
+		{"low", "Backfill: 4 calls, 340 input tokens, 1200 output tokens (max_tokens, an upper bound), cost 0.01285"},
+	} {
+		s.exec(t, `DELETE FROM pgimageai.rules`)
+		s.exec(t, `DELETE FROM pgimageai.models`)
+		s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES ('vision', 'openai', 'http://127.0.0.1:9/v1', 'gpt-4o',
+  jsonb_build_object('detail', $1::text, 'max_tokens', 300, 'price_per_1m_input_tokens', 2.5, 'price_per_1m_output_tokens', 10))`, tc.detail)
+		s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column, enabled)
+VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe', 'public.captions', 'caption', false)
+ON CONFLICT (name) DO NOTHING`)
+		out := runCLI(t, s, "estimate", "--rule", "caption")
+		for _, want := range []string{"Source: 6 rows, all read, 5 with an image", "1 images are not PNG, JPEG, GIF or WebP",
+			"OpenAI's", "detail " + tc.detail, tc.want} {
+			if !strings.Contains(out, want) {
+				t.Errorf("detail %s: estimate lacks %q:\n%s", tc.detail, want, out)
+			}
+		}
+	}
 }

@@ -31,6 +31,9 @@ type Options struct {
 	// UTC day, counted from pgimageai.usage plus calls in flight; 0 = no cap.
 	MaxCallsPerDay  int64 `json:"max_calls_per_day,omitempty"`
 	MaxTokensPerDay int64 `json:"max_tokens_per_day,omitempty"`
+	// Prices in money per million tokens, for pgimageai estimate; 0 = unknown.
+	PricePer1MInputTokens  float64 `json:"price_per_1m_input_tokens,omitempty"`
+	PricePer1MOutputTokens float64 `json:"price_per_1m_output_tokens,omitempty"`
 }
 
 // WithDefaults returns o with every unset key at its default.
@@ -71,6 +74,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("option max_image_bytes: must be >= 1, got %d", o.MaxImageBytes)
 	case o.MaxCallsPerDay < 0:
 		return fmt.Errorf("option max_calls_per_day: must be >= 0 (0: no cap), got %d", o.MaxCallsPerDay)
+	case o.PricePer1MInputTokens < 0 || o.PricePer1MOutputTokens < 0:
+		return fmt.Errorf("option price_per_1m_input_tokens / price_per_1m_output_tokens: must be >= 0")
 	case o.MaxTokensPerDay < 0:
 		return fmt.Errorf("option max_tokens_per_day: must be >= 0 (0: no cap), got %d", o.MaxTokensPerDay)
 	}

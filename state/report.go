@@ -292,3 +292,20 @@ WHERE day = $1 GROUP BY model`, day)
 	}
 	return out, day, nil
 }
+
+// ModelUsage is what pgimageai.usage says of a model's answered calls: how
+// many, and their tokens.
+type ModelUsage struct {
+	Calls, PromptTokens, CompletionTokens int64
+}
+
+// UsageOfModel sums pgimageai.usage for model, over every day and rule.
+func UsageOfModel(ctx context.Context, conn *pgx.Conn, model string) (ModelUsage, error) {
+	var u ModelUsage
+	err := conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(prompt_tokens), 0)::bigint, coalesce(sum(completion_tokens), 0)::bigint
+FROM pgimageai.usage WHERE model = $1`, model).Scan(&u.Calls, &u.PromptTokens, &u.CompletionTokens)
+	if err != nil {
+		return u, fmt.Errorf("read usage of %s: %w", model, err)
+	}
+	return u, nil
+}

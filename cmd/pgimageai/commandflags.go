@@ -83,6 +83,14 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 			}
 			return q.checkReason()
 		}
+	case "estimate":
+		fs.StringVar(&q.Rule, "rule", "", "the `rule` to estimate (required; it may be disabled)")
+		return func() error {
+			if q.Rule == "" {
+				return fmt.Errorf("--rule is required")
+			}
+			return nil
+		}
 	}
 	return func() error { return nil }
 }

@@ -33,6 +33,7 @@ Commands:
   errors     list open errors, newest first
              [--rule NAME] [--reason CODE] [--limit N (default 50, 0 = all)] [--format table|json]
   retry      ask the running bridge to reprocess the source rows behind open errors
+  estimate   what a rule would cost: calls, tokens and money for its backfill and per 1,000 rows (--rule)
              [--rule NAME] [--reason CODE]
   recover-slot
              after the slot was invalidated (wal_status lost) or dropped: drop and re-create it,
@@ -75,6 +76,7 @@ var commands = map[string]command{
 	"status":       status,
 	"errors":       listErrors,
 	"retry":        retry,
+	"estimate":     estimate,
 	"recover-slot": recoverSlot,
 	"demo":         demo,
 	"health":       health,

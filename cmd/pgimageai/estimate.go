@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	_ "image/gif" // image.DecodeConfig of the four formats of SPEC §3
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+	"math"
+
+	"github.com/jackc/pgx/v5"
+	_ "golang.org/x/image/webp"
+
+	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// Estimate bounds: a table of up to exactRows rows is read whole; a bigger
+// one is sampled (TABLESAMPLE SYSTEM) for about sampleRows images. Only the
+// first headerBytes of each image are read: its header gives its size.
+const (
+	exactRows   = 10000
+	sampleRows  = 1000
+	headerBytes = 256 << 10
+)
+
+// estimate prints what a rule would cost: the calls and input tokens of its
+// backfill and per 1,000 new rows, output tokens where usage or max_tokens
+// tell, and money where the model has prices. The rule may be disabled.
+func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
+	source, target, closeAll, err := connectBoth(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	rules, err := state.AllRules(ctx, source.conn)
+	if err != nil {
+		return source.explain("read rules", err)
+	}
+	var rule *state.RuleListing
+	for i := range rules {
+		if rules[i].Name == c.Query.Rule {
+			rule = &rules[i]
+		}
+	}
+	if rule == nil {
+		return fmt.Errorf("%w: no rule %q in pgimageai.rules", errUsage, c.Query.Rule)
+	}
+	models, err := state.Models(ctx, source.conn)
+	if err != nil {
+		return source.explain("read models", err)
+	}
+	var model *provider.Model
+	for i := range models {
+		if models[i].Name == rule.Model {
+			model = &models[i]
+		}
+	}
+	if model == nil {
+		return fmt.Errorf("rule %s: model %q does not exist", rule.Name, rule.Model)
+	}
+	opts, err := provider.ParseOptions(model.Options)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", model.Name, err)
+	}
+	var extra struct {
+		Detail    string `json:"detail"`
+		MaxTokens int64  `json:"max_tokens"`
+	}
+	_ = json.Unmarshal(model.Options, &extra)
+
+	table, err := catalog.Lookup(ctx, source.conn, rule.SourceTable)
+	if err != nil {
+		return fmt.Errorf("rule %s: source table: %w", rule.Name, err)
+	}
+	scan, err := scanImages(ctx, source.conn, table, rule.ImageColumn)
+	if err != nil {
+		return source.explain("read images", err)
+	}
+	usage, err := state.UsageOfModel(ctx, target.conn, model.Name)
+	if err != nil {
+		return target.explain("read usage", err)
+	}
+
+	e := estimateReport{Rule: *rule, Model: *model, Scan: scan}
+	if tr, ok := imageTokenRule(model.Provider, model.Model, extra.Detail); ok {
+		e.TokenRule = tr.name
+		var sum int64
+		for _, sz := range scan.Sizes {
+			sum += tr.tokens(sz.X, sz.Y)
+		}
+		if len(scan.Sizes) > 0 {
+			e.InputPerImage = float64(sum) / float64(len(scan.Sizes))
+		}
+	} else if usage.Calls > 0 {
+		e.TokenRule = fmt.Sprintf("no documented image rule for %s model %s: the average of its %d answered calls in pgimageai.usage", model.Provider, model.Model, usage.Calls)
+		e.InputPerImage = float64(usage.PromptTokens) / float64(usage.Calls)
+	} else {
+		e.TokenRule = fmt.Sprintf("no documented image rule for %s model %s and no usage yet: tokens unknown", model.Provider, model.Model)
+		e.InputPerImage = math.NaN()
+	}
+	switch {
+	case rule.Function != string(functions.Complete):
+		e.OutputPerCall = 0
+	case usage.Calls > 0:
+		e.OutputPerCall, e.OutputFrom = float64(usage.CompletionTokens)/float64(usage.Calls), "the average of pgimageai.usage"
+	case extra.MaxTokens > 0:
+		e.OutputPerCall, e.OutputFrom = float64(extra.MaxTokens), "max_tokens, an upper bound"
+	default:
+		e.OutputPerCall = math.NaN()
+	}
+	e.PriceIn, e.PriceOut = opts.PricePer1MInputTokens, opts.PricePer1MOutputTokens
+	_, err = io.WriteString(stdout, e.String())
+	return err
+}
+
+// imageScan is what was read of a source table's images.
+type imageScan struct {
+	Rows      int64 // rows of the table (exact, or pg_class's estimate when sampled)
+	Sampled   bool
+	Read      int64         // rows read
+	WithImage int64         // of those, with a non-NULL image
+	Sizes     []image.Point // of the images whose header could be read
+	Unknown   int64         // images that are not PNG/JPEG/GIF/WebP, or whose header could not be read: no call
+}
+
+// scanImages reads the image headers of table's column: every row of a
+// table up to exactRows, else a sample of about sampleRows.
+func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, column string) (imageScan, error) {
+	var s imageScan
+	var estimated float64
+	if err := conn.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE oid = $1", table.OID).Scan(&estimated); err != nil {
+		return s, err
+	}
+	name := table.Identifier().Sanitize()
+	col := pgx.Identifier{column}.Sanitize()
+	sql := fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d) FROM %s", col, headerBytes, name)
+	if estimated > exactRows {
+		s.Sampled, s.Rows = true, int64(estimated)
+		pct := math.Min(100, 100*sampleRows/estimated*1.2)
+		sql = fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d) FROM %s TABLESAMPLE SYSTEM (%g) LIMIT %d", col, headerBytes, name, pct, sampleRows)
+	} else if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+name).Scan(&s.Rows); err != nil {
+		return s, err
+	}
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return s, err
+	}
+	var head []byte
+	_, err = pgx.ForEachRow(rows, []any{&head}, func() error {
+		s.Read++
+		if head == nil {
+			return nil
+		}
+		s.WithImage++
+		if _, err := magic.Detect(head); err != nil {
+			s.Unknown++
+			return nil
+		}
+		cfg, _, err := image.DecodeConfig(bytes.NewReader(head))
+		if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
+			s.Unknown++
+			return nil
+		}
+		s.Sizes = append(s.Sizes, image.Pt(cfg.Width, cfg.Height))
+		return nil
+	})
+	return s, err
+}
+
+// estimateReport is the estimate of one rule.
+type estimateReport struct {
+	Rule          state.RuleListing
+	Model         provider.Model
+	Scan          imageScan
+	TokenRule     string
+	InputPerImage float64 // NaN: unknown
+	OutputPerCall float64 // NaN: unknown
+	OutputFrom    string
+	PriceIn       float64 // per 1M tokens; 0: unknown
+	PriceOut      float64
+}
+
+func (e estimateReport) String() string {
+	var b bytes.Buffer
+	s := e.Scan
+	fmt.Fprintf(&b, "Rule %s: %s with model %s (%s %s), %s.%s\n", e.Rule.Name, e.Rule.Function, e.Model.Name,
+		e.Model.Provider, e.Model.Model, e.Rule.SourceTable, catalog.QuoteIdent(e.Rule.ImageColumn))
+	if s.Sampled {
+		fmt.Fprintf(&b, "Source: about %d rows (pg_class estimate); a sample of %d rows was read, %d with an image\n", s.Rows, s.Read, s.WithImage)
+	} else {
+		fmt.Fprintf(&b, "Source: %d rows, all read, %d with an image\n", s.Rows, s.WithImage)
+	}
+	if s.Unknown > 0 {
+		fmt.Fprintf(&b, "  %d images are not PNG, JPEG, GIF or WebP (or unreadable): errors rows, no call\n", s.Unknown)
+	}
+	fmt.Fprintf(&b, "Tokens: %s\n", e.TokenRule)
+	// Calls: the rows with a readable image, scaled from the sample.
+	scale := 1.0
+	if s.Sampled && s.Read > 0 {
+		scale = float64(s.Rows) / float64(s.Read)
+	}
+	calls := float64(len(s.Sizes)) * scale
+	per1000 := 0.0
+	if s.Read > 0 {
+		per1000 = 1000 * float64(len(s.Sizes)) / float64(s.Read)
+	}
+	line := func(what string, calls float64) {
+		fmt.Fprintf(&b, "%s: %.0f calls", what, calls)
+		in, out := calls*e.InputPerImage, calls*e.OutputPerCall
+		if math.IsNaN(in) {
+			b.WriteString(", input tokens unknown")
+		} else {
+			fmt.Fprintf(&b, ", %.0f input tokens", in)
+		}
+		switch {
+		case math.IsNaN(out):
+			b.WriteString(", output tokens unknown")
+		case out > 0:
+			fmt.Fprintf(&b, ", %.0f output tokens (%s)", out, e.OutputFrom)
+		}
+		if e.PriceIn > 0 && !math.IsNaN(in) {
+			cost := in * e.PriceIn / 1e6
+			if e.PriceOut > 0 && !math.IsNaN(out) {
+				cost += out * e.PriceOut / 1e6
+			}
+			fmt.Fprintf(&b, ", cost %.5f (at the model's price_per_1m_* options)", cost)
+		}
+		b.WriteByte('\n')
+	}
+	line("Backfill", calls)
+	line("Per 1,000 new rows like these", per1000)
+	return b.String()
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"image"
+	"strings"
+	"testing"
+
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// The examples of OpenAI's "Calculating costs" (platform.openai.com/docs/
+// guides/images-vision): 1024×1024 at high costs 765; 2048×4096 at high
+// costs 1105; 4096×8192 at low costs 85.
+func TestImageTokenRule(t *testing.T) {
+	tests := []struct {
+		name                    string
+		provider, model, detail string
+		w, h                    int
+		want                    int64
+	}{
+		{"gpt-4o 1024x1024 high", "openai", "gpt-4o", "high", 1024, 1024, 765},
+		{"gpt-4o 2048x4096 high", "openai", "gpt-4o-2024-08-06", "high", 2048, 4096, 1105},
+		{"gpt-4o 4096x8192 low", "openai", "gpt-4o", "low", 4096, 8192, 85},
+		{"gpt-4o small image: one tile", "openai", "gpt-4o", "high", 300, 200, 255},
+		{"gpt-4o auto counts as high", "openai", "gpt-4o", "", 1024, 1024, 765},
+		{"gpt-4o-mini 1024x1024 high", "openai", "gpt-4o-mini", "high", 1024, 1024, 2833 + 4*5667},
+		{"voyage 1 token per 560 px", "voyage", "voyage-multimodal-3", "", 1000, 560, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ok := imageTokenRule(tt.provider, tt.model, tt.detail)
+			if !ok {
+				t.Fatal("no rule")
+			}
+			if got := r.tokens(tt.w, tt.h); got != tt.want {
+				t.Errorf("%d tokens, want %d (%s)", got, tt.want, r.name)
+			}
+		})
+	}
+	if _, ok := imageTokenRule("openai", "llava", "high"); ok {
+		t.Error("a rule for a model OpenAI does not document")
+	}
+	if _, ok := imageTokenRule("local", "x", ""); ok {
+		t.Error("a rule for the local provider")
+	}
+}
+
+func TestEstimateReportSampled(t *testing.T) {
+	sizes := make([]image.Point, 800)
+	for i := range sizes {
+		sizes[i] = image.Pt(1024, 1024)
+	}
+	e := estimateReport{
+		Rule:      state.RuleListing{Name: "caption", Function: "AI_IMAGE_EMBED", Model: "emb", SourceTable: "public.photos", ImageColumn: "img"},
+		Model:     provider.Model{Name: "emb", Provider: "voyage", Model: "voyage-multimodal-3"},
+		Scan:      imageScan{Rows: 100000, Sampled: true, Read: 1000, WithImage: 900, Sizes: sizes, Unknown: 100},
+		TokenRule: "Voyage's rule", InputPerImage: 1873, PriceIn: 0.12,
+	}
+	got := e.String()
+	for _, want := range []string{
+		"Source: about 100000 rows (pg_class estimate); a sample of 1000 rows was read, 900 with an image",
+		"100 images are not PNG, JPEG, GIF or WebP",
+		"Backfill: 80000 calls, 149840000 input tokens, cost 17.98080",
+		"Per 1,000 new rows like these: 800 calls, 1498400 input tokens, cost 0.17981",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("estimate lacks %q:\n%s", want, got)
+		}
+	}
+}
