@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider/local"
 )
 
@@ -131,5 +132,34 @@ func TestHostileAnswerPeakRSS(t *testing.T) {
 	t.Logf("peak RSS %.1f MiB with 4 answers of 600 MB at once (budget 32 MiB)", float64(rss)/(1<<20))
 	if rss > budget+64<<20 {
 		t.Errorf("peak RSS %d MiB > budget + 64 MiB", rss>>20)
+	}
+}
+
+// TestHostileAnswerNUL: a provider whose answer holds a NUL character (which
+// a text column cannot store) gets a bad_response row for that row, and the
+// lane goes on with the others instead of retrying the write forever.
+func TestHostileAnswerNUL(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	nul := magic.DataURL(magic.PNG, pngImage(t, 1))
+	ai.Set(0, func(r aiRequest) (int, string) {
+		if r.DataURL == nul {
+			return 200, "a\x00b"
+		}
+		return 200, captionOf(r.DataURL)
+	})
+	s.model(t, "vision", ai, `{}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	_, stop := s.start(t, s.config(t))
+	want := map[int]string{}
+	insertRows(t, s, 1, 4, 1, want)
+	s.sync(t, 30*time.Second)
+	want[1] = "<NULL>"
+	assertCaptions(t, captions(t, s.conn), want)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE reason = 'bad_response' AND detail LIKE '%NUL%' AND resolved_at IS NULL"); n != 1 {
+		t.Errorf("%d bad_response rows about the NUL, want 1", n)
+	}
+	if err := stop(); err != nil {
+		t.Error(err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"unicode/utf8"
 )
 
 // Bounds of what a provider may send (SPEC §5b): every answer is bounded
@@ -108,8 +110,15 @@ func TooLargeAnswer(err error) *Error {
 
 // CheckText returns BadResponse when text is longer than MaxTextBytes.
 func CheckText(text string) error {
-	if len(text) > MaxTextBytes {
+	switch {
+	case len(text) > MaxTextBytes:
 		return Errorf(BadResponse, "answer text of %d bytes is over the limit of %d bytes", len(text), MaxTextBytes)
+	case strings.IndexByte(text, 0) >= 0:
+		// PostgreSQL's text cannot hold a NUL: the write would fail every
+		// time and hold the lane.
+		return Errorf(BadResponse, "answer text contains a NUL character (byte %d), which a text column cannot store", strings.IndexByte(text, 0))
+	case !utf8.ValidString(text):
+		return Errorf(BadResponse, "answer text is not valid UTF-8")
 	}
 	return nil
 }

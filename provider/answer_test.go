@@ -79,3 +79,27 @@ func TestEmbedAnswerBytes(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckText(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string
+		wantBad bool
+	}{
+		{"plain", "a red square", false},
+		{"empty", "", false},
+		{"unicode", "un carré rouge — 赤い", false},
+		{"NUL", "a\x00b", true},
+		{"invalid UTF-8", "a\xffb", true},
+		{"too long", strings.Repeat("a", provider.MaxTextBytes+1), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := provider.CheckText(tt.text)
+			var pe *provider.Error
+			if bad := errors.As(err, &pe) && pe.Kind == provider.BadResponse; bad != tt.wantBad {
+				t.Errorf("CheckText = %v, want bad_response %v", err, tt.wantBad)
+			}
+		})
+	}
+}
