@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/internal/pgerr"
@@ -163,36 +165,12 @@ func (l *lane) write(ctx context.Context, items []item) error {
 	}
 	ops := b.final(l.own)
 	last := items[len(items)-1]
-	bo := backoff.Backoff{Min: l.backoff, Max: maxWriteBackoff}
-	for attempt := 1; ; attempt++ {
-		err := l.w.Write(ctx, ops, last.pos, last.rec.commitTime)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if errors.Is(err, state.ErrFenced) {
-			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
-		}
-		l.log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.pos.String(), "err", err)
-		if missingTarget(err) && l.repair != nil {
-			if rerr := l.repair(ctx, l.name); rerr != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				l.log.Error("re-creating the target failed", "lane", l.name, "err", rerr)
-			} else {
-				l.log.Warn("target table or column was missing; re-created it", "lane", l.name)
-				select {
-				case l.repaired <- l.name:
-				default: // a backfill of the lane is requested already
-				}
-			}
-		}
-		if err := bo.Sleep(ctx); err != nil {
-			return err
-		}
+	err := l.commit(ctx, ops, last)
+	if errors.Is(err, errRefused) {
+		return l.isolate(ctx, items, err)
+	}
+	if err != nil {
+		return err
 	}
 	var cost int64
 	for i := range items {
@@ -218,6 +196,94 @@ func (l *lane) write(ctx context.Context, items []item) error {
 	l.stat.errorsN.Add(int64(b.errorsN))
 	l.metrics.Written(b.rows, b.reasons)
 	return nil
+}
+
+// errRefused marks a write the target refused for what it holds (a data
+// exception or a constraint, SQLSTATE classes 22 and 23): writing the same
+// again would fail the same way.
+var errRefused = errors.New("the target refused the write")
+
+// refusal is what the server said of a refused write.
+func refusal(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("%s (SQLSTATE %s)", pe.Message, pe.Code)
+	}
+	return err.Error()
+}
+
+// refused reports a write error that retrying cannot fix.
+func refused(err error) bool {
+	code := pgerr.SQLState(err)
+	return len(code) == 5 && (code[:2] == "22" || code[:2] == "23")
+}
+
+// isolate writes items one at a time after the target refused them
+// together, so that one row the target cannot take never holds the lane (SPEC
+// §5: one bad row never blocks the stream): a result it refuses is written
+// as a NULL with a bad_response errors row saying why. Any other item it
+// refuses stops the lane: dropping a delete or a move would lose a change.
+func (l *lane) isolate(ctx context.Context, items []item, err error) error {
+	if len(items) > 1 {
+		for i := range items {
+			if err := l.write(ctx, items[i:i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	it := &items[0]
+	if it.kind != itemResult || (it.call != nil && it.call.err != nil) {
+		return err // refused again as an errors row, or not a result: stop
+	}
+	size, head := 0, []byte(nil)
+	if it.call != nil {
+		size, head = it.call.size, it.call.head
+	}
+	l.log.Error("the target refused a result; writing it as a bad_response", "lane", l.name, "key", string(it.keyJSON), "err", err)
+	it.call = failedCall(&functions.Error{Reason: functions.BadResponse, ImageBytes: size, ImageHead: head,
+		Detail: fmt.Sprintf("model %s: the target column %s.%s refused the answer: %s", it.rule.Model, it.target.Name(), it.target.Column, refusal(err))}, size, head)
+	return l.write(ctx, items)
+}
+
+// commit writes ops in one target transaction with last's position,
+// retrying with backoff until it succeeds, ctx ends, the lane is fenced, or
+// the target refuses what it holds (errRefused).
+func (l *lane) commit(ctx context.Context, ops []sink.Op, last item) error {
+	bo := backoff.Backoff{Min: l.backoff, Max: maxWriteBackoff}
+	for attempt := 1; ; attempt++ {
+		err := l.w.Write(ctx, ops, last.pos, last.rec.commitTime)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, state.ErrFenced) {
+			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+		}
+		if refused(err) {
+			return fmt.Errorf("%w: %w", errRefused, err)
+		}
+		l.log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.pos.String(), "err", err)
+		if missingTarget(err) && l.repair != nil {
+			if rerr := l.repair(ctx, l.name); rerr != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				l.log.Error("re-creating the target failed", "lane", l.name, "err", rerr)
+			} else {
+				l.log.Warn("target table or column was missing; re-created it", "lane", l.name)
+				select {
+				case l.repaired <- l.name:
+				default: // a backfill of the lane is requested already
+				}
+			}
+		}
+		if err := bo.Sleep(ctx); err != nil {
+			return err
+		}
+	}
 }
 
 // missingTarget reports a write that failed because its target table or

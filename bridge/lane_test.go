@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/provider"
@@ -313,4 +315,56 @@ func TestLaneMoveWaitsForItsResults(t *testing.T) {
 	}
 	close(slow.done)
 	waitFor(t, "the Move", func() bool { b, _ := w.written(); return len(b) == 1 })
+}
+
+// refusingWriter refuses (SQLSTATE 22021) every batch holding an upsert of
+// the value "bad", as PostgreSQL refuses a text with a NUL.
+type refusingWriter struct{ fakeWriter }
+
+func (w *refusingWriter) Write(ctx context.Context, ops []sink.Op, pos state.Position, ct time.Time) error {
+	for _, op := range ops {
+		if up, ok := op.(sink.Upsert); ok && up.Value == "bad" {
+			return &pgconn.PgError{Code: "22021", Message: "invalid byte sequence for encoding \"UTF8\": 0x00"}
+		}
+	}
+	return w.fakeWriter.Write(ctx, ops, pos, ct)
+}
+
+// TestLaneIsolatesARefusedResult: one result the target refuses costs only
+// its own row (a NULL and a bad_response errors row); the others are written.
+func TestLaneIsolatesARefusedResult(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &refusingWriter{}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, nil, 100, &acks, &mu)
+	ls.newWriter = func(string) laneWriter { return w }
+	rec := ls.tracker.begin(time.Time{})
+	l := ls.get(r.Target.Name())
+	l.mu.Lock()
+	for i, v := range []string{"ok1", "bad", "ok3"} {
+		ls.tracker.add(rec)
+		l.queue = append(l.queue, resultItem(r, i+1, done(functions.Result{Text: v}, nil), rec, state.Position{Commit: 10, Ord: int64(i+1) << eventBits}))
+	}
+	l.mu.Unlock()
+	l.signal()
+	ls.tracker.seal(rec, 11)
+	waitFor(t, "the three rows, one at a time", func() bool { b, _ := w.written(); return len(b) == 3 })
+	batches, _ := w.written()
+	var values []any
+	var reasons []string
+	for _, b := range batches {
+		for _, op := range b {
+			switch op := op.(type) {
+			case sink.Upsert:
+				values = append(values, op.Value)
+			case state.Error:
+				reasons = append(reasons, op.Reason)
+			}
+		}
+	}
+	if fmt.Sprint(values) != "[ok1 <nil> ok3]" || fmt.Sprint(reasons) != "[bad_response]" {
+		t.Errorf("values %v, errors rows %v; want [ok1 <nil> ok3] and one bad_response", values, reasons)
+	}
+	waitFor(t, "the ack", func() bool { mu.Lock(); defer mu.Unlock(); return len(acks) == 1 && acks[0] == 11 })
 }

@@ -163,3 +163,33 @@ func TestHostileAnswerNUL(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestTargetRefusesOneResult: a target column that refuses some answers (a
+// user's CHECK constraint) costs only those rows — a NULL and a bad_response
+// row saying why — while the lane writes the others.
+func TestTargetRefusesOneResult(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	refusedURL := magic.DataURL(magic.PNG, pngImage(t, 2))
+	ai.Set(0, func(r aiRequest) (int, string) {
+		if r.DataURL == refusedURL {
+			return 200, "forbidden words"
+		}
+		return 200, captionOf(r.DataURL)
+	})
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, `CREATE TABLE public.captions (id int PRIMARY KEY, caption text CHECK (caption NOT LIKE 'forbidden%'))`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	_, stop := s.start(t, s.config(t))
+	want := map[int]string{}
+	insertRows(t, s, 1, 5, 4, want) // one transaction: one batch to split
+	s.sync(t, 60*time.Second)
+	want[2] = "<NULL>"
+	assertCaptions(t, captions(t, s.conn), want)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE reason = 'bad_response' AND detail LIKE '%refused the answer%23514%' AND resolved_at IS NULL"); n != 1 {
+		t.Errorf("%d bad_response rows for the refused answer, want 1", n)
+	}
+	if err := stop(); err != nil {
+		t.Error(err)
+	}
+}
