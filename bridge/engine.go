@@ -352,9 +352,12 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 		// the row's key, or — for a key move, whose Move carries the result
 		// and its input along — at its old key; nowhere while an earlier
 		// change of the row waits in the lane.
+		// An INSERT has nothing stored to compare with: a row's stored
+		// input goes with its DELETE (and moves with its key), so the read
+		// would only cost a round trip per new row.
 		look := map[string]*lookup{}
 		for _, r := range rules {
-			if lane := r.Target.Name(); !e.lanes.rows.busy(lane, keyJSON) {
+			if lane := r.Target.Name(); ch.Op == replication.Update && !e.lanes.rows.busy(lane, keyJSON) {
 				look[lane] = &lookup{keyJSON: keyJSON, key: key}
 			}
 		}
