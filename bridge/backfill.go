@@ -35,11 +35,16 @@ type backfillState struct {
 	pending map[string]*page              // pages waiting for their marker message
 	rows    map[string]int                // rows read by each running backfill, for the log
 	seen    map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
+	// truncated: the source tables with a backfill that were truncated
+	// since it started.
+	truncated map[uint32]bool
+	runs      map[string]string // the run of each rule's current backfill worker
 }
 
 func newBackfillState(srcDSN string) backfillState {
 	return backfillState{srcDSN: srcDSN, workers: map[string]context.CancelFunc{}, pages: make(chan *page),
-		pending: map[string]*page{}, rows: map[string]int{}, seen: map[uint32]map[keyDigest]bool{}}
+		pending: map[string]*page{}, rows: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
+		truncated: map[uint32]bool{}, runs: map[string]string{}}
 }
 
 // page is one keyset page of a backfill, or the signal that it is done.
@@ -55,6 +60,7 @@ func newBackfillState(srcDSN string) backfillState {
 type page struct {
 	id          string
 	rule        string // rule name
+	run         string // the worker's run (see backfillWorker.run)
 	fingerprint string // of the rule that started the backfill
 	rows        []pageRow
 	lastKey     []byte // source_key of the last row; nil when rows is empty
@@ -275,9 +281,13 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 	e.stopBackfill(r.Name) // one worker per rule, also after a reload that failed half-way
 	bctx, cancel := context.WithCancel(e.callCtx)
 	e.bf.workers[r.Name] = cancel
-	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.bf.srcDSN}, hand: e.handPage,
+	var nonce [16]byte
+	rand.Read(nonce[:])
+	run := hex.EncodeToString(nonce[:])
+	e.bf.runs[r.Name] = run
+	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.bf.srcDSN}, hand: e.handPage, run: run,
 		bo: backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}}
-	go w.run(bctx, r, last, stop)
+	go w.work(bctx, r, last, stop)
 	return nil
 }
 
@@ -316,6 +326,13 @@ func (e *engine) stopBackfill(name string) {
 		cancel()
 		delete(e.bf.workers, name)
 	}
+	delete(e.bf.runs, name)
+	for id, p := range e.bf.pending { // its pages are never applied
+		if p.rule == name {
+			delete(e.bf.pending, id)
+			close(p.applied)
+		}
+	}
 }
 
 // pageSource is what a backfill worker needs of the source database: read
@@ -337,20 +354,20 @@ type backfillWorker struct {
 	src  pageSource
 	hand func(ctx context.Context, p *page) error // to the engine's goroutine; waits for it
 	bo   backoff.Backoff
+	// run names the worker's pages: a secret nonce (any role may emit a
+	// logical decoding message with the marker's prefix, but none can name
+	// a page the bridge read, SPEC §5b), new for every start of a
+	// backfill, so a page of a stopped worker is never applied to the next.
+	run string
 }
 
 // run reads r's pages from after last up to stop, each handed over and
 // marked, waiting until the engine applied it before reading the next, so
 // the byte budget paces the backfill too. Failures are retried with backoff
 // until ctx ends.
-func (w *backfillWorker) run(ctx context.Context, r *Rule, last, stop []byte) {
+func (w *backfillWorker) work(ctx context.Context, r *Rule, last, stop []byte) {
 	defer w.src.close(context.WithoutCancel(ctx))
-	// A page's marker names it by a secret nonce: any role may emit a
-	// logical decoding message with the marker's prefix, but none can name a
-	// page the bridge read (SPEC §5b).
-	var nonce [16]byte
-	rand.Read(nonce[:])
-	run := hex.EncodeToString(nonce[:])
+	run := w.run
 	seq := 0
 	for ctx.Err() == nil {
 		rows, total, err := w.src.read(ctx, r, last, stop)
@@ -365,7 +382,7 @@ func (w *backfillWorker) run(ctx context.Context, r *Rule, last, stop []byte) {
 		seq++
 		// A page cut by bytes (fewer rows than the row limit gave) is not
 		// the last.
-		p := &page{id: fmt.Sprintf("%s/%s/%d", r.Name, run, seq), rule: r.Name, fingerprint: r.Fingerprint,
+		p := &page{id: fmt.Sprintf("%s/%s/%d", r.Name, run, seq), rule: r.Name, run: run, fingerprint: r.Fingerprint,
 			rows: rows, done: total < backfillPage && len(rows) == total, applied: make(chan struct{})}
 		if len(rows) > 0 {
 			p.lastKey = rows[len(rows)-1].keyJSON
@@ -473,12 +490,18 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 	delete(e.bf.pending, marker.Page)
 	defer close(p.applied)
 	r := e.rules.byName[p.rule]
-	if r == nil || r.Fingerprint != p.fingerprint {
-		return nil // the rule changed or went away; its new backfill covers it
+	if r == nil || r.Fingerprint != p.fingerprint || e.bf.runs[p.rule] != p.run {
+		return nil // the rule changed, went away or started again; its new backfill covers it
 	}
 	seen := e.bf.seen[r.Source.OID]
+	rows := p.rows
+	if e.bf.truncated[r.Source.OID] {
+		// The table was truncated since the backfill started: what the
+		// page read before is gone, and every row since is streamed.
+		rows = nil
+	}
 	lane := r.Target.Name()
-	for i, row := range p.rows {
+	for i, row := range rows {
 		pos, ok := e.admit(lane, i)
 		if !ok || seen[digestKey(row.keyJSON)] {
 			continue
@@ -509,6 +532,7 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 		e.stopBackfill(r.Name)
 		if !e.backfilling(r.Source.OID) {
 			delete(e.bf.seen, r.Source.OID)
+			delete(e.bf.truncated, r.Source.OID)
 		}
 	}
 	return nil

@@ -101,7 +101,7 @@ func TestBackfillWorker(t *testing.T) {
 				}}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			w.run(ctx, &Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+			w.work(ctx, &Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
 			if ctx.Err() != nil {
 				t.Fatal("the worker did not finish")
 			}

@@ -320,6 +320,17 @@ func (b *Bridge) lead(ctx context.Context) error {
 	return b.pipeline(ctx, hard, stream, checkpoint, cpw)
 }
 
+// engineErr is what stopped the engine: the failure of the stage that
+// cancelled it (see failEngine), unless ctx itself ended.
+func engineErr(ctx, engCtx context.Context, err error) error {
+	if ctx.Err() == nil {
+		if cause := context.Cause(engCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
+		}
+	}
+	return err
+}
+
 // errCheckpoint marks a failure of the checkpointer, which has stopped.
 var errCheckpoint = errors.New("checkpoint")
 
@@ -348,6 +359,13 @@ func (b *Bridge) pipeline(ctx, hard context.Context, stream *replication.Stream,
 	streamCtx, stopStream := context.WithCancel(hard)
 	defer stopStream()
 	eng := b.engine
+	// The engine's work ends with ctx, or as soon as a stage it may be
+	// waiting on fails: a dead lane holding budget, a lost leadership, a
+	// failed checkpointer — so that the engine, blocked on the budget, does
+	// not wait forever for what will never come.
+	engCtx, failEngine := context.WithCancelCause(ctx)
+	defer failEngine(nil)
+	eng.lanes.onFail = failEngine
 
 	events := make(chan replication.Event, 16)
 	streamErr := make(chan error, 1)
@@ -356,12 +374,26 @@ func (b *Bridge) pipeline(ctx, hard context.Context, stream *replication.Stream,
 	cpCtx, stopCheckpointer := context.WithCancel(hard)
 	defer stopCheckpointer()
 	cpErr := make(chan error, 1)
-	go func() { cpErr <- cp.run(cpCtx) }()
-	lost := make(chan error, 1)
+	go func() {
+		err := cp.run(cpCtx)
+		if err != nil {
+			failEngine(fmt.Errorf("%w: %w", errCheckpoint, err))
+		}
+		cpErr <- err
+	}()
+	lost, watched := make(chan error, 1), make(chan error, 1)
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
-		b.leader.watch(streamCtx, lost)
+		b.leader.watch(streamCtx, watched)
+	}()
+	go func() {
+		select {
+		case err := <-watched:
+			failEngine(err)
+			lost <- err
+		case <-streamCtx.Done():
+		}
 	}()
 	defer func() { // the lock's connection is the watcher's until it returns
 		stopStream()
@@ -376,18 +408,21 @@ loop:
 	for {
 		select {
 		case <-recheck.C:
-			if err = eng.recheck(ctx); err != nil {
+			if err = eng.recheck(engCtx); err != nil {
+				err = engineErr(ctx, engCtx, err)
 				break loop
 			}
-			eng.retryExhausted(ctx)
+			eng.retryExhausted(engCtx)
 		case ev := <-events:
-			if err = eng.handle(ctx, ev); err != nil {
+			if err = eng.handle(engCtx, ev); err != nil {
+				err = engineErr(ctx, engCtx, err)
 				break loop
 			}
 		case p := <-eng.bf.pages:
 			eng.register(p)
 		case lane := <-eng.lanes.repaired:
-			if err = eng.live.rebackfill(ctx, eng, lane); err != nil {
+			if err = eng.live.rebackfill(engCtx, eng, lane); err != nil {
+				err = engineErr(ctx, engCtx, err)
 				break loop
 			}
 		case err = <-streamErr:

@@ -99,7 +99,7 @@ type call struct {
 	hit    bool      // served by the cache or an identical call in flight
 	size   int       // image length, for errors rows found after the call
 	head   []byte    // first bytes of the image
-	held   int64     // budget bytes the call's result holds until written
+	held   int64     // budget bytes its item is charged, from emit until written
 	key    *cacheKey // the call's identity; nil when no provider was asked
 	// unchanged: the stored result was computed from the same input; no
 	// call was made and nothing is written.
@@ -281,7 +281,7 @@ func (e *engine) emit(ctx context.Context, pos state.Position, it item) error {
 	if it.call != nil {
 		it.cost += it.call.held
 	}
-	if err := e.budget.acquire(ctx, it.cost-heldBy(it.call)); err != nil {
+	if err := e.budget.acquire(ctx, it.cost); err != nil {
 		return err
 	}
 	e.routed[lane] = pos
@@ -289,13 +289,6 @@ func (e *engine) emit(ctx context.Context, pos state.Position, it item) error {
 	e.lanes.rows.add(lane, rowsOf(&it)...)
 	e.lanes.get(lane).push(it)
 	return nil
-}
-
-func heldBy(c *call) int64 {
-	if c == nil {
-		return 0
-	}
-	return c.held
 }
 
 func (e *engine) change(ctx context.Context, ch *replication.Change) error {
@@ -487,6 +480,9 @@ func (e *engine) truncate(ctx context.Context, ch *replication.Change) error {
 			continue
 		}
 		rules := e.rules.bySource[r.OID]
+		if e.bf.seen[r.OID] != nil {
+			e.bf.truncated[r.OID] = true // pages read before it must not bring rows back
+		}
 		for _, t := range targets(rules) {
 			pos, ok := e.admit(t.Name(), sub)
 			sub++
@@ -523,7 +519,10 @@ func (e *engine) start(ctx context.Context, r *Rule, look *lookup, img []byte, p
 	// it (base64, JSON) while the call runs; and what the provider holds in
 	// this process to answer (the local provider decodes the image).
 	imgCost := 2*int64(len(img)) + r.Fn.CallMemory(img)
-	if err := e.budget.acquire(ctx, imgCost+callOverhead); err != nil {
+	// The call's overhead is charged when its item is emitted (held): a
+	// change whose rules start several big calls must not wait, holding
+	// overhead of its own, for budget that only its own items would free.
+	if err := e.budget.acquire(ctx, imgCost); err != nil {
 		return nil, err
 	}
 	c.held = callOverhead

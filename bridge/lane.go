@@ -124,7 +124,13 @@ func (l *lane) take() (items []item, wait <-chan struct{}, done bool) {
 		if len(l.queue) == 0 {
 			return nil, nil, l.closed
 		}
-		return nil, l.queue[0].notReady().done, false
+		c := l.queue[0].notReady()
+		if c == nil { // it became ready since the loop looked: take it next time
+			ready := make(chan struct{})
+			close(ready)
+			return nil, ready, false
+		}
+		return nil, c.done, false
 	}
 	items = make([]item, n)
 	copy(items, l.queue[:n])
@@ -307,6 +313,7 @@ type lanes struct {
 	repair    func(ctx context.Context, lane string) error
 	repaired  chan string // lanes whose target was re-created, for the engine
 	own       func(xid uint32)
+	onFail    func(error)     // called with the first failure of any lane
 	rows      rowCounts       // items waiting per row of each lane
 	ctx       context.Context // the lanes' goroutines end with it
 
@@ -336,8 +343,12 @@ func (ls *lanes) get(name string) *lane {
 		defer ls.wg.Done()
 		defer l.w.Close(context.WithoutCancel(ls.ctx))
 		if err := l.run(ls.ctx); err != nil && ls.ctx.Err() == nil {
+			err = fmt.Errorf("lane %s: %w", name, err)
+			if ls.onFail != nil {
+				ls.onFail(fmt.Errorf("apply: %w", err))
+			}
 			select {
-			case ls.errs <- fmt.Errorf("lane %s: %w", name, err):
+			case ls.errs <- err:
 			default:
 			}
 		}

@@ -111,7 +111,9 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 					}
 					n++
 				}
-				if len(rows) == total { // not cut by bytes: this chunk is done
+				// Done when neither the row limit nor the byte cut
+				// stopped the read.
+				if len(rows) == 0 || total < backfillPage && len(rows) == total {
 					break
 				}
 				after = rows[len(rows)-1].ord

@@ -42,7 +42,7 @@ type Target struct {
 
 	cast bool // the value is sent as text and cast to SQLType (pgvector, json)
 
-	upsert, del, move, has string
+	upsert, del, move, delStale, has string
 }
 
 // HasValue reports whether the target row keyed key holds a result (not
@@ -247,4 +247,5 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCL
 		set = append(set, fmt.Sprintf("%s = $%d", k, i+1))
 	}
 	t.move = fmt.Sprintf("UPDATE %s SET %s WHERE %s", table, strings.Join(set, ", "), strings.Join(whereOld, " AND "))
+	t.delStale = fmt.Sprintf("DELETE FROM %s WHERE %s AND EXISTS (SELECT FROM %s WHERE %s)", table, strings.Join(where, " AND "), table, strings.Join(whereOld, " AND "))
 }

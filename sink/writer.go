@@ -157,8 +157,11 @@ type Move struct {
 }
 
 func (o Move) Queue(b *pgx.Batch) {
-	b.Queue(o.Target.del, o.NewKey...)
-	b.Queue(o.Target.move, append(append([]any{}, o.NewKey...), o.OldKey...)...)
+	keys := append(append([]any{}, o.NewKey...), o.OldKey...)
+	// Only while the old row is there: a Move written again (a replay)
+	// must not delete the row it moved.
+	b.Queue(o.Target.delStale, keys...)
+	b.Queue(o.Target.move, keys...)
 }
 
 // Truncate empties a target table.

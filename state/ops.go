@@ -103,11 +103,17 @@ type RekeyErrors struct {
 }
 
 func (o RekeyErrors) Queue(b *pgx.Batch) {
+	// Open errors left at the new key (a row deleted there while the rule
+	// did not run) are stale: resolved first, or the rekey would hit the
+	// one-open-error-per-row index.
+	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
+WHERE source_table = $1 AND source_key = $2 AND rule = ANY($3) AND resolved_at IS NULL`, o.SourceTable, string(o.NewKey), o.Rules)
 	b.Queue(`UPDATE pgimageai.errors SET source_key = $3
 WHERE source_table = $1 AND source_key = $2 AND rule = ANY($4) AND resolved_at IS NULL`, o.SourceTable, string(o.OldKey), string(o.NewKey), o.Rules)
 	// What the results were computed from moves with the row, so a key
 	// move costs no call.
-	b.Queue(`DELETE FROM pgimageai.results WHERE source_key = $1 AND rule = ANY($2)`, string(o.NewKey), o.Rules)
+	b.Queue(`DELETE FROM pgimageai.results r WHERE r.source_key = $1 AND r.rule = ANY($2)
+  AND EXISTS (SELECT FROM pgimageai.results o WHERE o.rule = r.rule AND o.source_key = $3)`, string(o.NewKey), o.Rules, string(o.OldKey))
 	b.Queue(`UPDATE pgimageai.results SET source_key = $2 WHERE source_key = $1 AND rule = ANY($3)`, string(o.OldKey), string(o.NewKey), o.Rules)
 }
 
