@@ -190,3 +190,30 @@ func TestRetry(t *testing.T) {
 		t.Fatalf("%d errors still open after the retry: %s", n, strings.Join(details, "; "))
 	}
 }
+
+// TestRetryManyRows: a retry of 450 failed rows reads them in pages of 200
+// (one chunk of keys) and reprocesses every one of them.
+func TestRetryManyRows(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	ai.Set(0, func(aiRequest) (int, string) { return http.StatusServiceUnavailable, "down" })
+	s.model(t, "vision", ai, `{"max_retries": 0, "max_concurrency": 16}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	_, stop := s.start(t, s.config(t))
+	want := map[int]string{}
+	insertRows(t, s, 1, 451, 150, want)
+	s.sync(t, 60*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE resolved_at IS NULL"); n != 450 {
+		t.Fatalf("%d open errors, want 450", n)
+	}
+	ai.Set(0, nil)
+	s.exec(t, `INSERT INTO pgimageai.retry_requests DEFAULT VALUES`)
+	s.sync(t, 60*time.Second)
+	assertCaptions(t, captions(t, s.conn), want)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE resolved_at IS NULL"); n != 0 {
+		t.Errorf("%d errors still open after the retry", n)
+	}
+	if err := stop(); err != nil {
+		t.Error(err)
+	}
+}
