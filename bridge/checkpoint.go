@@ -35,8 +35,18 @@ type checkpointer struct {
 // again.
 func (c *checkpointer) run(ctx context.Context) error {
 	var last time.Time
+	// retry brings a failed store back after an interval, even if the
+	// slot's position does not move again.
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		select {
+		case <-retry.C:
+			select {
+			case c.tracker.moved <- struct{}{}:
+			default:
+			}
 		case <-c.tracker.moved:
 			if backoff.Wait(ctx, time.Until(last.Add(checkpointInterval))) != nil {
 				continue // stores below
@@ -48,6 +58,7 @@ func (c *checkpointer) run(ctx context.Context) error {
 				}
 				if ctx.Err() == nil {
 					c.log.Warn("storing the checkpoint failed; retrying", "err", err)
+					retry.Reset(checkpointInterval)
 				}
 			}
 		case <-ctx.Done():

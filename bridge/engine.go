@@ -192,7 +192,7 @@ func (e *engine) handle(ctx context.Context, ev replication.Event) error {
 			if r.final == ev.FinalLSN {
 				// The transaction cut off by the Reset, sent again: its
 				// items routed before are skipped by position.
-				e.open = &openTxn{final: r.final, commitTime: r.commitTime, rec: r.rec}
+				e.open = &openTxn{final: r.final, commitTime: r.commitTime, rec: r.rec, own: r.own}
 				return nil
 			}
 			e.log.Warn("the transaction cut off by a reconnect was not sent again", "commit_lsn", r.final.String(), "next", ev.FinalLSN.String())

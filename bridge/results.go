@@ -78,9 +78,11 @@ func rowsOf(it *item) [][]byte {
 // lookups is a small pool of target connections on which call goroutines
 // read the stored inputs. It is safe for concurrent use.
 type lookups struct {
-	dsn  string
-	sem  chan struct{}  // a slot per connection in use
-	idle chan *pgx.Conn // connections not in use
+	mu     sync.Mutex
+	closed bool // after close, connections are closed, not kept
+	dsn    string
+	sem    chan struct{}  // a slot per connection in use
+	idle   chan *pgx.Conn // connections not in use
 }
 
 func newLookups(dsn string, n int) *lookups {
@@ -124,12 +126,23 @@ func (l *lookups) same(ctx context.Context, r *Rule, at *lookup, input []byte) b
 		conn.Close(context.WithoutCancel(ctx))
 		return false
 	}
-	l.idle <- conn
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		conn.Close(context.WithoutCancel(ctx))
+		return same
+	}
+	l.idle <- conn // never blocks: at most n connections exist
+	l.mu.Unlock()
 	return same
 }
 
-// close closes the idle connections.
+// close closes the idle connections, and those still in use when their
+// lookup ends.
 func (l *lookups) close(ctx context.Context) {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
 	for {
 		select {
 		case c := <-l.idle:
