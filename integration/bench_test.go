@@ -143,7 +143,7 @@ func BenchmarkLargeEmbeddingTransaction(b *testing.B) {
 		b.Skip("one iteration is the whole measurement; run with -benchtime=1x") // ok-to-skip: benchmark shape
 	}
 	s := newSource(b)
-	srv, calls := newFakeEmbedder(b, 1536)
+	srv, calls := newFakeEmbedder(b, "m", wideVector(1536))
 	s.exec(b, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES ('emb', 'vllm', $1, 'm', '{"max_concurrency": 32}')`, srv.URL+"/v1")
 	s.exec(b, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, target_table, target_column)
 VALUES ('embed', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', 'public.vectors', 'v')`)

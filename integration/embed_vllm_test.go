@@ -29,8 +29,18 @@ func vllmVector(img []byte) [3]float32 {
 }
 
 // newFakeVLLM serves POST /v1/embeddings the way vLLM does for a chat-style
-// embedding request, checking the request's shape.
+// embedding request of model vlm2vec, checking the request's shape, with
+// vllmVector's three values.
 func newFakeVLLM(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	return newFakeEmbedder(t, "vlm2vec", func(img []byte) []float32 { v := vllmVector(img); return v[:] })
+}
+
+// newFakeEmbedder serves vLLM's POST /v1/embeddings for chat-style image
+// input (vLLM's OpenAI-compatible server, "Embeddings API" with messages:
+// docs.vllm.ai/en/latest/serving/openai_compatible_server.html) for model,
+// checking the request's shape, with the vector vec gives the image.
+func newFakeEmbedder(t testing.TB, model string, vec func(img []byte) []float32) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,7 +62,7 @@ func newFakeVLLM(t *testing.T) (*httptest.Server, *atomic.Int64) {
 			http.Error(w, `{"object":"error","message":"not found"}`, http.StatusNotFound)
 			return
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "vlm2vec" || req.EncodingFormat != "float" ||
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != model || req.EncodingFormat != "float" ||
 			len(req.Messages) != 1 || req.Messages[0].Role != "user" || len(req.Messages[0].Content) != 1 ||
 			req.Messages[0].Content[0].Type != "image_url" {
 			t.Errorf("unexpected request %+v (%v)", req, err)
@@ -67,10 +77,11 @@ func newFakeVLLM(t *testing.T) (*httptest.Server, *atomic.Int64) {
 			http.Error(w, `{"object":"error","message":"bad image"}`, http.StatusBadRequest)
 			return
 		}
-		v := vllmVector(img)
+		out, _ := json.Marshal(map[string]any{"id": "embd-1", "object": "list", "created": 1, "model": model,
+			"data":  []any{map[string]any{"index": 0, "object": "embedding", "embedding": vec(img)}},
+			"usage": map[string]any{"prompt_tokens": 42, "total_tokens": 42, "completion_tokens": 0}})
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"embd-1","object":"list","created":1,"model":"vlm2vec","data":[{"index":0,"object":"embedding","embedding":[%g,%g,%g]}],"usage":{"prompt_tokens":42,"total_tokens":42,"completion_tokens":0}}`,
-			v[0], v[1], v[2])
+		w.Write(out)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &calls

@@ -1,18 +1,14 @@
 package integration_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -320,47 +316,16 @@ func TestDroppedTargetRecreated(t *testing.T) {
 	}
 }
 
-// newFakeEmbedder serves vLLM's POST /v1/embeddings for chat-style image
-// input (vLLM's OpenAI-compatible server, "Embeddings API" with messages:
-// docs.vllm.ai/en/latest/serving/openai_compatible_server.html) with vectors
-// of dims values.
-func newFakeEmbedder(t testing.TB, dims int) (*httptest.Server, *atomic.Int64) {
-	t.Helper()
-	var calls atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		var req struct {
-			Model    string `json:"model"`
-			Messages []struct {
-				Content []struct {
-					Type     string `json:"type"`
-					ImageURL struct {
-						URL string `json:"url"`
-					} `json:"image_url"`
-				} `json:"content"`
-			} `json:"messages"`
+// wideVector is a vector of dims values derived from the image's digest.
+func wideVector(dims int) func(img []byte) []float32 {
+	return func(img []byte) []float32 {
+		sum := sha256.Sum256(img)
+		v := make([]float32, dims)
+		for i := range v {
+			v[i] = float32(sum[i%32])/255 + float32(i)/float32(dims)
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.URL.Path != "/v1/embeddings" || len(req.Messages) != 1 ||
-			len(req.Messages[0].Content) == 0 || req.Messages[0].Content[0].Type != "image_url" {
-			t.Errorf("unexpected request to %s: %+v (%v)", r.URL.Path, req, err)
-			http.Error(w, `{"object":"error","message":"bad request"}`, http.StatusBadRequest)
-			return
-		}
-		sum := sha256.Sum256([]byte(req.Messages[0].Content[0].ImageURL.URL))
-		var b bytes.Buffer
-		b.WriteString(`{"object":"list","model":"m","data":[{"index":0,"object":"embedding","embedding":[`)
-		for i := 0; i < dims; i++ {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, "%.6f", float64(sum[i%32])/255+float64(i)/float64(dims))
-		}
-		b.WriteString(`]}],"usage":{"prompt_tokens":1,"total_tokens":1}}`)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(b.Bytes())
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &calls
+		return v
+	}
 }
 
 // TestBigTransactionsInBoundedMemory runs the two loads of SPEC §5 (scaled
@@ -394,7 +359,7 @@ SELECT i, '\x89504e470d0a1a0a'::bytea || convert_to(repeat(md5(i::text), 3125), 
 	})
 	t.Run("20000 embeddings of 1536 dimensions in one transaction", func(t *testing.T) {
 		s := newSource(t)
-		srv, calls := newFakeEmbedder(t, 1536)
+		srv, calls := newFakeEmbedder(t, "m", wideVector(1536))
 		s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES ('emb', 'vllm', $1, 'm', '{"max_concurrency": 16}')`, srv.URL+"/v1")
 		s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, target_table, target_column)
 VALUES ('embed', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', 'public.vectors', 'v')`)
