@@ -30,6 +30,7 @@ const backfillPrefix = "pgimageai.backfill"
 // used by the engine's goroutine only; workers reach it through pages.
 type backfillState struct {
 	srcDSN  string                        // for the workers' connections
+	tgtDSN  string                        // for the workers' reads of stored inputs
 	workers map[string]context.CancelFunc // running backfill workers by rule
 	pages   chan *page                    // pages read by workers, for the engine's goroutine
 	pending map[string]*page              // pages waiting for their marker message
@@ -41,8 +42,8 @@ type backfillState struct {
 	runs      map[string]string // the run of each rule's current backfill worker
 }
 
-func newBackfillState(srcDSN string) backfillState {
-	return backfillState{srcDSN: srcDSN, workers: map[string]context.CancelFunc{}, pages: make(chan *page),
+func newBackfillState(srcDSN, tgtDSN string) backfillState {
+	return backfillState{srcDSN: srcDSN, tgtDSN: tgtDSN, workers: map[string]context.CancelFunc{}, pages: make(chan *page),
 		pending: map[string]*page{}, rows: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
 		truncated: map[uint32]bool{}, runs: map[string]string{}}
 }
@@ -82,7 +83,10 @@ type pageRow struct {
 	over    bool   // larger than max_image_bytes: its bytes were not fetched
 	head    []byte // its first 16 bytes
 	prompt  string // the rule's prompt, rendered for the row
-	ord     int64  // its key's ordinal in a retry's list
+	// unstored: the rule has no stored input for the row (read with the
+	// page), so there is nothing to compare before the call.
+	unstored bool
+	ord      int64 // its key's ordinal in a retry's list
 }
 
 // rowQuery selects rule's source rows: key columns, the image (only when
@@ -285,7 +289,7 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 	rand.Read(nonce[:])
 	run := hex.EncodeToString(nonce[:])
 	e.bf.runs[r.Name] = run
-	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.bf.srcDSN}, hand: e.handPage, run: run,
+	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.bf.srcDSN, targetDSN: e.bf.tgtDSN}, hand: e.handPage, run: run,
 		bo: backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}}
 	go w.work(bctx, r, last, stop)
 	return nil
@@ -412,10 +416,12 @@ func (w *backfillWorker) work(ctx context.Context, r *Rule, last, stop []byte) {
 }
 
 // sourcePages is the pageSource of a backfill: one connection to the source,
-// made again after a failure; each page is one short read transaction.
+// made again after a failure; each page is one short read transaction. A
+// connection to the target reads which of a page's rows have a stored input
+// (results.go), in one query: the others are called without a comparison.
 type sourcePages struct {
-	dsn  string
-	conn *pgx.Conn
+	dsn, targetDSN string
+	conn, target   *pgx.Conn
 }
 
 func (s *sourcePages) connect(ctx context.Context) (*pgx.Conn, error) {
@@ -438,8 +444,38 @@ func (s *sourcePages) read(ctx context.Context, r *Rule, last, stop []byte) ([]p
 	rows, total, err := readPage(ctx, conn, r, backfillSQL(r), nullable(last), string(stop))
 	if err != nil {
 		s.close(ctx) // a fresh session next time
+		return nil, 0, err
 	}
-	return rows, total, err
+	s.unstored(ctx, r, rows)
+	return rows, total, nil
+}
+
+// unstored marks the rows that r has no stored input for. On a failure it
+// marks none: each row is compared on its own, as before.
+func (s *sourcePages) unstored(ctx context.Context, r *Rule, rows []pageRow) {
+	if s.targetDSN == "" || len(rows) == 0 {
+		return
+	}
+	if s.target == nil || s.target.IsClosed() {
+		conn, err := pgx.Connect(ctx, s.targetDSN)
+		if err != nil {
+			return
+		}
+		s.target = conn
+	}
+	keys := make([]string, len(rows))
+	for i, row := range rows {
+		keys[i] = string(row.keyJSON)
+	}
+	stored, err := state.StoredKeys(ctx, s.target, r.Name, keys)
+	if err != nil {
+		s.target.Close(ctx)
+		s.target = nil
+		return
+	}
+	for i := range rows {
+		rows[i].unstored = !stored[i]
+	}
 }
 
 func (s *sourcePages) mark(ctx context.Context, id string) error {
@@ -456,9 +492,11 @@ func (s *sourcePages) mark(ctx context.Context, id string) error {
 }
 
 func (s *sourcePages) close(ctx context.Context) {
-	if s.conn != nil {
-		s.conn.Close(ctx)
-		s.conn = nil
+	for _, c := range []**pgx.Conn{&s.conn, &s.target} {
+		if *c != nil {
+			(*c).Close(ctx)
+			*c = nil
+		}
 	}
 }
 
@@ -562,7 +600,7 @@ func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow, fresh boo
 	case row.valid:
 		var err error
 		var look *lookup
-		if !e.lanes.rows.busy(r.Target.Name(), row.keyJSON) {
+		if !row.unstored && !e.lanes.rows.busy(r.Target.Name(), row.keyJSON) {
 			look = &lookup{keyJSON: row.keyJSON, key: row.key}
 		}
 		if it.call, err = e.start(ctx, r, look, row.img, row.prompt, fresh); err != nil {

@@ -241,7 +241,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	eng := &engine{
 		log: log, config: map[uint32]bool{}, live: live, typeMap: tgt.TypeMap(),
 		budget: newBudget(cfg.ByteBudget), cache: newCache(max(cfg.CacheEntries, 0), cfg.CacheBytes), callCtx: hard,
-		rules: newRuleSet(nil), bf: newBackfillState(cfg.SourceDSN),
+		rules: newRuleSet(nil), bf: newBackfillState(cfg.SourceDSN, cfg.TargetDSN),
 	}
 	rulesOID, modelsOID, retriesOID, err := state.TableOIDs(ctx, src)
 	if err != nil {

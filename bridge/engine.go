@@ -173,6 +173,7 @@ type engine struct {
 	memo    promptMemo                // last prompt per rule and row, for prompt templates
 	metrics *metrics.Metrics
 	lookups *lookups // the stored inputs of results; nil = not compared
+	workers workers  // run the calls, per model
 	budgets *budgets // what each model spent today
 	// retryBudgets is set when a UTC day began: the rows refused for a
 	// spent budget are to be retried (see retryExhausted).
@@ -501,7 +502,7 @@ func (e *engine) truncate(ctx context.Context, ch *replication.Change) error {
 // start begins one function call. Images that need no provider (empty,
 // unknown, too large, unsupported) finish at once without budget; the others
 // wait for budget — which stops the engine reading, the backpressure of
-// SPEC §5 — and then run on their own goroutine.
+// SPEC §5 — and then run on their model's workers.
 //
 // fresh asks the provider even when the cache remembers a permanent failure
 // of the same call (pgimageai retry).
@@ -532,7 +533,7 @@ func (e *engine) start(ctx context.Context, r *Rule, look *lookup, img []byte, p
 		e.cache.forget(k)
 	}
 	compare := !fresh && e.lookups != nil && look != nil
-	go func() {
+	e.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() {
 		defer e.budget.release(imgCost)
 		if compare && e.lookups.same(e.callCtx, r, look, k[:]) {
 			c.unchanged, c.hit = true, true
@@ -554,7 +555,7 @@ func (e *engine) start(ctx context.Context, r *Rule, look *lookup, img []byte, p
 			e.metrics.CacheHit(r.Name)
 		}
 		close(c.done)
-	}()
+	})
 	return c, nil
 }
 

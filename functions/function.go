@@ -33,6 +33,7 @@ type Function struct {
 	gen    provider.TextGenerator
 	emb    provider.Embedder
 	mem    provider.MemoryCoster // nil when calls hold no memory of their own
+	par    int                   // calls the provider can use at once
 }
 
 // Bind checks a rule's arguments against the function's signature and the
@@ -49,6 +50,10 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 	}
 	f := &Function{name: name, model: model, opts: opts}
 	f.mem, _ = p.(provider.MemoryCoster)
+	f.par = max(opts.MaxConcurrency, 1)
+	if pp, ok := p.(provider.Parallel); ok {
+		f.par = max(pp.Parallelism(), 1)
+	}
 	switch name {
 	case Complete:
 		if prompt == nil {
@@ -82,6 +87,10 @@ func (f *Function) CallMemory(img []byte) int64 {
 	}
 	return f.mem.CallMemory(img)
 }
+
+// Parallelism is how many calls of the function's model can usefully run at
+// once: the provider's provider.Parallel, else its max_concurrency.
+func (f *Function) Parallelism() int { return f.par }
 
 // Name returns the function's SQL name.
 func (f *Function) Name() Name { return f.name }

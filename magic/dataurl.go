@@ -2,6 +2,7 @@ package magic
 
 import (
 	"encoding/base64"
+	"slices"
 	"strings"
 )
 
@@ -17,4 +18,22 @@ func DataURL(f Format, img []byte) string {
 	enc.Write(img) // writes to a strings.Builder never fail
 	enc.Close()
 	return b.String()
+}
+
+// AppendDataURL appends img's data URL to dst, the base64 written straight
+// into dst's memory: a request body is built in one pass, with no data URL
+// string on the way.
+func AppendDataURL(dst []byte, f Format, img []byte) []byte {
+	dst = append(dst, "data:"...)
+	dst = append(dst, f.MIME()...)
+	dst = append(dst, ";base64,"...)
+	n := len(dst)
+	dst = slices.Grow(dst, base64.StdEncoding.EncodedLen(len(img)))[:n+base64.StdEncoding.EncodedLen(len(img))]
+	base64.StdEncoding.Encode(dst[n:], img)
+	return dst
+}
+
+// DataURLLen is the length of img's data URL in format f.
+func DataURLLen(f Format, img []byte) int {
+	return len("data:") + len(f.MIME()) + len(";base64,") + base64.StdEncoding.EncodedLen(len(img))
 }

@@ -52,6 +52,15 @@ type MemoryCoster interface {
 	CallMemory(img []byte) int64
 }
 
+// Parallel is implemented by a provider that can make use of more calls at
+// once than its max_concurrency: one that batches concurrent calls into one
+// request (max_concurrency × batch_size). The bridge runs at most
+// Parallelism() calls of a model at once, on that many workers; a provider
+// without the method gets its max_concurrency.
+type Parallel interface {
+	Parallelism() int
+}
+
 // Provider is a configured provider: a value that implements TextGenerator,
 // Embedder or both. Callers discover capabilities with type assertions, once,
 // when a rule is loaded.

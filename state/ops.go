@@ -153,6 +153,29 @@ func SameInput(ctx context.Context, q Querier, rule string, key, inputKey []byte
 	return same, nil
 }
 
+// StoredKeys reports, for each of keys (source_key JSON), whether rule has
+// a stored input for that row: the rows whose changes need a comparison
+// before a call. One query for a backfill page, rather than one per row.
+func StoredKeys(ctx context.Context, conn *pgx.Conn, rule string, keys []string) ([]bool, error) {
+	rows, err := conn.Query(ctx, `SELECT k.i FROM unnest($2::jsonb[]) WITH ORDINALITY AS k (key, i)
+JOIN pgimageai.results r ON r.rule = $1 AND r.source_key = k.key`, rule, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored inputs of a page: %w", err)
+	}
+	defer rows.Close()
+	stored := make([]bool, len(keys))
+	for rows.Next() {
+		var i int64
+		if err := rows.Scan(&i); err != nil {
+			return nil, err
+		}
+		if i >= 1 && i <= int64(len(keys)) {
+			stored[i-1] = true
+		}
+	}
+	return stored, rows.Err()
+}
+
 // OwnWrites marks the target transaction as the bridge's own: when the target
 // is a published source table (write-back), the bridge reads its own changes
 // back from the WAL and must ignore them, or it would loop. It records the

@@ -22,6 +22,7 @@ type config struct {
 	Publication string
 	Group       string
 	MetricsAddr string
+	PprofAddr   string // loopback only; "" = off
 	LogFormat   string
 	ByteBudget  int64
 	KeyEnv      *provider.KeyEnvPolicy // which variables api_key_env may name
@@ -60,6 +61,7 @@ func (c *config) settings() []setting {
 		{"slot", "PGIMAGEAI_SLOT", "", "logical replication slot name (default: pgimageai, or pgimageai_GROUP for another group)", &c.Slot},
 		{"publication", "PGIMAGEAI_PUBLICATION", "", "publication name (default: pgimageai, or pgimageai_GROUP for another group)", &c.Publication},
 		{"metrics-addr", "PGIMAGEAI_METRICS_ADDR", "", "address for Prometheus /metrics and /healthz, e.g. :9187 (default: off)", &c.MetricsAddr},
+		{"pprof-addr", "PGIMAGEAI_PPROF_ADDR", "", "loopback address for Go's /debug/pprof/ profiles, e.g. 127.0.0.1:6060 (default: off; never another host)", &c.PprofAddr},
 		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
 		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
@@ -115,6 +117,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		return c, fmt.Errorf("%w: --byte-budget must be at least 1MiB (1048576 bytes), got %q", errUsage, c.byteBudget)
 	}
 	c.ByteBudget = n
+	if err := checkLoopback(c.PprofAddr); err != nil {
+		return c, fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)
+	}
 	if c.KeyEnv, err = provider.ParseKeyEnvPolicy(c.keyEnvAllow); err != nil {
 		return c, fmt.Errorf("%w: --key-env-allow: %v", errUsage, err)
 	}

@@ -73,6 +73,13 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		}()
 		log.Info("metrics endpoint listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz /livez")
 	}
+	if c.PprofAddr != "" {
+		stop, err := servePprof(ctx, c.PprofAddr, log)
+		if err != nil {
+			return fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)
+		}
+		defer stop()
+	}
 	// The byte budget bounds live image bytes; a soft memory limit keeps the
 	// garbage collector from letting the heap grow to twice that. An explicit
 	// GOMEMLIMIT wins.

@@ -24,6 +24,7 @@ type Batched struct {
 	encode  func(magic.Format, []byte) string
 	weigh   func(magic.Format, []byte) int // nil = not weighed
 	batcher *batch.Batcher[input, provider.Embedding]
+	size    int // batch_size
 }
 
 // input is one image of a batch: its encoding and its estimated weight.
@@ -59,6 +60,7 @@ func NewBatched(ep Endpoint, path string, cfg EmbedConfig, encode func(magic.For
 		opts:    opts,
 		encode:  encode,
 		batcher: batch.New(bc.BatchSize, time.Duration(bc.BatchWait), sendInputs).SplitOn(provider.InputRefused),
+		size:    bc.BatchSize,
 	}
 }
 
@@ -69,6 +71,10 @@ func (b *Batched) WeighBy(weigh func(magic.Format, []byte) int, limit int) {
 	b.weigh = weigh
 	b.batcher.Weigh(func(in input) int { return in.weight }, limit)
 }
+
+// Parallelism is how many calls feed the batches: max_concurrency requests
+// of batch_size images each (provider.Parallel).
+func (b *Batched) Parallelism() int { return b.opts.MaxConcurrency * b.size }
 
 // Options returns the model's shared options, defaults applied.
 func (b *Batched) Options() provider.Options { return b.opts }

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,9 @@ type Provider struct {
 	client  *goopenai.Client
 	retrier provider.Retrier
 	limiter *provider.Limiter
+	// placeholder stands for the data URL in the body go-openai marshals:
+	// random per provider, so no prompt can contain it.
+	placeholder string
 }
 
 var _ provider.TextGenerator = (*Provider)(nil)
@@ -59,13 +63,14 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}, maxAnswer: provider.MaxChatAnswerBytes}
 
 	return &Provider{
-		model:   m.Model,
-		cfg:     cfg,
-		redact:  provider.NewRedactor(key),
-		timeout: time.Duration(cfg.Timeout),
-		client:  goopenai.NewClientWithConfig(cc),
-		retrier: provider.Retrier{MaxRetries: *cfg.MaxRetries},
-		limiter: provider.NewLimiter(cfg.MaxConcurrency, cfg.RequestsPerMinute),
+		model:       m.Model,
+		cfg:         cfg,
+		redact:      provider.NewRedactor(key),
+		timeout:     time.Duration(cfg.Timeout),
+		client:      goopenai.NewClientWithConfig(cc),
+		retrier:     provider.Retrier{MaxRetries: *cfg.MaxRetries},
+		limiter:     provider.NewLimiter(cfg.MaxConcurrency, cfg.RequestsPerMinute),
+		placeholder: "pgimageai-image-" + rand.Text(),
 	}, nil
 }
 
@@ -89,12 +94,16 @@ func (p *Provider) GenerateText(ctx context.Context, img provider.Image, prompt 
 	if len(img.Data) == 0 {
 		return provider.Completion{}, provider.Errorf(provider.Permanent, "image is empty")
 	}
-	req := p.request(magic.DataURL(f, img.Data), prompt)
+	// go-openai marshals the request with a short placeholder for the data
+	// URL; doer writes the image's base64 in its place, in one pass into the
+	// body (see splice in wire.go).
+	req := p.request(p.placeholder, prompt)
 	fix := wireFix{emptyText: prompt == "", temperature: p.cfg.Temperature, topP: p.cfg.TopP}
+	image := &spliced{placeholder: p.placeholder, format: f, data: img.Data}
 
 	var out provider.Completion
 	err := p.retrier.Do(ctx, func(ctx context.Context) error {
-		c, err := p.attempt(ctx, req, fix)
+		c, err := p.attempt(ctx, req, fix, image)
 		if err == nil {
 			out = c
 		}
@@ -150,7 +159,7 @@ func (p *Provider) request(dataURL, prompt string) goopenai.ChatCompletionReques
 
 // attempt makes one HTTP request: a limiter slot, the per-request timeout,
 // and the classification of its outcome.
-func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionRequest, fix wireFix) (provider.Completion, error) {
+func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionRequest, fix wireFix, image *spliced) (provider.Completion, error) {
 	release, err := p.limiter.Acquire(ctx)
 	if err != nil {
 		return provider.Completion{}, &provider.Error{Kind: provider.Transient, Message: err.Error(), Err: err}
@@ -159,7 +168,7 @@ func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionReque
 
 	actx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	ex := &exchange{}
+	ex := &exchange{image: image}
 	if fix.needed() {
 		ex.fix = &fix
 	}

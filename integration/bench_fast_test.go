@@ -1,0 +1,337 @@
+package integration_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The fast-path benchmarks (issue 11) put pgimageai next to what the machine
+// allows in the same run: a backlog of fastRows rows of fastImage-byte unique,
+// uncompressed images, an OpenAI-compatible server on loopback that answers
+// at once, max_concurrency 32.
+//
+//   - catch-up: the limit is pg_recvlogical draining the same WAL (pgoutput,
+//     binary, to /dev/null, inside the database's container) and a bare Go
+//     client making the same calls with 32 workers, both at the same time:
+//     rows / the slower of the two.
+//   - backfill: the limit is a bare `COPY … TO STDOUT` of the table and the
+//     bare client at the same time.
+//
+// Each reports rows/s, the ratio to its limit, the bridge's CPU µs per row
+// (user + system time of the `pgimageai run` process over the whole run,
+// start-up included) and its peak RSS.
+const (
+	fastRows    = 20000
+	fastImage   = 8 + 16*512 // the PNG signature and 512 MD5 digests: 8,200 bytes
+	fastWorkers = 32
+	fastPrompt  = "Describe the image"
+)
+
+// fastImageOf returns row i's image, the same bytes as fastInsertSQL gives it.
+func fastImageOf(i int) []byte {
+	img := make([]byte, 0, fastImage)
+	img = append(img, 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n')
+	sum := md5.Sum([]byte(strconv.Itoa(i)))
+	for range 512 {
+		img = append(img, sum[:]...)
+	}
+	return img
+}
+
+const fastInsertSQL = `INSERT INTO public.photos (id, img)
+SELECT i, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5(i::text), 512), 'hex') FROM generate_series(1, $1) i`
+
+// loopbackAI is an OpenAI-compatible /chat/completions that reads the
+// request and answers at once, the same for the bare client and pgimageai.
+type loopbackAI struct {
+	srv   *httptest.Server
+	calls atomic.Int64
+}
+
+func newLoopbackAI(tb testing.TB) *loopbackAI {
+	ai := &loopbackAI{}
+	answer := []byte(`{"id":"c","object":"chat.completion","created":1,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"a grey test pattern"},"finish_reason":"stop"}],"usage":{"prompt_tokens":90,"completion_tokens":4,"total_tokens":94}}`)
+	ai.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		n, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		if err != nil || n < fastImage {
+			http.Error(w, "short body", http.StatusBadRequest)
+			return
+		}
+		ai.calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	}))
+	tb.Cleanup(ai.srv.Close)
+	return ai
+}
+
+// bareClient makes the calls for rows 1..n with workers goroutines, the
+// least a client can do: the request body written in one pass (base64 into
+// the JSON), the answer's text decoded. It returns how long that took.
+func bareClient(tb testing.TB, base string, n, workers int) time.Duration {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	defer client.CloseIdleConnections()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var body bytes.Buffer
+			for {
+				i := int(next.Add(1))
+				if i > n {
+					return
+				}
+				img := fastImageOf(i)
+				body.Reset()
+				body.WriteString(`{"model":"gpt-test","messages":[{"role":"user","content":[{"type":"text","text":"` + fastPrompt + `"},{"type":"image_url","image_url":{"url":"data:image/png;base64,`)
+				enc := base64.NewEncoder(base64.StdEncoding, &body)
+				enc.Write(img)
+				enc.Close()
+				body.WriteString(`"}}]}]}`)
+				resp, err := client.Post(base+"/chat/completions", "application/json", bytes.NewReader(body.Bytes()))
+				if err != nil {
+					errs <- err
+					return
+				}
+				var out struct {
+					Choices []struct {
+						Message struct{ Content string } `json:"message"`
+					} `json:"choices"`
+				}
+				err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out)
+				resp.Body.Close()
+				if err != nil || len(out.Choices) == 0 || out.Choices[0].Message.Content == "" {
+					errs <- fmt.Errorf("answer: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	for err := range errs {
+		tb.Fatalf("bare client: %v", err)
+	}
+	return elapsed
+}
+
+// recvlogical runs pg_recvlogical inside the database's container on slot
+// from its position to endpos, decoding with pgoutput as pgimageai does
+// (binary tuples, messages), to /dev/null, and returns how long it took.
+func recvlogical(tb testing.TB, s *source, slot, endpos string) time.Duration {
+	u, err := url.Parse(s.db.DSN())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Host = "127.0.0.1:5432" // inside the container
+	start := time.Now()
+	out, err := exec.Command("docker", "exec", s.db.Postgres().ContainerID(),
+		"/usr/lib/postgresql/17/bin/pg_recvlogical", "--start", "--no-loop", "-S", slot, "-d", u.String(),
+		"-o", "proto_version=1", "-o", "publication_names="+s.slot, "-o", "binary=true", "-o", "messages=true",
+		"-E", endpos, "-f", "/dev/null").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("pg_recvlogical: %v\n%s", err, out)
+	}
+	return time.Since(start)
+}
+
+// copyOut reads the rule's columns of the whole table with COPY … TO STDOUT
+// to nowhere and returns how long it took.
+func copyOut(tb testing.TB, s *source) time.Duration {
+	ctx := context.Background()
+	conn := s.db.Connect(tb)
+	defer conn.Close(ctx)
+	start := time.Now()
+	if _, err := conn.PgConn().CopyTo(ctx, io.Discard, "COPY (SELECT id, img FROM public.photos) TO STDOUT"); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// together runs a and b at the same time and returns their durations.
+func together(a, b func() time.Duration) (ta, tb time.Duration) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); ta = a() }()
+	tb = b()
+	wg.Wait()
+	return ta, tb
+}
+
+// procCPU returns a process's user + system CPU time so far.
+func procCPU(tb testing.TB, pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const hz = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / hz
+}
+
+// fastReport reports one measurement of pgimageai against its limit.
+func fastReport(b *testing.B, what string, rows int, elapsed, limit time.Duration, cpu time.Duration, hwm int64) {
+	rate, lim := float64(rows)/elapsed.Seconds(), float64(rows)/limit.Seconds()
+	b.ReportMetric(rate, "rows/s")
+	b.ReportMetric(lim, "limit-rows/s")
+	b.ReportMetric(rate/lim, "ratio")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(rows), "cpu-µs/row")
+	b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
+	b.Logf("%s: %d rows in %s = %.0f rows/s; limit %.0f rows/s; ratio %.2f; bridge CPU %.0f µs/row; peak RSS %.1f MiB",
+		what, rows, elapsed.Round(time.Millisecond), rate, lim, rate/lim, float64(cpu.Microseconds())/float64(rows), float64(hwm)/(1<<20))
+}
+
+// waitCount waits until sql counts want rows.
+func waitCount(tb testing.TB, conn *pgx.Conn, sql string, want int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for queryInt(tb, conn, sql) < want {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: %d of %d after %s", sql, queryInt(tb, conn, sql), want, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// BenchmarkFastPath measures catch-up and backfill of the backlog against
+// their limits (see above). Run it with scripts/bench.
+func BenchmarkFastPath(b *testing.B) {
+	if b.N > 1 {
+		b.Skip("one iteration is the whole measurement; run with -benchtime=1x") // ok-to-skip: benchmark shape
+	}
+	s := newSource(b)
+	ctx := context.Background()
+	s.exec(b, `ALTER TABLE public.photos ALTER COLUMN img SET STORAGE EXTERNAL`) // out of line, uncompressed
+	ai := newLoopbackAI(b)
+	base := ai.srv.URL + "/v1"
+	s.exec(b, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES ('vision', 'openai', $1, 'gpt-test', $2)`,
+		base, fmt.Sprintf(`{"max_concurrency": %d}`, fastWorkers))
+	s.exec(b, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'public.captions', 'caption')`, fastPrompt)
+	// PGIMAGEAI_BENCH_PROFILE=DIR saves a 5 s CPU profile of the bridge
+	// from the start of each phase in DIR.
+	var env []string
+	profiles := os.Getenv("PGIMAGEAI_BENCH_PROFILE")
+	pprofAddr := freeAddr(b)
+	if profiles != "" {
+		env = append(env, "PGIMAGEAI_PPROF_ADDR="+pprofAddr)
+	}
+	profile := func(name string) (wait func()) {
+		if profiles == "" {
+			return func() {}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/profile?seconds=5")
+			if err != nil {
+				b.Logf("profile %s: %v", name, err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(profiles, name+".pprof"))
+			if err == nil {
+				_, err = io.Copy(f, resp.Body)
+				f.Close()
+			}
+			if err != nil {
+				b.Logf("profile %s: %v", name, err)
+			}
+		}()
+		return func() { <-done }
+	}
+	// A first run creates the slot, the publication and the target.
+	p := s.runProcess(b, env...)
+	s.sync(b, time.Minute)
+	if err := p.signal(b, syscall.SIGTERM); err != nil {
+		b.Fatalf("graceful stop: %v", err)
+	}
+
+	// The backlog, with a second slot at the same position for the limit.
+	s.exec(b, `SELECT pg_create_logical_replication_slot('bench_limit', 'pgoutput')`)
+	t0 := time.Now()
+	s.exec(b, fastInsertSQL, fastRows)
+	var endpos string
+	if err := s.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endpos); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("backlog: %d rows of %d bytes in one statement in %s", fastRows, fastImage, time.Since(t0).Round(time.Millisecond))
+
+	b.ResetTimer()
+	tWAL, tCalls := together(func() time.Duration { return recvlogical(b, s, "bench_limit", endpos) },
+		func() time.Duration { return bareClient(b, base, fastRows, fastWorkers) })
+	s.exec(b, `SELECT pg_drop_replication_slot('bench_limit')`)
+	b.Logf("catch-up limit: pg_recvlogical %s, bare client %s (%d workers), at the same time", tWAL.Round(time.Millisecond), tCalls.Round(time.Millisecond), fastWorkers)
+	calls := ai.calls.Load()
+	start := time.Now()
+	p = s.runProcess(b, env...)
+	wait := profile("catchup")
+	s.sync(b, 30*time.Minute)
+	elapsed := time.Since(start)
+	wait()
+	cpu, hwm := procCPU(b, p.cmd.Process.Pid), vmHWM(b, p.cmd.Process.Pid)
+	if err := p.signal(b, syscall.SIGTERM); err != nil {
+		b.Fatalf("graceful stop: %v", err)
+	}
+	if n := queryInt(b, s.conn, "SELECT count(*) FROM public.captions WHERE caption = 'a grey test pattern'"); n != fastRows {
+		b.Fatalf("%d results, want %d", n, fastRows)
+	}
+	if n := ai.calls.Load() - calls; n != fastRows {
+		b.Errorf("%d calls for %d rows", n, fastRows)
+	}
+	fastReport(b, "catch-up", fastRows, elapsed, max(tWAL, tCalls), cpu, hwm)
+
+	// The backfill: a new rule on the existing rows (another prompt, so
+	// nothing is remembered).
+	tRead, tCalls := together(func() time.Duration { return copyOut(b, s) },
+		func() time.Duration { return bareClient(b, base, fastRows, fastWorkers) })
+	b.Logf("backfill limit: COPY %s, bare client %s, at the same time", tRead.Round(time.Millisecond), tCalls.Round(time.Millisecond))
+	s.exec(b, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe the image again', 'public.captions2', 'caption')`)
+	calls = ai.calls.Load()
+	start = time.Now()
+	p = s.runProcess(b, env...)
+	wait = profile("backfill")
+	waitCount(b, s.conn, "SELECT count(*) FROM public.captions2 WHERE caption IS NOT NULL", fastRows, 30*time.Minute)
+	elapsed = time.Since(start)
+	wait()
+	cpu, hwm = procCPU(b, p.cmd.Process.Pid), vmHWM(b, p.cmd.Process.Pid)
+	if err := p.signal(b, syscall.SIGTERM); err != nil {
+		b.Fatalf("graceful stop: %v", err)
+	}
+	if n := ai.calls.Load() - calls; n != fastRows {
+		b.Errorf("%d calls for %d rows", n, fastRows)
+	}
+	fastReport(b, "backfill", fastRows, elapsed, max(tRead, tCalls), cpu, hwm)
+}
