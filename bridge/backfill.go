@@ -18,9 +18,14 @@ import (
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// backfillPage is how many rows a backfill reads per page: each page is one
-// short read transaction, so millions of rows never hold a long one.
-const backfillPage = 200
+// backfillPage is how many rows a backfill reads per page, at most (pages
+// are sized by bytes too, see pageBytes): each page is one short read
+// transaction, so millions of rows never hold a long one. retryPage is the
+// same for the reads of a retry, which come in chunks of keys.
+const (
+	backfillPage = 1000
+	retryPage    = 200
+)
 
 // backfillPrefix is the prefix of the logical decoding message that places a
 // backfill page in the stream.
@@ -72,7 +77,7 @@ type page struct {
 // pageBytes bounds the image bytes one page (or one retry read) fetches,
 // beside its row limit: a page stops at the row that crosses it (SPEC §5b:
 // reads are bounded by bytes before they are made).
-const pageBytes = 16 << 20
+const pageBytes = 8 << 20
 
 type pageRow struct {
 	key     []any
@@ -142,29 +147,36 @@ func fetched(r *Rule) string {
 }
 
 // backfillSQL returns the keyset page query of r: rows after the key given
-// as source_key JSON ($1, NULL for the first page) up to the stop key ($2),
+// as source_key JSON ($2; none for the first page) up to the stop key ($1),
 // in key order, at most backfillPage rows and — beyond the first row —
 // pageBytes of images. Its last column is how many rows the row limit
 // alone would give, so that a page cut by bytes is not taken for the last.
 // jsonb_populate_record turns that JSON back into the key's own types.
-func backfillSQL(r *Rule) rowQuery {
+//
+// The first page has a query of its own: a lower bound that may be NULL
+// ("$2 IS NULL OR key > $2") is no index condition in a generic plan, and
+// every page would then scan the index from its start.
+func backfillSQL(r *Rule, first bool) rowQuery {
 	cols, keys := rowColumns(r)
 	table := r.Source.Identifier().Sanitize()
 	src := sourceKeys(r, "s.")
 	kk := sourceKeys(r, "k.")
 	order := strings.Join(keys, ", ")
+	after := fmt.Sprintf("AND (%[1]s) > (SELECT %[2]s FROM jsonb_populate_record(NULL::%[3]s, $2::jsonb) AS k)", src, kk, table)
+	if first {
+		after = ""
+	}
 	return rowQuery{keys: len(r.KeyColumns), cut: true, sql: fmt.Sprintf(`SELECT q.* FROM (
   SELECT p.*, sum(%[7]s) OVER (ORDER BY %[6]s ROWS UNBOUNDED PRECEDING) - %[7]s AS before, count(*) OVER () AS total
   FROM (SELECT %[1]s FROM %[2]s AS s
-    WHERE ($1::jsonb IS NULL OR (%[3]s) > (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $1::jsonb) AS k))
-      AND (%[3]s) <= (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $2::jsonb) AS k)
+    WHERE (%[3]s) <= (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $1::jsonb) AS k) %[9]s
     ORDER BY %[3]s LIMIT %[5]d) AS p
-) AS q WHERE q.before < %[8]d ORDER BY %[6]s`, cols, table, src, kk, backfillPage, order, fetched(r), pageBytes)}
+) AS q WHERE q.before < %[8]d ORDER BY %[6]s`, cols, table, src, kk, backfillPage, order, fetched(r), pageBytes, after)}
 }
 
 // byKeysSQL returns the query of r's source rows whose keys are in the JSON
 // array $1 of source_key objects, after its ordinal $2 (from 1), in the
-// array's order, each with its ordinal: at most backfillPage rows and —
+// array's order, each with its ordinal: at most retryPage rows and —
 // beyond the first row — pageBytes of images.
 func byKeysSQL(r *Rule) rowQuery {
 	cols, _ := rowColumns(r)
@@ -175,7 +187,7 @@ func byKeysSQL(r *Rule) rowQuery {
     CROSS JOIN LATERAL jsonb_populate_record(NULL::%[2]s, j.key) AS k
     JOIN %[2]s AS s ON (%[3]s) = (%[4]s)
     WHERE j.ord > $2 ORDER BY j.ord LIMIT %[5]d) AS p
-) AS q WHERE q.before < %[7]d ORDER BY q.ord`, cols, table, sourceKeys(r, "s."), sourceKeys(r, "k."), backfillPage, fetched(r), pageBytes)}
+) AS q WHERE q.before < %[7]d ORDER BY q.ord`, cols, table, sourceKeys(r, "s."), sourceKeys(r, "k."), retryPage, fetched(r), pageBytes)}
 }
 
 func prefixed(p string, names []string) string {
@@ -317,13 +329,6 @@ func descending(p string, names []string) string {
 	return strings.Join(out, ", ")
 }
 
-func nullable(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return string(b)
-}
-
 // stopBackfill stops the backfill worker of a rule, if one runs.
 func (e *engine) stopBackfill(name string) {
 	if cancel, ok := e.bf.workers[name]; ok {
@@ -365,15 +370,38 @@ type backfillWorker struct {
 	run string
 }
 
-// run reads r's pages from after last up to stop, each handed over and
-// marked, waiting until the engine applied it before reading the next, so
-// the byte budget paces the backfill too. Failures are retried with backoff
-// until ctx ends.
+// backfillAhead is how many pages a backfill worker reads ahead: pages
+// handed to the engine and marked whose marker has not come through the
+// WAL yet. The next page is read while the engine applies the last one and
+// its calls run, so neither the calls nor the read wait for the other; the
+// pages held are at most backfillAhead × pageBytes of images.
+const backfillAhead = 2
+
+// work reads r's pages from after last up to stop, each handed over and
+// marked, with at most backfillAhead of them not yet applied by the engine,
+// so the byte budget, which the engine waits on while it applies a page,
+// paces the backfill too. Failures are retried with backoff until ctx ends.
 func (w *backfillWorker) work(ctx context.Context, r *Rule, last, stop []byte) {
 	defer w.src.close(context.WithoutCancel(ctx))
 	run := w.run
 	seq := 0
+	var ahead []*page // handed and marked, in order; not yet applied
+	// settle waits until at most n pages are not applied.
+	settle := func(n int) bool {
+		for len(ahead) > n {
+			select {
+			case <-ahead[0].applied:
+				ahead = ahead[1:]
+			case <-ctx.Done():
+				return false
+			}
+		}
+		return true
+	}
 	for ctx.Err() == nil {
+		if !settle(backfillAhead - 1) {
+			return
+		}
 		rows, total, err := w.src.read(ctx, r, last, stop)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -396,20 +424,19 @@ func (w *backfillWorker) work(ctx context.Context, r *Rule, last, stop []byte) {
 		}
 		if err := w.src.mark(ctx, p.id); err != nil {
 			if ctx.Err() == nil {
+				// The page is never applied; the rows after the last
+				// marked page are read again.
 				w.log.Warn("backfill: marker failed; reading the page again", "rule", r.Name, "err", err)
 				_ = w.bo.Sleep(ctx) // the loop ends with ctx
 			}
 			continue
 		}
-		select {
-		case <-p.applied:
-		case <-ctx.Done():
-			return
-		}
+		ahead = append(ahead, p)
 		if p.lastKey != nil {
 			last = p.lastKey
 		}
 		if p.done {
+			settle(0)
 			return
 		}
 	}
@@ -441,7 +468,11 @@ func (s *sourcePages) read(ctx context.Context, r *Rule, last, stop []byte) ([]p
 	if err != nil {
 		return nil, 0, err
 	}
-	rows, total, err := readPage(ctx, conn, r, backfillSQL(r), nullable(last), string(stop))
+	args := []any{string(stop)}
+	if last != nil {
+		args = append(args, string(last))
+	}
+	rows, total, err := readPage(ctx, conn, r, backfillSQL(r, last == nil), args...)
 	if err != nil {
 		s.close(ctx) // a fresh session next time
 		return nil, 0, err
@@ -561,7 +592,7 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 		}
 	}
 	e.bf.rows[r.Name] += len(p.rows)
-	if n := e.bf.rows[r.Name]; !p.done && n/backfillPage%25 == 0 {
+	if n := e.bf.rows[r.Name]; !p.done && n/backfillPage%10 == 0 {
 		e.log.Info("backfill progress", "rule", r.Name, "rows", n, "last_key", string(p.lastKey))
 	}
 	if p.done {

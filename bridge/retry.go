@@ -33,7 +33,7 @@ func (e *engine) retryRequest(ctx context.Context, ch *replication.Change) error
 }
 
 // retryChunk is how many error keys one retry query is given; each query
-// then returns at most backfillPage rows and pageBytes of images.
+// then returns at most retryPage rows and pageBytes of images.
 const retryChunk = 1000
 
 // retry reprocesses, inside the request's transaction, the current source
@@ -113,7 +113,7 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 				}
 				// Done when neither the row limit nor the byte cut
 				// stopped the read.
-				if len(rows) == 0 || total < backfillPage && len(rows) == total {
+				if len(rows) == 0 || total < retryPage && len(rows) == total {
 					break
 				}
 				after = rows[len(rows)-1].ord

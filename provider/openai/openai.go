@@ -58,6 +58,9 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = cfg.MaxConcurrency // keep connections of concurrent requests alive
+	// A request of a small image leaves in one write: headers and body
+	// (net/http's 4 KiB default made three or four system calls of it).
+	transport.WriteBufferSize = 64 << 10
 	cc := goopenai.DefaultConfig(key)
 	cc.BaseURL = base
 	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}, maxAnswer: provider.MaxChatAnswerBytes}
