@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,10 +43,14 @@ type fakePages struct {
 	reads  int
 	marks  []string
 	closed bool
+	onRead func() // called at each read, when set
 }
 
 func (f *fakePages) read(_ context.Context, _ *Rule, last, _ []byte) ([]pageRow, int, error) {
 	f.reads++
+	if f.onRead != nil {
+		f.onRead()
+	}
 	if f.fail[f.reads] {
 		return nil, 0, errors.New("connection reset")
 	}
@@ -117,5 +122,51 @@ func TestBackfillWorker(t *testing.T) {
 				t.Errorf("%d rows, %d markers, closed %v; want %d rows, a marker per page, closed", len(seen), len(src.marks), src.closed, tt.n)
 			}
 		})
+	}
+}
+
+// TestBackfillReadsAhead: the worker reads the next page while the engine
+// has not applied the last one yet, with at most backfillAhead pages not
+// applied, and still hands every row once, in order.
+func TestBackfillReadsAhead(t *testing.T) {
+	const n = 10*backfillPage + 7
+	var unapplied, peak atomic.Int32
+	src := &fakePages{n: n, per: backfillPage}
+	src.onRead = func() {
+		if u := unapplied.Load(); u > peak.Load() {
+			peak.Store(u)
+		}
+	}
+	pages := make(chan *page, 100)
+	var rows int
+	w := &backfillWorker{log: slog.New(slog.DiscardHandler), src: src, bo: backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond},
+		hand: func(_ context.Context, p *page) error {
+			rows += len(p.rows)
+			unapplied.Add(1)
+			pages <- p
+			return nil
+		}}
+	go func() { // the engine: applies each page a little later
+		for p := range pages {
+			time.Sleep(2 * time.Millisecond)
+			unapplied.Add(-1)
+			close(p.applied)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w.work(ctx, &Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+	close(pages)
+	if ctx.Err() != nil {
+		t.Fatal("the worker did not finish")
+	}
+	if rows != n {
+		t.Errorf("%d rows handed, want %d", rows, n)
+	}
+	if p := peak.Load(); p < 1 || p > backfillAhead-1 {
+		t.Errorf("at a read, at most %d pages were not applied; want 1..%d (read ahead, bounded)", p, backfillAhead-1)
+	}
+	if u := unapplied.Load(); u != 0 {
+		t.Errorf("the worker returned with %d pages not applied", u)
 	}
 }

@@ -97,6 +97,12 @@ func TestDataURL(t *testing.T) {
 		if got := DataURL(tc.f, tc.in); got != tc.want {
 			t.Errorf("DataURL(%v, %x) = %q, want %q", tc.f, tc.in, got, tc.want)
 		}
+		if got := string(AppendDataURL([]byte(`{"url":"`), tc.f, tc.in)); got != `{"url":"`+tc.want {
+			t.Errorf("AppendDataURL(%v, %x) = %q, want %q after the prefix", tc.f, tc.in, got, tc.want)
+		}
+		if n := DataURLLen(tc.f, tc.in); n != len(tc.want) {
+			t.Errorf("DataURLLen(%v, %x) = %d, want %d", tc.f, tc.in, n, len(tc.want))
+		}
 	}
 	big := bytes.Repeat([]byte{1, 2, 3, 250, 251}, 100_001)
 	got := DataURL(PNG, big)

@@ -42,6 +42,16 @@ func TestParseConfig(t *testing.T) {
 		{"key variables by env", nil, map[string]string{"PGIMAGEAI_KEY_ENV_ALLOW": "JINA_KEY"},
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", keyEnvAllow: "JINA_KEY"}, ""},
 		{"bad key variable pattern", []string{"--key-env-allow", "A,[B"}, nil, config{}, `--key-env-allow: key variable pattern "[B"`},
+		{"pprof on loopback", []string{"--pprof-addr", "127.0.0.1:6060"}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", PprofAddr: "127.0.0.1:6060", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB"}, ""},
+		{"pprof on localhost, by env", nil, map[string]string{"PGIMAGEAI_PPROF_ADDR": "localhost:0"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", PprofAddr: "localhost:0", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB"}, ""},
+		{"pprof on IPv6 loopback", []string{"--pprof-addr", "[::1]:6060"}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", PprofAddr: "[::1]:6060", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB"}, ""},
+		{"pprof on every interface", []string{"--pprof-addr", ":6060"}, nil, config{}, "is not a loopback address"},
+		{"pprof on a public address", []string{"--pprof-addr", "0.0.0.0:6060"}, nil, config{}, "is not a loopback address"},
+		{"pprof on a host name", []string{"--pprof-addr", "example.com:6060"}, nil, config{}, "is not a loopback address"},
+		{"pprof without a port", []string{"--pprof-addr", "127.0.0.1"}, nil, config{}, "--pprof-addr"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

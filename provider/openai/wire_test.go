@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
@@ -219,5 +220,53 @@ func TestBodyMessage(t *testing.T) {
 	}
 	if got := httpjson.Truncate(strings.Repeat("é", 400), 501); !strings.HasSuffix(got, "…") || len(got) > 504 {
 		t.Errorf("truncate cut badly: %d bytes", len(got))
+	}
+}
+
+// TestSplicedInto: the image's data URL replaces the placeholder's one
+// occurrence, as a JSON string, and nothing else; a body without it, or
+// with it twice, is refused rather than sent.
+func TestSplicedInto(t *testing.T) {
+	img := &spliced{placeholder: "pgimageai-image-ABC", format: magic.PNG, data: []byte{0x89, 'P', 'N', 'G'}}
+	tests := []struct {
+		name, body, want, wantErr string
+	}{
+		{"the image in place", `{"p":"pgimageai-image-AB","u":"pgimageai-image-ABC"}`,
+			`{"p":"pgimageai-image-AB","u":"data:image/png;base64,iVBORw=="}`, ""},
+		{"only the quoted string counts", `{"p":"xpgimageai-image-ABCx","u":"pgimageai-image-ABC"}`,
+			`{"p":"xpgimageai-image-ABCx","u":"data:image/png;base64,iVBORw=="}`, ""},
+		{"no placeholder", `{"u":"x"}`, "", "not in the body exactly once"},
+		{"twice", `{"a":"pgimageai-image-ABC","b":"pgimageai-image-ABC"}`, "", "not in the body exactly once"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := img.into([]byte(tt.body))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("into = %s, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestPlaceholderIsSecret: each provider has its own random placeholder, so
+// a prompt (which a source row may fill) cannot name it.
+func TestPlaceholderIsSecret(t *testing.T) {
+	m := provider.Model{Name: "m", Provider: "openai", Model: "gpt-test", BaseURL: "http://127.0.0.1:1/v1"}
+	a, err := New(m, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(m, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.placeholder == b.placeholder || len(a.placeholder) < len("pgimageai-image-")+20 {
+		t.Errorf("placeholders %q and %q: want random, long and different", a.placeholder, b.placeholder)
 	}
 }
