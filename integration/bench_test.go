@@ -71,10 +71,12 @@ func benchStream(b *testing.B, latency time.Duration, concurrency int, inProcess
 	if n := queryInt(b, s.conn, "SELECT count(*) FROM public.captions"); n != b.N {
 		b.Fatalf("%d results for %d rows", n, b.N)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
+	rate := float64(b.N) / elapsed.Seconds()
+	b.ReportMetric(rate, "rows/s")
 	if latency > 0 {
 		ideal := float64(concurrency) / latency.Seconds()
 		b.ReportMetric(ideal, "ideal-rows/s")
+		b.ReportMetric(rate/ideal, "ratio")
 	}
 }
 
