@@ -211,6 +211,9 @@ func together(a, b func() time.Duration) (ta, tb time.Duration) {
 func procCPU(tb testing.TB, pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
+		if tb == nil {
+			panic(err)
+		}
 		tb.Fatal(err)
 	}
 	// The fields after the command name, which is in parentheses.
@@ -219,6 +222,46 @@ func procCPU(tb testing.TB, pid int) time.Duration {
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	const hz = 100 // USER_HZ on Linux
 	return time.Duration(utime+stime) * time.Second / hz
+}
+
+// dbCPU returns the CPU time the database's container has used so far, from
+// its cgroup (v1 cpuacct or v2 cpu.stat), and whether it could be read.
+func dbCPU(s *source) (time.Duration, bool) {
+	id := s.db.Postgres().ContainerID()
+	for _, f := range []string{"/sys/fs/cgroup/cpuacct/docker/" + id + "/cpuacct.usage",
+		"/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat", "/sys/fs/cgroup/docker/" + id + "/cpu.stat"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if strings.HasSuffix(f, "cpuacct.usage") {
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			return time.Duration(ns), err == nil
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, err := strconv.ParseInt(rest, 10, 64)
+				return time.Duration(us) * time.Microsecond, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// dbMeter measures, over a phase, the CPU per row of the database's
+// container and of this process (the loopback server, and the bare client
+// when it runs): the returned function gives them as text.
+func dbMeter(s *source, rows int) func() string {
+	start, ok := dbCPU(s)
+	self := procCPU(nil, os.Getpid())
+	return func() string {
+		end, ok2 := dbCPU(s)
+		mine := fmt.Sprintf("test process (server, bare client) %.0f µs/row", float64((procCPU(nil, os.Getpid())-self).Microseconds())/float64(rows))
+		if !ok || !ok2 {
+			return "database unknown (no cgroup CPU account found), " + mine
+		}
+		return fmt.Sprintf("database %.0f µs/row, %s", float64((end-start).Microseconds())/float64(rows), mine)
+	}
 }
 
 // resetHWM resets a process's peak RSS to its current RSS (Linux's
@@ -343,12 +386,14 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 	b.Logf("backlog: %d rows of %d bytes in one statement in %s", fastRows, fastImage, time.Since(t0).Round(time.Millisecond))
 
 	b.ResetTimer()
+	db := dbMeter(s, fastRows)
 	tWAL, tCalls := together(func() time.Duration { return recvlogical(b, s, "bench_limit", endpos) },
 		func() time.Duration { return bareClient(b, base, fastRows, fastWorkers) })
 	s.exec(b, `SELECT pg_drop_replication_slot('bench_limit')`)
-	b.Logf("catch-up limit: pg_recvlogical %s, bare client %s (%d workers), at the same time", tWAL.Round(time.Millisecond), tCalls.Round(time.Millisecond), fastWorkers)
+	b.Logf("catch-up limit: pg_recvlogical %s, bare client %s (%d workers), at the same time; CPU: %s", tWAL.Round(time.Millisecond), tCalls.Round(time.Millisecond), fastWorkers, db())
 	calls := ai.calls.Load()
 	start := time.Now()
+	db = dbMeter(s, fastRows)
 	first := firstRow(b, s, "public.captions", start)
 	p = s.runProcess(b, env...)
 	streaming := time.Since(start)
@@ -356,8 +401,8 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 	s.sync(b, 30*time.Minute)
 	elapsed := time.Since(start)
 	wait()
-	b.Logf("catch-up: streaming after %s, the first result after %s (the walsender decodes a transaction whole before it sends it)",
-		streaming.Round(time.Millisecond), first().Round(time.Millisecond))
+	b.Logf("catch-up: streaming after %s, the first result after %s (the walsender decodes a transaction whole before it sends it); CPU: %s",
+		streaming.Round(time.Millisecond), first().Round(time.Millisecond), db())
 	cpu, hwm := procCPU(b, p.cmd.Process.Pid), vmHWM(b, p.cmd.Process.Pid)
 	if n := queryInt(b, s.conn, "SELECT count(*) FROM public.captions WHERE caption = 'a grey test pattern'"); n != fastRows {
 		b.Fatalf("%d results, want %d", n, fastRows)
@@ -370,12 +415,14 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 	// The backfill: a rule added to the running bridge, on the existing
 	// rows (another prompt, so nothing is remembered). The limit is
 	// measured while the bridge idles.
+	db = dbMeter(s, fastRows)
 	tRead, tCalls := together(func() time.Duration { return copyOut(b, s) },
 		func() time.Duration { return bareClient(b, base, fastRows, fastWorkers) })
-	b.Logf("backfill limit: COPY %s, bare client %s, at the same time", tRead.Round(time.Millisecond), tCalls.Round(time.Millisecond))
+	b.Logf("backfill limit: COPY %s, bare client %s, at the same time; CPU: %s", tRead.Round(time.Millisecond), tCalls.Round(time.Millisecond), db())
 	resetHWM(b, p.cmd.Process.Pid)
 	cpu0 := procCPU(b, p.cmd.Process.Pid)
 	calls = ai.calls.Load()
+	db = dbMeter(s, fastRows)
 	start = time.Now()
 	s.exec(b, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe the image again', 'public.captions2', 'caption')`)
@@ -383,6 +430,7 @@ VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Desc
 	waitCount(b, s.conn, "SELECT count(*) FROM public.captions2 WHERE caption IS NOT NULL", fastRows, 30*time.Minute)
 	elapsed = time.Since(start)
 	wait()
+	b.Logf("backfill: CPU: %s", db())
 	cpu, hwm = procCPU(b, p.cmd.Process.Pid)-cpu0, vmHWM(b, p.cmd.Process.Pid)
 	if err := p.signal(b, syscall.SIGTERM); err != nil {
 		b.Fatalf("graceful stop: %v", err)

@@ -43,6 +43,7 @@ type Target struct {
 	cast bool // the value is sent as text and cast to SQLType (pgvector, json)
 
 	upsert, del, move, delStale, has string
+	upsertMany                       string // "" for write-back: see Upserts
 }
 
 // HasValue reports whether the target row keyed key holds a result (not
@@ -100,6 +101,18 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 	}
 	t := &Target{Table: table, Key: source.PrimaryKey, Column: column, Type: typ, SQLType: col.Type, WriteBack: table.OID == source.OID && sameServer}
 	if err := t.checkColumn(col); err != nil {
+		return nil, err
+	}
+	t.prepareSQL()
+	return t, nil
+}
+
+// NewTarget returns the target of a result column of table as described,
+// with its statements, without a database: Ensure is what creates and
+// checks a target; tests describe one.
+func NewTarget(table *catalog.Table, key []string, column string, typ ResultType, sqlType string, writeBack bool) (*Target, error) {
+	t := &Target{Table: table, Key: key, Column: column, Type: typ, SQLType: sqlType, WriteBack: writeBack}
+	if err := t.checkColumn(catalog.Column{Name: column, Type: sqlType}); err != nil {
 		return nil, err
 	}
 	t.prepareSQL()
@@ -238,6 +251,29 @@ func (t *Target) prepareSQL() {
 		t.upsert = fmt.Sprintf(`INSERT INTO %s AS t (%s, %s) VALUES (%s, %s)
 ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCLUDED.%s`,
 			table, strings.Join(keys, ", "), col, strings.Join(params, ", "), value,
+			strings.Join(keys, ", "), col, col, col, col)
+	}
+	if !t.WriteBack {
+		// Many rows in one statement: the keys as source_key JSON, each
+		// column cast from its text form, the values as text (see Upserts).
+		var fromJSON []string
+		for _, k := range t.Key {
+			typ := "text"
+			if c, ok := t.Table.Column(k); ok {
+				typ = c.Type
+			}
+			// The key's JSON field: a string literal, quotes doubled
+			// (standard_conforming_strings, on since PostgreSQL 9.1).
+			fromJSON = append(fromJSON, fmt.Sprintf("(v.key ->> '%s')::%s", strings.ReplaceAll(k, "'", "''"), typ))
+		}
+		val := "v.val"
+		if t.Type != TextResult {
+			val = "v.val::" + t.SQLType
+		}
+		t.upsertMany = fmt.Sprintf(`INSERT INTO %s AS t (%s, %s)
+SELECT %s, %s FROM unnest($1::jsonb[], $2::text[]) AS v (key, val)
+ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCLUDED.%s`,
+			table, strings.Join(keys, ", "), col, strings.Join(fromJSON, ", "), val,
 			strings.Join(keys, ", "), col, col, col, col)
 	}
 	t.del = fmt.Sprintf("DELETE FROM %s WHERE %s", table, strings.Join(where, " AND "))

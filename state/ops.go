@@ -135,6 +135,46 @@ func (o ResultInput) Queue(b *pgx.Batch) {
 ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key`, o.Rule, string(o.Key), o.InputKey)
 }
 
+// ResultInputs is ResultInput for many distinct rows of one rule, in two
+// statements at most: the rows with an input (InputKeys[i] != nil) stored,
+// the others forgotten.
+type ResultInputs struct {
+	Rule      string
+	Keys      []string // source_key JSON
+	InputKeys [][]byte
+}
+
+func (o ResultInputs) Queue(b *pgx.Batch) {
+	var setKeys, gone []string
+	var inputs [][]byte
+	for i, k := range o.Keys {
+		if o.InputKeys[i] == nil {
+			gone = append(gone, k)
+		} else {
+			setKeys, inputs = append(setKeys, k), append(inputs, o.InputKeys[i])
+		}
+	}
+	if len(gone) > 0 {
+		b.Queue(`DELETE FROM pgimageai.results WHERE rule = $1 AND source_key = ANY ($2::jsonb[])`, o.Rule, gone)
+	}
+	if len(setKeys) > 0 {
+		b.Queue(`INSERT INTO pgimageai.results (rule, source_key, input_key)
+SELECT $1, k, i FROM unnest($2::jsonb[], $3::bytea[]) AS v (k, i)
+ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key`, o.Rule, setKeys, inputs)
+	}
+}
+
+// Resolves is Resolve for many rows of one rule, in one statement.
+type Resolves struct {
+	Rule string
+	Keys []string // source_key JSON
+}
+
+func (o Resolves) Queue(b *pgx.Batch) {
+	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now()
+WHERE rule = $1 AND source_key = ANY ($2::jsonb[]) AND resolved_at IS NULL`, o.Rule, o.Keys)
+}
+
 // Querier runs a query that returns one row: a *pgx.Conn, a *pgxpool.Pool.
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

@@ -1,0 +1,265 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// batch turns the items of one lane write into sink ops: results with their
+// errors rows or resolutions, deletes, moves, truncates, backfill progress,
+// and the provider usage of the calls they hold.
+type batch struct {
+	ops     []sink.Op
+	usage   map[[2]string]*state.Usage // by rule and model
+	own     bool                       // writes a source table (write-back)
+	rows    map[string]int             // by op, for metrics
+	reasons map[string]int             // errors rows by reason, for metrics
+	errorsN int
+	run     resultRun // results not yet turned into ops
+}
+
+// add appends the ops of one item.
+func (b *batch) add(it *item) {
+	if it.kind != itemResult {
+		b.flush()
+	}
+	switch it.kind {
+	case itemMove:
+		b.ops = append(b.ops, sink.Move{Target: it.target, OldKey: it.oldKey, NewKey: it.key},
+			state.RekeyErrors{SourceTable: it.sourceTable, OldKey: it.oldKeyJSON, NewKey: it.keyJSON, Rules: it.rules})
+		b.count("move")
+	case itemDelete:
+		b.ops = append(b.ops, sink.Delete{Target: it.target, Key: it.key},
+			state.ForgetRow{SourceTable: it.sourceTable, Key: it.keyJSON, Rules: it.rules})
+		b.count("delete")
+	case itemTruncate:
+		b.ops = append(b.ops, sink.Truncate{Target: it.target}, state.ForgetRow{SourceTable: it.sourceTable, Rules: it.rules})
+		b.count("truncate")
+	case itemResult:
+		b.result(it)
+	case itemBackfill:
+		b.ops = append(b.ops, it.progress)
+	case itemResolve:
+		b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+	}
+}
+
+func (b *batch) count(op string) {
+	if b.rows == nil {
+		b.rows = map[string]int{}
+	}
+	b.rows[op]++
+}
+
+// result appends the ops of one function result: the value (NULL on
+// failure), and the errors row or the resolution of earlier ones.
+func (b *batch) result(it *item) {
+	if it.call != nil && it.call.unchanged {
+		return // the stored result is this input's: nothing to write
+	}
+	var res functions.Result
+	var err error
+	if it.call == nil {
+		res = functions.Result{Null: true}
+	} else {
+		res, err = it.call.result, it.call.err
+	}
+	if err == nil && !res.Null && it.target.Dim > 0 && len(res.Vector) != it.target.Dim {
+		err = &functions.Error{Reason: functions.BadResponse, ImageBytes: it.call.size, ImageHead: it.call.head,
+			Detail: fmt.Sprintf("model %s returned a vector of %d dimensions; target column %s.%s is vector(%d)",
+				it.rule.Model, len(res.Vector), it.target.Name(), it.target.Column, it.target.Dim)}
+		res = functions.Result{Null: true}
+	}
+	var value any
+	switch {
+	case err != nil || res.Null:
+	case it.rule.Fn.Name() == functions.Embed:
+		value = res.Vector
+	default:
+		value = res.Text
+	}
+	b.count("upsert")
+	if it.call != nil && !it.call.hit && it.call.err == nil {
+		b.countUsage(it.rule, res.Usage)
+	}
+	var inputKey []byte
+	if err == nil && !res.Null && it.call != nil && it.call.key != nil {
+		inputKey = it.call.key[:]
+	}
+	many := it.target.Many()
+	if many && !b.run.fits(it) {
+		b.flush()
+	}
+	if many {
+		b.run.add(it, value, inputKey, err == nil)
+	} else {
+		b.flush()
+		b.ops = append(b.ops, sink.Upsert{Target: it.target, Key: it.key, Value: value},
+			state.ResultInput{Rule: it.rule.Name, Key: it.keyJSON, InputKey: inputKey})
+		if err == nil {
+			b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+		}
+		b.own = b.own || it.target.WriteBack
+	}
+	if err == nil {
+		return
+	}
+	b.errorsN++
+	row := state.Error{Rule: it.rule.Name, SourceTable: it.sourceTable, Key: it.keyJSON, LSN: it.lsn,
+		Reason: string(functions.ProviderError), Detail: err.Error()}
+	var fe *functions.Error
+	if errors.As(err, &fe) {
+		row.Reason, row.Detail = string(fe.Reason), fe.Detail
+		if fe.ImageBytes >= 0 {
+			n := fe.ImageBytes
+			row.ImageBytes, row.ImageHead = &n, fe.ImageHead
+		}
+	}
+	if it.call != nil && it.call.key != nil && functions.Permanent(err) {
+		row.InputKey = it.call.key[:]
+		if row.ImageBytes == nil { // a failure remembered from an earlier run
+			n := it.call.size
+			row.ImageBytes, row.ImageHead = &n, it.call.head
+		}
+	}
+	if b.reasons == nil {
+		b.reasons = map[string]int{}
+	}
+	b.reasons[row.Reason]++
+	if many {
+		b.run.errors = append(b.run.errors, row)
+	} else {
+		b.ops = append(b.ops, row)
+	}
+}
+
+// countUsage adds one answered call and its tokens to the batch's usage.
+// Calls served by the cache cost nothing and are not counted.
+func (b *batch) countUsage(r *Rule, u provider.Usage) {
+	if b.usage == nil {
+		b.usage = map[[2]string]*state.Usage{}
+	}
+	k := [2]string{r.Name, r.Model}
+	agg := b.usage[k]
+	if agg == nil {
+		agg = &state.Usage{Rule: r.Name, Model: r.Model}
+		b.usage[k] = agg
+	}
+	agg.Calls++
+	agg.PromptTokens += int64(u.PromptTokens)
+	agg.CompletionTokens += int64(u.CompletionTokens)
+}
+
+// final returns the batch's ops: the OwnWrites marker first when the batch
+// writes to a source table (write-back), so that the bridge ignores those
+// changes when it reads them back from the WAL (note receives the
+// transaction's ID), and the usage last.
+func (b *batch) final(note func(xid uint32)) []sink.Op {
+	b.flush()
+	ops := b.ops
+	if b.own {
+		ops = append([]sink.Op{state.OwnWrites{Note: note}}, ops...)
+	}
+	for _, u := range b.usage {
+		ops = append(ops, *u)
+	}
+	return ops
+}
+
+// flush turns the results collected in the run into ops.
+func (b *batch) flush() {
+	b.ops = b.run.ops(b.ops)
+	b.run = resultRun{}
+}
+
+// resultRun collects consecutive results of distinct rows, written with one
+// statement per target column and rule rather than three per row (see
+// sink.Upserts): the database's share of a write is most of its cost. A run
+// holds each (rule, row) and each (column, row) once, so the order of its
+// statements cannot matter: ops of different rows commute. Anything else in
+// a lane's items (a delete, a move, a truncate, a second result for a row
+// of the run) ends the run first, keeping each row's changes in order.
+type resultRun struct {
+	seen     map[string]bool
+	upserts  []*sink.Upserts       // in order of first use
+	inputs   []*state.ResultInputs // by rule, in order of first use
+	resolves []*state.Resolves
+	errors   []sink.Op
+}
+
+func (r *resultRun) rowKeys(it *item) (byRule, byColumn string) {
+	return "r\x00" + it.rule.Name + "\x00" + string(it.keyJSON),
+		"c\x00" + it.target.Name() + "\x00" + it.target.Column + "\x00" + string(it.keyJSON)
+}
+
+// fits reports whether it's row is not in the run yet.
+func (r *resultRun) fits(it *item) bool {
+	byRule, byColumn := r.rowKeys(it)
+	return !r.seen[byRule] && !r.seen[byColumn]
+}
+
+// add adds one result: value into its column, the input it was computed
+// from (nil: none), and the resolution of the row's open errors when ok.
+func (r *resultRun) add(it *item, value any, inputKey []byte, ok bool) {
+	if r.seen == nil {
+		r.seen = map[string]bool{}
+	}
+	byRule, byColumn := r.rowKeys(it)
+	r.seen[byRule], r.seen[byColumn] = true, true
+	key := string(it.keyJSON)
+	var u *sink.Upserts
+	for _, x := range r.upserts {
+		if x.Target == it.target {
+			u = x
+		}
+	}
+	if u == nil {
+		u = &sink.Upserts{Target: it.target}
+		r.upserts = append(r.upserts, u)
+	}
+	u.Keys, u.Values = append(u.Keys, key), append(u.Values, value)
+	var in *state.ResultInputs
+	for _, x := range r.inputs {
+		if x.Rule == it.rule.Name {
+			in = x
+		}
+	}
+	if in == nil {
+		in = &state.ResultInputs{Rule: it.rule.Name}
+		r.inputs = append(r.inputs, in)
+	}
+	in.Keys, in.InputKeys = append(in.Keys, key), append(in.InputKeys, inputKey)
+	if !ok {
+		return
+	}
+	var res *state.Resolves
+	for _, x := range r.resolves {
+		if x.Rule == it.rule.Name {
+			res = x
+		}
+	}
+	if res == nil {
+		res = &state.Resolves{Rule: it.rule.Name}
+		r.resolves = append(r.resolves, res)
+	}
+	res.Keys = append(res.Keys, key)
+}
+
+// ops appends the run's ops to ops.
+func (r *resultRun) ops(ops []sink.Op) []sink.Op {
+	for _, u := range r.upserts {
+		ops = append(ops, *u)
+	}
+	for _, in := range r.inputs {
+		ops = append(ops, *in)
+	}
+	for _, res := range r.resolves {
+		ops = append(ops, *res)
+	}
+	return append(ops, r.errors...)
+}

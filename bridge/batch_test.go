@@ -1,0 +1,104 @@
+package bridge
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// TestBatchRuns: consecutive results of distinct rows become one statement
+// per column and rule; a second result for a row, or any other item, ends
+// the run, so each row's changes stay in order.
+func TestBatchRuns(t *testing.T) {
+	table := &catalog.Table{Schema: "public", Name: "t", Regclass: "public.t",
+		Columns: []catalog.Column{{Name: "id", Type: "integer"}, {Name: "c", Type: "text"}, {Name: "d", Type: "text"}}}
+	target := func(col string) *sink.Target {
+		tg, err := sink.NewTarget(table, []string{"id"}, col, sink.TextResult, "text", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tg
+	}
+	a, b := testRule(t, functions.Complete, 0), testRule(t, functions.Complete, 0)
+	a.Name, a.Target = "a", target("c")
+	b.Name, b.Target = "b", target("d")
+	result := func(r *Rule, id int, text string, err error) item {
+		res := functions.Result{Text: text}
+		if err != nil {
+			res = functions.Result{Null: true}
+		}
+		return item{kind: itemResult, rule: r, target: r.Target, key: []any{id}, keyJSON: []byte(fmt.Sprintf(`{"id": %d}`, id)), call: done(res, err)}
+	}
+	fail := &functions.Error{Reason: functions.ProviderError, Detail: "HTTP 400", ImageBytes: 5}
+	tests := []struct {
+		name  string
+		items []item
+		want  string // the ops, in order
+	}{
+		{"a run of rows", []item{result(a, 1, "x", nil), result(a, 2, "y", nil), result(a, 3, "", fail)},
+			"Upserts(c:1,2,3) ResultInputs(a:1,2,3) Resolves(a:1,2) Error(a:3)"},
+		{"two rules, two columns, one run", []item{result(a, 1, "x", nil), result(b, 1, "y", nil), result(a, 2, "z", nil)},
+			"Upserts(c:1,2) Upserts(d:1) ResultInputs(a:1,2) ResultInputs(b:1) Resolves(a:1,2) Resolves(b:1)"},
+		{"a row again ends the run", []item{result(a, 1, "x", nil), result(a, 2, "y", nil), result(a, 1, "z", nil)},
+			"Upserts(c:1,2) ResultInputs(a:1,2) Resolves(a:1,2) Upserts(c:1) ResultInputs(a:1) Resolves(a:1)"},
+		{"a delete ends the run", []item{result(a, 1, "x", nil), {kind: itemDelete, rule: a, target: a.Target, key: []any{2}, keyJSON: []byte(`{"id": 2}`)}, result(a, 2, "y", nil)},
+			"Upserts(c:1) ResultInputs(a:1) Resolves(a:1) Delete ForgetRow Upserts(c:2) ResultInputs(a:2) Resolves(a:2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var bt batch
+			for i := range tt.items {
+				bt.add(&tt.items[i])
+			}
+			if got := describeOps(bt.final(nil)); got != tt.want {
+				t.Errorf("ops\n  %s\nwant\n  %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// describeOps names each op, with its column or rule and its rows' ids.
+func describeOps(ops []sink.Op) string {
+	ids := func(keys []string) string {
+		out := ""
+		for i, k := range keys {
+			var id int
+			fmt.Sscanf(k, `{"id": %d}`, &id)
+			if i > 0 {
+				out += ","
+			}
+			out += fmt.Sprint(id)
+		}
+		return out
+	}
+	var out string
+	for _, op := range ops {
+		if _, ok := op.(state.Usage); ok {
+			continue // the batch's usage, last
+		}
+		if out != "" {
+			out += " "
+		}
+		switch o := op.(type) {
+		case sink.Upserts:
+			out += fmt.Sprintf("Upserts(%s:%s)", o.Target.Column, ids(o.Keys))
+		case state.ResultInputs:
+			out += fmt.Sprintf("ResultInputs(%s:%s)", o.Rule, ids(o.Keys))
+		case state.Resolves:
+			out += fmt.Sprintf("Resolves(%s:%s)", o.Rule, ids(o.Keys))
+		case state.Error:
+			out += fmt.Sprintf("Error(%s:%s)", o.Rule, ids([]string{string(o.Key)}))
+		case sink.Delete:
+			out += "Delete"
+		case state.ForgetRow:
+			out += "ForgetRow"
+		default:
+			out += fmt.Sprintf("%T", op)
+		}
+	}
+	return out
+}
