@@ -287,7 +287,7 @@ func (e *engine) emit(ctx context.Context, pos state.Position, it item) error {
 	}
 	e.routed[lane] = pos
 	e.tracker.add(it.rec)
-	e.lanes.rows.add(lane, rowsOf(&it)...)
+	e.lanes.rows.route(lane, &it)
 	e.lanes.get(lane).push(it)
 	return nil
 }
@@ -344,15 +344,15 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 		var emits []placed // in position order: moves first, then results
 		// Where each lane's stored input is compared (see results.go): at
 		// the row's key, or — for a key move, whose Move carries the result
-		// and its input along — at its old key; nowhere while an earlier
-		// change of the row waits in the lane.
+		// and its input along — at its old key; while an earlier change of
+		// the row waits in the lane, with that change's input instead.
 		// An INSERT has nothing stored to compare with: a row's stored
 		// input goes with its DELETE (and moves with its key), so the read
 		// would only cost a round trip per new row.
 		look := map[string]*lookup{}
 		for _, r := range rules {
-			if lane := r.Target.Name(); ch.Op == replication.Update && !e.lanes.rows.busy(lane, keyJSON) {
-				look[lane] = &lookup{keyJSON: keyJSON, key: key}
+			if lane := r.Target.Name(); ch.Op == replication.Update {
+				look[lane] = e.lanes.rows.at(lane, keyJSON, key)
 			}
 		}
 		if ch.Op == replication.Update && ch.Old != nil && !sameKey(ch.Old, ch.New, rel.key) {
@@ -362,8 +362,8 @@ func (e *engine) change(ctx context.Context, ch *replication.Change) error {
 			}
 			e.touch(ch.Relation.OID, oldJSON)
 			for _, r := range rules {
-				if lane := r.Target.Name(); !r.Target.WriteBack && look[lane] != nil && !e.lanes.rows.busy(lane, oldJSON) {
-					look[lane] = &lookup{keyJSON: oldJSON, key: oldKey}
+				if lane := r.Target.Name(); !r.Target.WriteBack && look[lane] != nil && !look[lane].busy {
+					look[lane] = e.lanes.rows.at(lane, oldJSON, oldKey)
 				} else if !r.Target.WriteBack {
 					look[lane] = nil
 				}
@@ -508,7 +508,8 @@ func (e *engine) truncate(ctx context.Context, ch *replication.Change) error {
 // of the same call (pgimageai retry).
 //
 // look, when set, is where the stored input is compared first (see
-// results.go): a match makes no call.
+// results.go): a match makes no call; at a busy row, an earlier change of
+// the same input still waiting makes none either: c follows its call.
 func (e *engine) start(ctx context.Context, r *Rule, look *lookup, img []byte, prompt string, fresh bool) (*call, error) {
 	c := &call{done: make(chan struct{}), size: len(img), head: magic.Head(img, 16)}
 	if _, err := r.Fn.Check(img); err != nil {
@@ -532,9 +533,20 @@ func (e *engine) start(ctx context.Context, r *Rule, look *lookup, img []byte, p
 	if fresh {
 		e.cache.forget(k)
 	}
-	compare := !fresh && e.lookups != nil && look != nil
+	compare := !fresh && e.lookups != nil && look != nil && !look.busy
+	var prev *call // at a busy row, the earlier change's call of the same input
+	if !fresh && look != nil && look.busy {
+		prev = e.lanes.rows.pending(look, r.Name, k)
+	}
 	e.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() {
 		defer e.budget.release(imgCost)
+		// prev was queued first on this model's workers: it runs or is done.
+		if prev != nil && c.follow(prev) {
+			e.hits.Add(1)
+			e.metrics.CacheHit(r.Name)
+			close(c.done)
+			return
+		}
 		if compare && e.lookups.same(e.callCtx, r, look, k[:]) {
 			c.unchanged, c.hit = true, true
 			e.unchanged.Add(1)
