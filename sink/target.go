@@ -253,9 +253,11 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCL
 			table, strings.Join(keys, ", "), col, strings.Join(params, ", "), value,
 			strings.Join(keys, ", "), col, col, col, col)
 	}
-	if !t.WriteBack {
+	if !t.WriteBack && t.Type != VectorResult {
 		// Many rows in one statement: the keys as source_key JSON, each
 		// column cast from its text form, the values as text (see Upserts).
+		// Not vectors: as text they take three times their binary size, and
+		// a lane's write holds its whole batch (SPEC §5's memory bound).
 		var fromJSON []string
 		for _, k := range t.Key {
 			typ := "text"
@@ -267,7 +269,7 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCL
 			fromJSON = append(fromJSON, fmt.Sprintf("(v.key ->> '%s')::%s", strings.ReplaceAll(k, "'", "''"), typ))
 		}
 		val := "v.val"
-		if t.Type != TextResult {
+		if t.Type == JSONResult {
 			val = "v.val::" + t.SQLType
 		}
 		t.upsertMany = fmt.Sprintf(`INSERT INTO %s AS t (%s, %s)

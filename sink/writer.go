@@ -140,38 +140,27 @@ func (o Upsert) Queue(b *pgx.Batch) {
 	b.Queue(o.Target.upsert, append(append([]any{}, o.Key...), v)...)
 }
 
-// Upserts writes many results into one column of a target table that is not
-// the source (see Upsert), in one statement: what a lane writes most, and
-// per row the costliest part of a write for the database. Keys are the rows'
-// source_key JSON, distinct; Values are as in Upsert.
+// Upserts writes many text or JSON results into one column of a target
+// table that is not the source (see Upsert), in one statement: what a lane
+// writes most, and per row the costliest part of a write for the database.
+// Keys are the rows' source_key JSON, distinct; a Value is a string or nil
+// (SQL NULL).
 type Upserts struct {
 	Target *Target
 	Keys   []string
 	Values []any
 }
 
-// Many reports whether t takes Upserts: every target but write-back.
+// Many reports whether t takes Upserts: text and JSON results of every
+// target but write-back.
 func (t *Target) Many() bool { return t.upsertMany != "" }
 
 func (o Upserts) Queue(b *pgx.Batch) {
 	vals := make([]*string, len(o.Values))
 	for i, v := range o.Values {
-		var text string
-		switch v := v.(type) {
-		case nil:
-			continue
-		case string:
-			text = v
-		case []float32:
-			if o.Target.Vector {
-				text = VectorText(v)
-			} else {
-				text = ArrayText(v)
-			}
-		default:
-			text = fmt.Sprint(v)
+		if s, ok := v.(string); ok {
+			vals[i] = &s
 		}
-		vals[i] = &text
 	}
 	b.Queue(o.Target.upsertMany, o.Keys, vals)
 }
@@ -206,13 +195,6 @@ type Truncate struct {
 }
 
 func (o Truncate) Queue(b *pgx.Batch) { b.Queue("TRUNCATE " + o.Target.Table.Identifier().Sanitize()) }
-
-// ArrayText renders v in PostgreSQL's array text form, "{0.1,0.2}": each
-// value the shortest that reads back as the same float32.
-func ArrayText(v []float32) string {
-	s := VectorText(v)
-	return "{" + s[1:len(s)-1] + "}"
-}
 
 // VectorText renders v in pgvector's text form, "[0.1,0.2]".
 func VectorText(v []float32) string {
