@@ -27,6 +27,7 @@ type Provider struct {
 	client  *goopenai.Client
 	retrier provider.Retrier
 	limiter *provider.Limiter
+	batch   *batchClient // the Batch API (batch.go); nil unless batch_api
 }
 
 var _ provider.TextGenerator = (*Provider)(nil)
@@ -58,7 +59,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	cc.BaseURL = base
 	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}, maxAnswer: provider.MaxChatAnswerBytes}
 
-	return &Provider{
+	p := &Provider{
 		model:   m.Model,
 		cfg:     cfg,
 		redact:  provider.NewRedactor(key),
@@ -66,7 +67,11 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 		client:  goopenai.NewClientWithConfig(cc),
 		retrier: provider.Retrier{MaxRetries: *cfg.MaxRetries},
 		limiter: provider.NewLimiter(cfg.MaxConcurrency, cfg.RequestsPerMinute),
-	}, nil
+	}
+	if cfg.BatchAPI {
+		p.batch = newBatchClient(cfg, base, key)
+	}
+	return p, nil
 }
 
 // Factory is New as a provider.Factory, for Registry.Register("openai", openai.Factory).
