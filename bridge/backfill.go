@@ -83,6 +83,9 @@ type pageRow struct {
 	head    []byte // its first 16 bytes
 	prompt  string // the rule's prompt, rendered for the row
 	ord     int64  // its key's ordinal in a retry's list
+
+	// answer is a batch API's answer for the row (batchapi.go); nil: none.
+	answer *state.BatchAnswer
 }
 
 // rowQuery selects rule's source rows: key columns, the image (only when
@@ -287,6 +290,10 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 	e.bf.runs[r.Name] = run
 	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.bf.srcDSN}, hand: e.handPage, run: run,
 		bo: backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}}
+	if r.Batch != nil {
+		go e.batchBackfill(bctx, w, r, last, stop) // batchapi.go
+		return nil
+	}
 	go w.work(bctx, r, last, stop)
 	return nil
 }
@@ -564,6 +571,9 @@ func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow, fresh boo
 		var look *lookup
 		if !e.lanes.rows.busy(r.Target.Name(), row.keyJSON) {
 			look = &lookup{keyJSON: row.keyJSON, key: row.key}
+		}
+		if it.call = e.answeredCall(r, row, look); it.call != nil { // a batch answer (batchapi.go)
+			break
 		}
 		if it.call, err = e.start(ctx, r, look, row.img, row.prompt, fresh); err != nil {
 			return item{}, err

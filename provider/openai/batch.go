@@ -75,7 +75,7 @@ type BatchOptions struct {
 	BatchMaxRequests int   `json:"batch_max_requests,omitempty"`
 	BatchMaxBytes    int64 `json:"batch_max_bytes,omitempty"`
 	// BatchPollInterval is the first wait between polls of a running batch
-	// (default 1m); it doubles up to 10 minutes.
+	// (default 1m); it doubles up to 8 times that, at most 10 minutes.
 	BatchPollInterval provider.Duration `json:"batch_poll_interval,omitempty"`
 }
 
@@ -124,7 +124,8 @@ func newBatchClient(cfg Config, base, key string) *batchClient {
 	if l.PollMin == 0 {
 		l.PollMin = DefaultBatchPollInterval
 	}
-	l.PollMax = max(l.PollMin, maxPollInterval)
+	l.PollMax = min(max(8*l.PollMin, l.PollMin), maxPollInterval) // a short first wait stays short
+	l.PollMax = max(l.PollMax, l.PollMin)
 	// A file's content is bounded by the number of lines and the bound of
 	// each, which BatchAnswers enforces as it reads.
 	return &batchClient{base: strings.TrimRight(base, "/"), key: key, http: hc, json: mk(maxBatchObject),
