@@ -95,15 +95,7 @@ func (e *engine) batchBackfill(ctx context.Context, w *backfillWorker, r *Rule, 
 	}
 	b.close(ctx)
 	w.src = &answerPages{pageSource: w.src, dsn: e.live.tgtDSN}
-	w.work(ctx, r, last, stop)
-	if ctx.Err() == nil { // done: the answers served
-		if conn, err := pgx.Connect(ctx, e.live.tgtDSN); err == nil {
-			if err := state.ForgetAnswers(ctx, conn, r.Name); err != nil {
-				e.log.Warn("batch answers not deleted", "rule", r.Name, "err", err)
-			}
-			conn.Close(ctx)
-		}
-	}
+	w.work(ctx, r, last, stop) // its last page deletes the answers (state.BackfillProgress)
 }
 
 func (b *batchRun) close(ctx context.Context) {
