@@ -265,7 +265,7 @@ func (f *fakeBatchAI) advance(n int, b *fakeBatch) {
 			completed++
 			body, _ := json.Marshal(map[string]any{"id": "chatcmpl-b", "object": "chat.completion", "created": 1, "model": "gpt-test",
 				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": captionOf(in.dataURL)}}},
-				"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}})
+				"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}})
 			fmt.Fprintf(&out, `{"id":"batch_req_%d_%d","custom_id":%q,"response":{"status_code":200,"request_id":"req_%d","body":%s},"error":null}`+"\n", n, i, in.customID, i, body)
 		}
 	}
