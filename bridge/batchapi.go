@@ -140,7 +140,7 @@ func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
 			return err
 		}
 		batches = append(batches, bt)
-		if err := b.submit(ctx, &batches[len(batches)-1]); err != nil {
+		if err := b.submit(ctx, &batches[len(batches)-1], true); err != nil {
 			return err
 		}
 	}
@@ -149,7 +149,7 @@ func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
 		if bt.Requests == 0 || bt.Downloaded {
 			continue
 		}
-		if err := b.submit(ctx, bt); err != nil {
+		if err := b.submit(ctx, bt, false); err != nil {
 			return err
 		}
 		if err := b.poll(ctx, bt); err != nil {
@@ -335,16 +335,22 @@ func (u *upload) abort() {
 }
 
 // submit creates bt's batch unless it exists: a batch recorded without an ID
-// is first looked for by its input file.
-func (b *batchRun) submit(ctx context.Context, bt *state.BackfillBatch) error {
+// by an earlier run (fresh is false) is first looked for by its input file —
+// that run may have created it and stopped before recording its ID.
+func (b *batchRun) submit(ctx context.Context, bt *state.BackfillBatch, fresh bool) error {
 	if bt.Requests == 0 || bt.BatchID != "" {
 		return nil
 	}
-	job, found, err := b.api.FindBatch(ctx, bt.InputFileID)
-	if err != nil {
-		return err
+	var job provider.BatchJob
+	found := false
+	if !fresh {
+		var err error
+		if job, found, err = b.api.FindBatch(ctx, bt.InputFileID); err != nil {
+			return err
+		}
 	}
 	if !found {
+		var err error
 		if job, err = b.api.CreateBatch(ctx, bt.InputFileID, map[string]string{"pgimageai_rule": b.r.Name,
 			"pgimageai_seq": fmt.Sprint(bt.Seq)}); err != nil {
 			return err

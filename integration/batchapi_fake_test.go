@@ -43,6 +43,8 @@ type fakeBatchAI struct {
 	polls   int
 	// release lets batches finish; until then they stay in_progress.
 	release bool
+	// holdCreate: a create makes the batch but never answers.
+	holdCreate bool
 	// failIDs are rows whose line fails with a 400.
 	failIDs map[int]bool
 	// expire, when set, gives for batch n (from 1) how many of its lines
@@ -75,7 +77,22 @@ func newFakeBatchAI(tb testing.TB) *fakeBatchAI {
 
 func (f *fakeBatchAI) serveBatch(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
+	hold := f.holdCreate && r.Method == "POST" && r.URL.Path == "/v1/batches"
+	f.mu.Unlock()
+	if hold {
+		// Create the batch, but never answer: the client is killed waiting.
+		f.mu.Lock()
+		f.serveLocked(httptest.NewRecorder(), r)
+		f.mu.Unlock()
+		<-r.Context().Done()
+		return
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.serveLocked(w, r)
+}
+
+func (f *fakeBatchAI) serveLocked(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	fail := func(format string, args ...any) {
 		f.t.Errorf("batch API: "+format, args...)
@@ -280,6 +297,13 @@ func (f *fakeBatchAI) counts() (uploads, creates, polls int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.uploads, f.creates, f.polls
+}
+
+// setHoldCreate sets holdCreate.
+func (f *fakeBatchAI) setHoldCreate(hold bool) {
+	f.mu.Lock()
+	f.holdCreate = hold
+	f.mu.Unlock()
 }
 
 // setRelease lets the batches finish.

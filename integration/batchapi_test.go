@@ -174,3 +174,39 @@ func TestBatchAPIExpired(t *testing.T) {
 		t.Errorf("usage counts %d calls, want 100 (85 batch answers, 15 synchronous)", n)
 	}
 }
+
+// TestBatchAPICrashWhileCreating: `pgimageai run` is SIGKILLed while the
+// provider creates the batch (it made the batch but the answer never came),
+// so the batch's ID was never recorded; the new process finds the batch by
+// its input file and polls it: one batch in all, every row answered by it.
+func TestBatchAPICrashWhileCreating(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeBatchAI(t)
+	ai.release, ai.holdCreate = true, true
+	want := map[int]string{}
+	insertRows(t, s, 1, 51, 50, want)
+	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms"}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	p1 := s.runProcess(t)
+	waitFor(t, 60*time.Second, "the batch to be created", func() bool { _, creates, _ := ai.counts(); return creates == 1 })
+	p1.signal(t, syscall.SIGKILL)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches WHERE batch_id IS NULL AND status = 'uploaded' AND input_file_id = 'file-in-1'"); n != 1 {
+		t.Fatalf("the uploaded batch is not recorded without its ID (%d rows)", n)
+	}
+	ai.setHoldCreate(false)
+	s.runProcess(t)
+	waitFor(t, 120*time.Second, "the backfill through the batch", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
+	})
+	s.sync(t, 60*time.Second)
+	if uploads, creates, _ := ai.counts(); uploads != 1 || creates != 1 {
+		t.Errorf("%d uploads, %d batches created; want 1 and 1", uploads, creates)
+	}
+	if n := ai.Count(); n != 0 {
+		t.Errorf("%d synchronous calls, want 0", n)
+	}
+	assertCaptions(t, captions(t, s.conn), want)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches WHERE batch_id = 'batch_1' AND status = 'completed' AND downloaded"); n != 1 {
+		t.Errorf("backfill_batches does not record batch_1 as found and completed")
+	}
+}

@@ -224,15 +224,18 @@ func (p *Provider) UploadBatch(ctx context.Context, name string, r io.Reader) (s
 // batchCall runs one JSON call of the Batch API with the model's retries,
 // timeout and classification of failures.
 func (p *Provider) batchCall(ctx context.Context, call func(ctx context.Context) error) error {
-	return p.retrier.Do(ctx, func(ctx context.Context) error {
-		actx, cancel := context.WithTimeout(ctx, p.timeout)
-		defer cancel()
-		ex := &exchange{}
-		if err := call(withExchange(actx, ex)); err != nil {
-			return p.classify(ctx, actx, ex, err)
-		}
-		return nil
-	})
+	return p.retrier.Do(ctx, func(ctx context.Context) error { return p.batchAttempt(ctx, call) })
+}
+
+// batchAttempt is one attempt of batchCall.
+func (p *Provider) batchAttempt(ctx context.Context, call func(ctx context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	ex := &exchange{}
+	if err := call(withExchange(actx, ex)); err != nil {
+		return p.classify(ctx, actx, ex, err)
+	}
+	return nil
 }
 
 func jobOf(b goopenai.Batch) provider.BatchJob {
@@ -253,8 +256,10 @@ func (p *Provider) CreateBatch(ctx context.Context, fileID string, metadata map[
 	for k, v := range metadata {
 		md[k] = v
 	}
+	// One attempt: a create that timed out may have created the batch; the
+	// caller looks for it (FindBatch) before it creates again.
 	var out goopenai.BatchResponse
-	err := p.batchCall(ctx, func(ctx context.Context) (err error) {
+	err := p.batchAttempt(ctx, func(ctx context.Context) (err error) {
 		out, err = p.batch.json.CreateBatch(ctx, goopenai.CreateBatchRequest{InputFileID: fileID,
 			Endpoint: goopenai.BatchEndpointChatCompletions, CompletionWindow: "24h", Metadata: md})
 		return err
