@@ -90,12 +90,31 @@ func (e *engine) batchBackfill(ctx context.Context, w *backfillWorker, r *Rule, 
 			return
 		}
 		b.close(ctx)
+		if batchRefused(err) {
+			// The provider refuses for good (a key without access to the
+			// Batch API, say): the synchronous calls give each row its
+			// own outcome.
+			e.log.Error("the batch API refused the backfill; the rows it did not answer get synchronous calls", "rule", r.Name, "err", err)
+			break
+		}
 		e.log.Warn("backfill through the batch API failed; retrying", "rule", r.Name, "err", err)
 		_ = bo.Sleep(ctx)
 	}
 	b.close(ctx)
 	w.src = &answerPages{pageSource: w.src, dsn: e.live.tgtDSN}
 	w.work(ctx, r, last, stop) // its last page deletes the answers (state.BackfillProgress)
+}
+
+// batchRefused reports whether err is the provider's permanent refusal.
+func batchRefused(err error) bool {
+	var pe *provider.Error
+	return errors.As(err, &pe) && pe.Kind != provider.Transient
+}
+
+// notFound reports whether err is the provider's 404.
+func notFound(err error) bool {
+	var pe *provider.Error
+	return errors.As(err, &pe) && pe.Status == 404
 }
 
 func (b *batchRun) close(ctx context.Context) {
@@ -373,11 +392,18 @@ func (b *batchRun) record(bt *state.BackfillBatch, job provider.BatchJob) {
 func (b *batchRun) poll(ctx context.Context, bt *state.BackfillBatch) error {
 	limits := b.api.BatchLimits()
 	wait := limits.PollMin
-	if (provider.BatchJob{Status: bt.Status}).Final() {
+	if (provider.BatchJob{Status: bt.Status}).Final() || bt.Status == "not_found" {
 		return nil // recorded before a restart, with its files
 	}
 	for {
 		job, err := b.api.RetrieveBatch(ctx, bt.BatchID)
+		if notFound(err) {
+			// The provider no longer knows it: no answers; its rows get
+			// synchronous calls.
+			b.log.Warn("batch not found at the provider; its rows get synchronous calls", "rule", b.r.Name, "batch", bt.BatchID)
+			bt.Status = "not_found"
+			return state.SaveBatch(ctx, b.tgt, *bt)
+		}
 		if err != nil {
 			if !provider.Retryable(err) {
 				return fmt.Errorf("batch %s: %w", bt.BatchID, err)
@@ -451,6 +477,10 @@ func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error 
 			}
 			return nil
 		})
+		if notFound(err) { // the file is gone: its rows get synchronous calls
+			b.log.Warn("batch file not found at the provider; its rows get synchronous calls", "rule", b.r.Name, "batch", bt.BatchID, "file", file)
+			err = nil
+		}
 		if err == nil {
 			err = flush()
 		}

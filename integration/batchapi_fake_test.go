@@ -45,6 +45,9 @@ type fakeBatchAI struct {
 	release bool
 	// holdCreate: a create makes the batch but never answers.
 	holdCreate bool
+	// refuseUploads answers every upload with a 403, as OpenAI does for a
+	// key without access to the Files API.
+	refuseUploads bool
 	// failIDs are rows whose line fails with a 400.
 	failIDs map[int]bool
 	// expire, when set, gives for batch n (from 1) how many of its lines
@@ -100,6 +103,10 @@ func (f *fakeBatchAI) serveLocked(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, fmt.Sprintf(format, args...))
 	}
 	switch p := r.URL.Path; {
+	case r.Method == "POST" && p == "/v1/files" && f.refuseUploads:
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"error":{"message":"You are not allowed to upload files.","type":"invalid_request_error"}}`)
 	case r.Method == "POST" && p == "/v1/files":
 		if !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
 			fail("upload with Content-Type %q", r.Header.Get("Content-Type"))

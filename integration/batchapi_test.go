@@ -210,3 +210,27 @@ func TestBatchAPICrashWhileCreating(t *testing.T) {
 		t.Errorf("backfill_batches does not record batch_1 as found and completed")
 	}
 }
+
+// TestBatchAPIRefused: a provider that refuses the upload for good (403)
+// does not stall the backfill: its rows get synchronous calls.
+func TestBatchAPIRefused(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeBatchAI(t)
+	ai.refuseUploads = true
+	want := map[int]string{}
+	insertRows(t, s, 1, 21, 20, want)
+	s.model(t, "vision", ai.fakeAI, `{"batch_api": true}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	_, stop := s.start(t, s.config(t))
+	waitFor(t, 60*time.Second, "the backfill", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
+	})
+	s.sync(t, 60*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if uploads, creates, _ := ai.counts(); uploads != 0 || creates != 0 || ai.Count() != 20 {
+		t.Errorf("%d uploads, %d batches, %d synchronous calls; want 0, 0, 20", uploads, creates, ai.Count())
+	}
+	assertCaptions(t, captions(t, s.conn), want)
+}
