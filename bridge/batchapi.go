@@ -217,7 +217,11 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 					if up == nil {
 						up = b.startUpload(ctx, seq)
 					}
-					if _, err := up.w.Write(append(line, '\n')); err != nil {
+					_, err := up.w.Write(line)
+					if err == nil {
+						_, err = up.w.Write(newline)
+					}
+					if err != nil {
 						return bt, fmt.Errorf("upload batch input: %w", up.wait(err))
 					}
 					bt.Requests++
@@ -294,6 +298,8 @@ func (b *batchRun) lines(ctx context.Context, rows []pageRow) ([][]byte, error) 
 	}
 	return out, nil
 }
+
+var newline = []byte{'\n'}
 
 // customID names a row's request: the input digest and the row's key.
 func customID(input cacheKey, keyJSON []byte) string {
