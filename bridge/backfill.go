@@ -524,7 +524,8 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 	}
 	if pos, ok := e.admit(lane, len(p.rows)); ok {
 		err := e.emit(ctx, pos, item{kind: itemBackfill, rule: r, target: r.Target, progress: state.BackfillProgress{
-			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done}})
+			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done,
+			Batch: r.Batch != nil}}) // batchapi.go
 		if err != nil {
 			return err
 		}
