@@ -92,6 +92,9 @@ type pageRow struct {
 	// page), so there is nothing to compare before the call.
 	unstored bool
 	ord      int64 // its key's ordinal in a retry's list
+
+	// answer is a batch API's answer for the row (batchapi.go); nil: none.
+	answer *state.BatchAnswer
 }
 
 // rowQuery selects rule's source rows: key columns, the image (only when
@@ -303,6 +306,10 @@ func (e *engine) startBackfill(ctx context.Context, r *Rule) error {
 	e.bf.runs[r.Name] = run
 	w := &backfillWorker{log: e.log, src: &sourcePages{dsn: e.bf.srcDSN, targetDSN: e.bf.tgtDSN}, hand: e.handPage, run: run,
 		bo: backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}}
+	if r.Batch != nil {
+		go e.batchBackfill(bctx, w, r, last, stop) // batchapi.go
+		return nil
+	}
 	go w.work(bctx, r, last, stop)
 	return nil
 }
@@ -586,7 +593,8 @@ func (e *engine) page(ctx context.Context, m *replication.Message) error {
 	}
 	if pos, ok := e.admit(lane, len(p.rows)); ok {
 		err := e.emit(ctx, pos, item{kind: itemBackfill, rule: r, target: r.Target, progress: state.BackfillProgress{
-			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done}})
+			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.lastKey, Rows: len(p.rows), Done: p.done,
+			Batch: r.Batch != nil}}) // batchapi.go
 		if err != nil {
 			return err
 		}
@@ -633,6 +641,9 @@ func (e *engine) resultItem(ctx context.Context, r *Rule, row pageRow, fresh boo
 		var look *lookup
 		if !row.unstored && !e.lanes.rows.busy(r.Target.Name(), row.keyJSON) {
 			look = &lookup{keyJSON: row.keyJSON, key: row.key}
+		}
+		if it.call = e.answeredCall(r, row, look); it.call != nil { // a batch answer (batchapi.go)
+			break
 		}
 		if it.call, err = e.start(ctx, r, look, row.img, row.prompt, fresh); err != nil {
 			return item{}, err

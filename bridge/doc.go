@@ -22,6 +22,7 @@
 // is written through package state; the configuration as the WAL shows it is
 // compiled into an immutable ruleSet (ruleset.go) swapped in at the commit
 // that changes it (live.go); backfills read through a pageSource
-// (backfill.go); the slot's position is the tracker's (tracker.go), stored by
+// (backfill.go), and a model with batch_api backfills through the provider's
+// batch API first (batchapi.go); the slot's position is the tracker's (tracker.go), stored by
 // the checkpointer (checkpoint.go).
 package bridge

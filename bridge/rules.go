@@ -51,6 +51,9 @@ type Rule struct {
 	// Fingerprint identifies what the rule computes (source, image column,
 	// function, model, prompt, target): a change means a new backfill.
 	Fingerprint string
+	// Batch is set when the model's backfills go through a batch API
+	// (batchapi.go).
+	Batch provider.BatchAPI
 }
 
 // InvalidRule is an enabled rule that cannot run, and why.
@@ -180,6 +183,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}
+	r.Batch = batchAPIOf(p, fn)
 	for _, k := range source.PrimaryKey {
 		c, _ := source.Column(k)
 		r.KeyColumns = append(r.KeyColumns, sink.KeyColumn{Name: c.Name, TypeOID: c.TypeOID})

@@ -1,7 +1,8 @@
 // Package state owns every statement on the pgimageai.* tables: checkpoints
 // (the slot's and its lanes'), errors rows and their resolution, backfill
-// progress, usage, the bridge's own write-back transactions, retry requests,
-// and the rules and models as stored. sink, bridge and cmd/pgimageai call
+// progress and its Batch API batches and answers (batch.go), usage, the
+// bridge's own write-back transactions, retry requests, and the rules and
+// models as stored. sink, bridge and cmd/pgimageai call
 // it; none of them writes SQL against those tables itself — the way pgx keeps
 // the wire in pgproto3.
 //

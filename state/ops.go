@@ -267,6 +267,9 @@ type BackfillProgress struct {
 	LastKey     []byte // nil when the page was empty
 	Rows        int
 	Done        bool
+	// Batch: a backfill through a batch API, whose answers (state/batch.go)
+	// are deleted when it is done.
+	Batch bool
 }
 
 func (o BackfillProgress) Queue(b *pgx.Batch) {
@@ -283,6 +286,9 @@ VALUES ($1, $2, $3, $4, $5, CASE WHEN $2 = 'done' THEN now() END)
 ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, last_key = coalesce(EXCLUDED.last_key, b.last_key),
   rows_done = b.rows_done + EXCLUDED.rows_done, updated_at = now(), finished_at = EXCLUDED.finished_at`,
 		o.Rule, state, last, o.Rows, o.Fingerprint)
+	if o.Done && o.Batch { // its answers served
+		b.Queue("DELETE FROM pgimageai.batch_answers WHERE rule = $1", o.Rule)
+	}
 }
 
 // Usage adds provider usage to a rule's and model's count of the current UTC

@@ -28,11 +28,16 @@ type Config struct {
 	// structured output); it is sent as response_format
 	// {"type":"json_schema","json_schema":{"name":"result","schema":…}}.
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+
+	BatchOptions // batch_api and its bounds (batch.go)
 }
 
 // Validate reports the first invalid option.
 func (c Config) Validate() error {
 	if err := c.Options.Validate(); err != nil {
+		return err
+	}
+	if err := c.BatchOptions.Validate(); err != nil {
 		return err
 	}
 	switch {

@@ -31,6 +31,7 @@ type Provider struct {
 	// placeholder stands for the data URL in the body go-openai marshals:
 	// random per provider, so no prompt can contain it.
 	placeholder string
+	batch       *batchClient // the Batch API (batch.go); nil unless batch_api
 }
 
 var _ provider.TextGenerator = (*Provider)(nil)
@@ -65,7 +66,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	cc.BaseURL = base
 	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}, maxAnswer: provider.MaxChatAnswerBytes}
 
-	return &Provider{
+	p := &Provider{
 		model:       m.Model,
 		cfg:         cfg,
 		redact:      provider.NewRedactor(key),
@@ -74,7 +75,11 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 		retrier:     provider.Retrier{MaxRetries: *cfg.MaxRetries},
 		limiter:     provider.NewLimiter(cfg.MaxConcurrency, cfg.RequestsPerMinute),
 		placeholder: "pgimageai-image-" + rand.Text(),
-	}, nil
+	}
+	if cfg.BatchAPI {
+		p.batch = newBatchClient(cfg, base, key)
+	}
+	return p, nil
 }
 
 // Factory is New as a provider.Factory, for Registry.Register("openai", openai.Factory).

@@ -1,0 +1,596 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/internal/backoff"
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// A backfill of a rule whose model has batch_api: true goes through the
+// provider's Batch API (issue 15: half the price), in three steps, each of
+// which a restart resumes where it stopped, from pgimageai.backfill_batches:
+//
+//  1. collect: read the rule's source rows in keyset pages, as a backfill
+//     does, and write one request per row that needs a call — not the NULL,
+//     empty, unknown or too large images, nor the rows whose stored result
+//     was computed from the same input (pgimageai.results) — to the input
+//     file of a batch, streamed to the provider as it is read; a batch holds
+//     at most the model's batch_max_requests and batch_max_bytes, and the
+//     next one goes on after its last row. Each batch is recorded, then
+//     created; a batch recorded but not created is first looked for at the
+//     provider (a crash in between), never created twice.
+//  2. poll each batch until it is final, then download its output and error
+//     files into pgimageai.batch_answers: per row, the answer and the input
+//     it answers (the custom_id is the input digest and the row's key).
+//  3. apply: the ordinary backfill (backfill.go) over the same rows, with
+//     each page's answers attached. A row whose current input is the one
+//     answered gets the answer, without a call; any other row is what a
+//     backfill makes of it — a row changed since is left to the stream (the
+//     version guard of the page's marker, and the stored input of its
+//     streamed result), and a row the batch did not answer (it expired, a
+//     line failed for a reason the synchronous call would retry) gets the
+//     synchronous call.
+//
+// Live changes never use the Batch API.
+
+// batchAPIOf returns p's batch API when the model asks for it and fn can use
+// it (AI_IMAGE_COMPLETE: the chat completions endpoint).
+func batchAPIOf(p provider.Provider, fn *functions.Function) provider.BatchAPI {
+	b, ok := p.(provider.BatchAPI)
+	if !ok || !b.BatchEnabled() || fn.Name() != functions.Complete {
+		return nil
+	}
+	return b
+}
+
+// batchAnswersPerSave is how many answers one transaction stores.
+const batchAnswersPerSave = 500
+
+// batchRun is the collect and poll steps of one rule's batch backfill. It
+// runs on the backfill worker's goroutine, with connections of its own.
+type batchRun struct {
+	log     *slog.Logger
+	r       *Rule
+	api     provider.BatchAPI
+	srcDSN  string
+	tgtDSN  string
+	budgets *budgets
+	tgt     *pgx.Conn
+	src     *sourcePages
+}
+
+// batchBackfill runs r's backfill through its batch API: collect and poll,
+// retried with backoff until they succeed or ctx ends, then w applies the
+// answers page by page.
+func (e *engine) batchBackfill(ctx context.Context, w *backfillWorker, r *Rule, last, stop []byte) {
+	b := &batchRun{log: e.log, r: r, api: r.Batch, srcDSN: e.bf.srcDSN, tgtDSN: e.live.tgtDSN, budgets: e.budgets}
+	defer b.close(context.WithoutCancel(ctx))
+	bo := backoff.Backoff{Min: time.Second, Max: time.Minute}
+	for {
+		err := b.prepare(ctx, last, stop)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		b.close(ctx)
+		if batchRefused(err) {
+			// The provider refuses for good (a key without access to the
+			// Batch API, say): the synchronous calls give each row its
+			// own outcome.
+			e.log.Error("the batch API refused the backfill; the rows it did not answer get synchronous calls", "rule", r.Name, "err", err)
+			break
+		}
+		e.log.Warn("backfill through the batch API failed; retrying", "rule", r.Name, "err", err)
+		_ = bo.Sleep(ctx)
+	}
+	b.close(ctx)
+	w.src = &answerPages{pageSource: w.src, dsn: e.live.tgtDSN}
+	w.work(ctx, r, last, stop) // its last page deletes the answers (state.BackfillProgress)
+}
+
+// batchRefused reports whether err is the provider's permanent refusal.
+func batchRefused(err error) bool {
+	var pe *provider.Error
+	return errors.As(err, &pe) && pe.Kind != provider.Transient
+}
+
+// notFound reports whether err is the provider's 404.
+func notFound(err error) bool {
+	var pe *provider.Error
+	return errors.As(err, &pe) && pe.Status == 404
+}
+
+func (b *batchRun) close(ctx context.Context) {
+	if b.tgt != nil {
+		b.tgt.Close(ctx)
+		b.tgt = nil
+	}
+	if b.src != nil {
+		b.src.close(ctx)
+		b.src = nil
+	}
+}
+
+// prepare collects and submits what is not submitted yet, then polls and
+// downloads every batch of the backfill.
+func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
+	var err error
+	if b.tgt, err = pgx.Connect(ctx, b.tgtDSN); err != nil {
+		return fmt.Errorf("connect to target: %w", err)
+	}
+	b.src = &sourcePages{dsn: b.srcDSN}
+	batches, err := state.LoadBatches(ctx, b.tgt, b.r.Name)
+	if err != nil {
+		return err
+	}
+	for _, bt := range batches {
+		if bt.Fingerprint != b.r.Fingerprint { // of an earlier backfill
+			if err := state.ForgetBatches(ctx, b.tgt, b.r.Name); err != nil {
+				return err
+			}
+			batches = nil
+			break
+		}
+	}
+	for len(batches) == 0 || !batches[len(batches)-1].Final {
+		after := last
+		if len(batches) > 0 {
+			after = batches[len(batches)-1].LastKey
+		}
+		bt, err := b.collect(ctx, len(batches)+1, after, stop)
+		if err != nil {
+			return err
+		}
+		batches = append(batches, bt)
+		if err := b.submit(ctx, &batches[len(batches)-1], true); err != nil {
+			return err
+		}
+	}
+	for i := range batches {
+		bt := &batches[i]
+		if bt.Requests == 0 || bt.Downloaded {
+			continue
+		}
+		if err := b.submit(ctx, bt, false); err != nil {
+			return err
+		}
+		if err := b.poll(ctx, bt); err != nil {
+			return err
+		}
+		if err := b.download(ctx, bt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collect reads source rows after `after` up to stop into the input file of
+// batch seq, uploaded as it is written, and records the batch.
+func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (state.BackfillBatch, error) {
+	limits := b.api.BatchLimits()
+	bt := state.BackfillBatch{Rule: b.r.Name, Seq: seq, Fingerprint: b.r.Fingerprint, LastKey: after, Status: "empty"}
+	var up *upload
+	defer func() {
+		if up != nil {
+			up.abort()
+		}
+	}()
+	var size int64
+	cursor := after
+	full := false
+	for !full {
+		rows, total, err := b.src.read(ctx, b.r, cursor, stop)
+		if err != nil {
+			return bt, err
+		}
+		lines, err := b.lines(ctx, rows)
+		if err != nil {
+			return bt, err
+		}
+		for i, row := range rows {
+			if line := lines[i]; line != nil {
+				n := int64(len(line)) + 1
+				if bt.Requests+1 > limits.MaxRequests || size+n > limits.MaxBytes {
+					if bt.Requests > 0 {
+						full = true
+						break
+					}
+					b.log.Warn("batch: a request larger than batch_max_bytes; the row gets the synchronous call", "rule", b.r.Name, "bytes", n)
+				} else {
+					if up == nil {
+						up = b.startUpload(ctx, seq)
+					}
+					_, err := up.w.Write(line)
+					if err == nil {
+						_, err = up.w.Write(newline)
+					}
+					if err != nil {
+						return bt, fmt.Errorf("upload batch input: %w", up.wait(err))
+					}
+					bt.Requests++
+					size += n
+				}
+			}
+			cursor = row.keyJSON
+		}
+		if !full && (len(rows) == 0 || (total < backfillPage && len(rows) == total)) {
+			bt.Final = true
+			break
+		}
+	}
+	bt.LastKey = cursor
+	if up != nil {
+		up.w.Close()
+		id, err := up.result()
+		up = nil
+		if err != nil {
+			return bt, fmt.Errorf("upload batch input: %w", err)
+		}
+		bt.InputFileID, bt.Status = id, "uploaded"
+	}
+	if err := state.SaveBatch(ctx, b.tgt, bt); err != nil {
+		return bt, err
+	}
+	b.log.Info("batch input uploaded", "rule", b.r.Name, "seq", seq, "requests", bt.Requests, "bytes", size,
+		"file", bt.InputFileID, "final", bt.Final)
+	return bt, nil
+}
+
+// lines returns the batch request of each row that needs a call; nil for
+// the others. Rows whose stored result is of the same input, and rows over
+// the model's daily budget, are left to the apply step, which makes no call
+// for the first and an errors row for the second.
+func (b *batchRun) lines(ctx context.Context, rows []pageRow) ([][]byte, error) {
+	out := make([][]byte, len(rows))
+	var keys []string
+	var idx []int
+	inputs := make([]cacheKey, len(rows))
+	for i, row := range rows {
+		if !row.valid || row.over {
+			continue
+		}
+		if _, err := b.r.Fn.Check(row.img); err != nil {
+			continue
+		}
+		inputs[i] = keyOf(b.r.Fn.Name(), b.r.ModelKey, row.prompt, row.img)
+		keys = append(keys, string(row.keyJSON))
+		idx = append(idx, i)
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	stored, err := state.StoredInputs(ctx, b.tgt, b.r.Name, keys)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range idx {
+		row := rows[i]
+		if bytes.Equal(stored[j], inputs[i][:]) {
+			continue
+		}
+		if b.budgets != nil && b.budgets.reserve(b.r.Model, b.r.Budget) != nil {
+			continue
+		}
+		format, _ := magic.Detect(row.img)
+		line, err := b.api.BatchLine(customID(inputs[i], row.keyJSON), provider.Image{Data: row.img, MIME: format.MIME()}, row.prompt)
+		if err != nil {
+			b.log.Warn("batch: a row gets the synchronous call", "rule", b.r.Name, "err", err)
+			continue
+		}
+		out[i] = line
+	}
+	return out, nil
+}
+
+var newline = []byte{'\n'}
+
+// customID names a row's request: the input digest and the row's key.
+func customID(input cacheKey, keyJSON []byte) string {
+	return hex.EncodeToString(input[:]) + "/" + string(keyJSON)
+}
+
+// parseCustomID is the inverse of customID.
+func parseCustomID(id string) (input, keyJSON []byte, ok bool) {
+	h, k, ok := strings.Cut(id, "/")
+	if !ok {
+		return nil, nil, false
+	}
+	input, err := hex.DecodeString(h)
+	if err != nil || len(input) != len(cacheKey{}) || !json.Valid([]byte(k)) {
+		return nil, nil, false
+	}
+	return input, []byte(k), true
+}
+
+// upload is an input file being uploaded: lines written to w reach the
+// provider as they are written.
+type upload struct {
+	w    *io.PipeWriter
+	done chan struct{}
+	id   string
+	err  error
+}
+
+func (b *batchRun) startUpload(ctx context.Context, seq int) *upload {
+	pr, pw := io.Pipe()
+	u := &upload{w: pw, done: make(chan struct{})}
+	go func() {
+		defer close(u.done)
+		u.id, u.err = b.api.UploadBatch(ctx, fmt.Sprintf("pgimageai-%s-%d.jsonl", b.r.Name, seq), pr)
+		pr.CloseWithError(errors.New("upload ended")) // a writer still writing stops
+	}()
+	return u
+}
+
+// wait returns the upload's error when it ended, else err.
+func (u *upload) wait(err error) error {
+	u.w.CloseWithError(err)
+	<-u.done
+	if u.err != nil {
+		return u.err
+	}
+	return err
+}
+
+func (u *upload) result() (string, error) {
+	<-u.done
+	return u.id, u.err
+}
+
+func (u *upload) abort() {
+	u.w.CloseWithError(errors.New("collection failed"))
+	<-u.done
+}
+
+// submit creates bt's batch unless it exists: a batch recorded without an ID
+// by an earlier run (fresh is false) is first looked for by its input file —
+// that run may have created it and stopped before recording its ID.
+func (b *batchRun) submit(ctx context.Context, bt *state.BackfillBatch, fresh bool) error {
+	if bt.Requests == 0 || bt.BatchID != "" {
+		return nil
+	}
+	var job provider.BatchJob
+	found := false
+	if !fresh {
+		var err error
+		if job, found, err = b.api.FindBatch(ctx, bt.InputFileID); err != nil {
+			return err
+		}
+	}
+	if !found {
+		var err error
+		if job, err = b.api.CreateBatch(ctx, bt.InputFileID, map[string]string{"pgimageai_rule": b.r.Name,
+			"pgimageai_seq": fmt.Sprint(bt.Seq)}); err != nil {
+			return err
+		}
+	}
+	b.record(bt, job)
+	if err := state.SaveBatch(ctx, b.tgt, *bt); err != nil {
+		return err
+	}
+	b.log.Info("batch submitted", "rule", b.r.Name, "seq", bt.Seq, "batch", bt.BatchID, "requests", bt.Requests)
+	return nil
+}
+
+func (b *batchRun) record(bt *state.BackfillBatch, job provider.BatchJob) {
+	bt.BatchID, bt.Status, bt.Completed, bt.Failed = job.ID, job.Status, job.Completed, job.Failed
+	bt.OutputFileID, bt.ErrorFileID = job.OutputFileID, job.ErrorFileID
+}
+
+// poll waits until bt's batch is final, recording each change of its state.
+func (b *batchRun) poll(ctx context.Context, bt *state.BackfillBatch) error {
+	limits := b.api.BatchLimits()
+	wait := limits.PollMin
+	if (provider.BatchJob{Status: bt.Status}).Final() || bt.Status == "not_found" {
+		return nil // recorded before a restart, with its files
+	}
+	for {
+		job, err := b.api.RetrieveBatch(ctx, bt.BatchID)
+		if notFound(err) {
+			// The provider no longer knows it: no answers; its rows get
+			// synchronous calls.
+			b.log.Warn("batch not found at the provider; its rows get synchronous calls", "rule", b.r.Name, "batch", bt.BatchID)
+			bt.Status = "not_found"
+			return state.SaveBatch(ctx, b.tgt, *bt)
+		}
+		if err != nil {
+			if !provider.Retryable(err) {
+				return fmt.Errorf("batch %s: %w", bt.BatchID, err)
+			}
+			b.log.Warn("batch: poll failed", "rule", b.r.Name, "batch", bt.BatchID, "err", err)
+		} else {
+			changed := job.Status != bt.Status || job.Completed != bt.Completed || job.Failed != bt.Failed
+			b.record(bt, job)
+			if changed {
+				if err := state.SaveBatch(ctx, b.tgt, *bt); err != nil {
+					return err
+				}
+			}
+			if job.Final() {
+				b.log.Info("batch finished", "rule", b.r.Name, "batch", bt.BatchID, "status", job.Status,
+					"completed", job.Completed, "failed", job.Failed)
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, limits.PollMax)
+	}
+}
+
+// download stores the answers of bt's output and error files. A line the
+// synchronous call would retry, and a request the batch never ran (it
+// expired or was cancelled), store nothing: the apply step calls for them.
+func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error {
+	var buf []state.BatchAnswer
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		err := state.SaveAnswers(ctx, b.tgt, b.r.Name, buf)
+		buf = buf[:0]
+		return err
+	}
+	answered, failed := 0, 0
+	for _, file := range []string{bt.OutputFileID, bt.ErrorFileID} {
+		if file == "" {
+			continue
+		}
+		err := b.api.BatchAnswers(ctx, file, bt.Requests, func(a provider.BatchAnswer) error {
+			input, key, ok := parseCustomID(a.CustomID)
+			if !ok || a.Unanswered {
+				return nil
+			}
+			row := state.BatchAnswer{Key: key, InputKey: input}
+			if a.Err == nil {
+				text := a.Completion.Text
+				row.Answer = &text
+				row.PromptTokens, row.CompletionTokens = a.Completion.Usage.PromptTokens, a.Completion.Usage.CompletionTokens
+				answered++
+			} else {
+				row.Reason, row.Detail = string(functions.ProviderError), fmt.Sprintf("model %s: %v", b.r.Model, a.Err)
+				var pe *provider.Error
+				if errors.As(a.Err, &pe) {
+					row.Status = pe.Status
+					if pe.Kind == provider.BadResponse {
+						row.Reason = string(functions.BadResponse)
+					}
+				}
+				failed++
+			}
+			if buf = append(buf, row); len(buf) >= batchAnswersPerSave {
+				return flush()
+			}
+			return nil
+		})
+		if notFound(err) { // the file is gone: its rows get synchronous calls
+			b.log.Warn("batch file not found at the provider; its rows get synchronous calls", "rule", b.r.Name, "batch", bt.BatchID, "file", file)
+			err = nil
+		}
+		if err == nil {
+			err = flush()
+		}
+		if err != nil {
+			return fmt.Errorf("batch %s: %w", bt.BatchID, err)
+		}
+	}
+	bt.Downloaded = true
+	if err := state.SaveBatch(ctx, b.tgt, *bt); err != nil {
+		return err
+	}
+	b.log.Info("batch answers stored", "rule", b.r.Name, "batch", bt.BatchID, "status", bt.Status,
+		"answers", answered, "failed", failed, "unanswered", bt.Requests-answered-failed)
+	return nil
+}
+
+// answerPages is the pageSource of the apply step: the backfill's pages,
+// each row with its batch answer.
+type answerPages struct {
+	pageSource
+	dsn  string
+	conn *pgx.Conn
+}
+
+func (a *answerPages) read(ctx context.Context, r *Rule, last, stop []byte) ([]pageRow, int, error) {
+	rows, total, err := a.pageSource.read(ctx, r, last, stop)
+	if err != nil {
+		return nil, 0, err
+	}
+	var keys []string
+	var idx []int
+	for i, row := range rows {
+		if row.valid && !row.over {
+			keys = append(keys, string(row.keyJSON))
+			idx = append(idx, i)
+		}
+	}
+	if len(keys) == 0 {
+		return rows, total, nil
+	}
+	if a.conn == nil || a.conn.IsClosed() {
+		if a.conn, err = pgx.Connect(ctx, a.dsn); err != nil {
+			return nil, 0, fmt.Errorf("connect to target: %w", err)
+		}
+	}
+	answers, err := state.LoadAnswers(ctx, a.conn, r.Name, keys)
+	if err != nil {
+		a.conn.Close(ctx)
+		a.conn = nil
+		return nil, 0, err
+	}
+	for j, i := range idx {
+		rows[i].answer = answers[j]
+	}
+	return rows, total, nil
+}
+
+func (a *answerPages) close(ctx context.Context) {
+	a.pageSource.close(ctx)
+	if a.conn != nil {
+		a.conn.Close(ctx)
+		a.conn = nil
+	}
+}
+
+// answeredCall returns the finished call of a backfill row whose batch
+// answer is for the row's current input, or nil: the row is then handled
+// like in any backfill. A row whose stored result already is of this input
+// (the page applied again after a crash) writes nothing, so usage is not
+// counted twice.
+func (e *engine) answeredCall(r *Rule, row pageRow, look *lookup) *call {
+	a := row.answer
+	if a == nil {
+		return nil
+	}
+	if _, err := r.Fn.Check(row.img); err != nil {
+		return nil
+	}
+	k := keyOf(r.Fn.Name(), r.ModelKey, row.prompt, row.img)
+	if !bytes.Equal(a.InputKey, k[:]) {
+		return nil // the row changed since it was asked about
+	}
+	c := &call{done: make(chan struct{}), size: len(row.img), head: magic.Head(row.img, 16), key: &k, held: callOverhead}
+	if a.Answer != nil {
+		c.result = functions.Result{Text: *a.Answer, Usage: provider.Usage{PromptTokens: a.PromptTokens, CompletionTokens: a.CompletionTokens}}
+	} else {
+		c.result = functions.Result{Null: true}
+		kind := provider.Permanent
+		if a.Reason == string(functions.BadResponse) {
+			kind = provider.BadResponse
+		}
+		c.err = &functions.Error{Reason: functions.Reason(a.Reason), Detail: a.Detail, Status: a.Status,
+			ImageBytes: len(row.img), ImageHead: c.head, Err: &provider.Error{Kind: kind, Status: a.Status, Message: a.Detail}}
+	}
+	if e.lookups == nil || look == nil || a.Answer == nil {
+		close(c.done)
+		return c
+	}
+	go func() {
+		if e.lookups.same(e.callCtx, r, look, k[:]) {
+			c.unchanged, c.hit = true, true
+			c.result = functions.Result{Null: true}
+		}
+		close(c.done)
+	}()
+	return c
+}

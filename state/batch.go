@@ -1,0 +1,169 @@
+package state
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BackfillBatch is a row of pgimageai.backfill_batches: one batch of a
+// rule's backfill through a provider's Batch API.
+type BackfillBatch struct {
+	Rule         string
+	Seq          int
+	Fingerprint  string
+	LastKey      []byte // the last source row its collection read; nil: none
+	Final        bool   // the collection reached the stop key
+	Requests     int
+	InputFileID  string
+	BatchID      string
+	Status       string
+	Completed    int
+	Failed       int
+	OutputFileID string
+	ErrorFileID  string
+	Downloaded   bool // its answers are stored
+}
+
+// LoadBatches returns the batches of rule's backfill, in order.
+func LoadBatches(ctx context.Context, conn *pgx.Conn, rule string) ([]BackfillBatch, error) {
+	rows, _ := conn.Query(ctx, `SELECT rule, seq, fingerprint, last_key::text, final, requests, coalesce(input_file_id, ''),
+  coalesce(batch_id, ''), status, completed, failed, coalesce(output_file_id, ''), coalesce(error_file_id, ''), downloaded
+FROM pgimageai.backfill_batches WHERE rule = $1 ORDER BY seq`, rule)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BackfillBatch, error) {
+		var b BackfillBatch
+		var last *string
+		err := row.Scan(&b.Rule, &b.Seq, &b.Fingerprint, &last, &b.Final, &b.Requests, &b.InputFileID, &b.BatchID,
+			&b.Status, &b.Completed, &b.Failed, &b.OutputFileID, &b.ErrorFileID, &b.Downloaded)
+		if last != nil {
+			b.LastKey = []byte(*last)
+		}
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batches of %s: %w", rule, err)
+	}
+	return out, nil
+}
+
+// SaveBatch records b (inserted or updated by rule and seq).
+func SaveBatch(ctx context.Context, conn *pgx.Conn, b BackfillBatch) error {
+	var last any
+	if b.LastKey != nil {
+		last = string(b.LastKey)
+	}
+	empty := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	_, err := conn.Exec(ctx, `INSERT INTO pgimageai.backfill_batches AS b (rule, seq, fingerprint, last_key, final, requests,
+  input_file_id, batch_id, status, completed, failed, output_file_id, error_file_id, downloaded)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+ON CONFLICT (rule, seq) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, last_key = EXCLUDED.last_key, final = EXCLUDED.final,
+  requests = EXCLUDED.requests, input_file_id = EXCLUDED.input_file_id, batch_id = EXCLUDED.batch_id, status = EXCLUDED.status,
+  completed = EXCLUDED.completed, failed = EXCLUDED.failed, output_file_id = EXCLUDED.output_file_id,
+  error_file_id = EXCLUDED.error_file_id, downloaded = EXCLUDED.downloaded, updated_at = now()`,
+		b.Rule, b.Seq, b.Fingerprint, last, b.Final, b.Requests, empty(b.InputFileID), empty(b.BatchID), b.Status,
+		b.Completed, b.Failed, empty(b.OutputFileID), empty(b.ErrorFileID), b.Downloaded)
+	if err != nil {
+		return fmt.Errorf("record batch %d of %s: %w", b.Seq, b.Rule, err)
+	}
+	return nil
+}
+
+// ForgetBatches deletes the batches of rule's backfill and the answers
+// downloaded for it: a new backfill starts over.
+func ForgetBatches(ctx context.Context, conn *pgx.Conn, rule string) error {
+	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.backfill_batches WHERE rule = $1", rule); err != nil {
+		return fmt.Errorf("forget batches of %s: %w", rule, err)
+	}
+	return ForgetAnswers(ctx, conn, rule)
+}
+
+// ForgetAnswers deletes the batch answers of rule.
+func ForgetAnswers(ctx context.Context, conn *pgx.Conn, rule string) error {
+	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.batch_answers WHERE rule = $1", rule); err != nil {
+		return fmt.Errorf("forget batch answers of %s: %w", rule, err)
+	}
+	return nil
+}
+
+// StoredInputs returns, for each source_key JSON of keys, the input key of
+// rule's stored result (pgimageai.results), or nil.
+func StoredInputs(ctx context.Context, conn *pgx.Conn, rule string, keys []string) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	rows, _ := conn.Query(ctx, `SELECT k.ord, r.input_key FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord)
+JOIN pgimageai.results r ON r.rule = $1 AND r.source_key = k.key::jsonb`, rule, keys)
+	var ord int64
+	var input []byte
+	_, err := pgx.ForEachRow(rows, []any{&ord, &input}, func() error {
+		out[ord-1] = append([]byte(nil), input...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stored inputs of %s: %w", rule, err)
+	}
+	return out, nil
+}
+
+// BatchAnswer is a row of pgimageai.batch_answers: what a batch answered
+// for rule's row Key asked with input InputKey — Answer, or Reason and
+// Detail.
+type BatchAnswer struct {
+	Key                            []byte // source_key JSON
+	InputKey                       []byte
+	Answer                         *string
+	PromptTokens, CompletionTokens int
+	Reason, Detail                 string
+	Status                         int
+}
+
+// SaveAnswers records answers of rule in one transaction; an answer for a
+// row that has one replaces it.
+func SaveAnswers(ctx context.Context, conn *pgx.Conn, rule string, answers []BatchAnswer) error {
+	b := &pgx.Batch{}
+	for _, a := range answers {
+		var reason, detail, status any
+		if a.Answer == nil {
+			reason, detail, status = a.Reason, a.Detail, a.Status
+		}
+		b.Queue(`INSERT INTO pgimageai.batch_answers (rule, source_key, input_key, answer, prompt_tokens, completion_tokens, reason, detail, status)
+VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key, answer = EXCLUDED.answer,
+  prompt_tokens = EXCLUDED.prompt_tokens, completion_tokens = EXCLUDED.completion_tokens, reason = EXCLUDED.reason,
+  detail = EXCLUDED.detail, status = EXCLUDED.status`,
+			rule, string(a.Key), a.InputKey, a.Answer, a.PromptTokens, a.CompletionTokens, reason, detail, status)
+	}
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+	if err != nil {
+		return fmt.Errorf("record batch answers of %s: %w", rule, err)
+	}
+	return nil
+}
+
+// LoadAnswers returns, for each source_key JSON of keys, rule's batch
+// answer for that row, or nil.
+func LoadAnswers(ctx context.Context, conn *pgx.Conn, rule string, keys []string) ([]*BatchAnswer, error) {
+	out := make([]*BatchAnswer, len(keys))
+	rows, _ := conn.Query(ctx, `SELECT k.ord, a.input_key, a.answer, a.prompt_tokens, a.completion_tokens, coalesce(a.reason, ''),
+  coalesce(a.detail, ''), coalesce(a.status, 0)
+FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord) JOIN pgimageai.batch_answers a ON a.rule = $1 AND a.source_key = k.key::jsonb`,
+		rule, keys)
+	var ord int64
+	var a BatchAnswer
+	_, err := pgx.ForEachRow(rows, []any{&ord, &a.InputKey, &a.Answer, &a.PromptTokens, &a.CompletionTokens, &a.Reason, &a.Detail, &a.Status},
+		func() error {
+			c := a
+			c.Key = []byte(keys[ord-1])
+			c.InputKey = append([]byte(nil), a.InputKey...)
+			out[ord-1] = &c
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("batch answers of %s: %w", rule, err)
+	}
+	return out, nil
+}
