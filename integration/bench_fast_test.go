@@ -350,7 +350,15 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/profile?seconds=5")
+			// From the process's start: it listens soon after.
+			var resp *http.Response
+			var err error
+			for range 200 {
+				if resp, err = http.Get("http://" + pprofAddr + "/debug/pprof/profile?seconds=5"); err == nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 			if err != nil {
 				b.Logf("profile %s: %v", name, err)
 				return
@@ -390,9 +398,8 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 		start := time.Now()
 		db = dbMeter(s, fastRows)
 		first := firstRow(b, s, target, start)
-		b.Logf("%s: started at %s", what, start.Format("15:04:05.000"))
-		p = s.runProcess(b, env...)
 		wait := profile(what)
+		p = s.runProcess(b, env...)
 		s.sync(b, 30*time.Minute)
 		elapsed := time.Since(start)
 		wait()
