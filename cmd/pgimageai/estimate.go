@@ -73,6 +73,7 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 	var extra struct {
 		Detail    string `json:"detail"`
 		MaxTokens int64  `json:"max_tokens"`
+		BatchAPI  bool   `json:"batch_api"`
 	}
 	_ = json.Unmarshal(model.Options, &extra)
 
@@ -117,6 +118,10 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 		e.OutputPerCall = math.NaN()
 	}
 	e.PriceIn, e.PriceOut = opts.PricePer1MInputTokens, opts.PricePer1MOutputTokens
+	// A batch_api model's backfills go through OpenAI's Batch API, at half
+	// the price (https://platform.openai.com/docs/guides/batch); its live
+	// changes do not.
+	e.BatchBackfill = model.Provider == "openai" && extra.BatchAPI && rule.Function == string(functions.Complete)
 	_, err = io.WriteString(stdout, e.String())
 	return err
 }
@@ -186,6 +191,7 @@ type estimateReport struct {
 	OutputFrom    string
 	PriceIn       float64 // per 1M tokens; 0: unknown
 	PriceOut      float64
+	BatchBackfill bool // the backfill goes through OpenAI's Batch API: half price
 }
 
 func (e estimateReport) String() string {
@@ -212,7 +218,7 @@ func (e estimateReport) String() string {
 	if s.Read > 0 {
 		per1000 = 1000 * float64(len(s.Sizes)) / float64(s.Read)
 	}
-	line := func(what string, calls float64) {
+	line := func(what string, calls float64, batch bool) {
 		fmt.Fprintf(&b, "%s: %.0f calls", what, calls)
 		in, out := calls*e.InputPerImage, calls*e.OutputPerCall
 		if math.IsNaN(in) {
@@ -231,11 +237,15 @@ func (e estimateReport) String() string {
 			if e.PriceOut > 0 && !math.IsNaN(out) {
 				cost += out * e.PriceOut / 1e6
 			}
-			fmt.Fprintf(&b, ", cost %.5f (at the model's price_per_1m_* options)", cost)
+			if batch {
+				fmt.Fprintf(&b, ", cost %.5f (half the model's price_per_1m_* options: the Batch API)", cost/2)
+			} else {
+				fmt.Fprintf(&b, ", cost %.5f (at the model's price_per_1m_* options)", cost)
+			}
 		}
 		b.WriteByte('\n')
 	}
-	line("Backfill", calls)
-	line("Per 1,000 new rows like these", per1000)
+	line("Backfill", calls, e.BatchBackfill)
+	line("Per 1,000 new rows like these", per1000, false)
 	return b.String()
 }

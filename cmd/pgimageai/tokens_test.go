@@ -69,3 +69,26 @@ func TestEstimateReportSampled(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateReportBatchAPI: a batch_api model's backfill costs half (the
+// Batch API's price); new rows, called synchronously, cost the full price.
+func TestEstimateReportBatchAPI(t *testing.T) {
+	e := estimateReport{
+		Rule:      state.RuleListing{Name: "caption", Function: "AI_IMAGE_COMPLETE", Model: "gpt", SourceTable: "public.photos", ImageColumn: "img"},
+		Model:     provider.Model{Name: "gpt", Provider: "openai", Model: "gpt-4o"},
+		Scan:      imageScan{Rows: 10, Read: 10, WithImage: 10, Sizes: make([]image.Point, 10)},
+		TokenRule: "OpenAI's rule", InputPerImage: 85, OutputPerCall: 100, OutputFrom: "max_tokens", PriceIn: 2.5, PriceOut: 10,
+	}
+	full := e.String()
+	e.BatchBackfill = true
+	half := e.String()
+	for _, c := range []struct{ got, want string }{
+		{full, "Backfill: 10 calls, 850 input tokens, 1000 output tokens (max_tokens), cost 0.01213 (at the model's"},
+		{half, "Backfill: 10 calls, 850 input tokens, 1000 output tokens (max_tokens), cost 0.00606 (half the model's price_per_1m_* options: the Batch API)"},
+		{half, "Per 1,000 new rows like these: 1000 calls, 85000 input tokens, 100000 output tokens (max_tokens), cost 1.21250 (at the model's"},
+	} {
+		if !strings.Contains(c.got, c.want) {
+			t.Errorf("estimate lacks %q:\n%s", c.want, c.got)
+		}
+	}
+}
