@@ -72,6 +72,10 @@ type batchRun struct {
 	budgets *budgets
 	tgt     *pgx.Conn
 	src     *sourcePages
+	// submitted: a batch of this backfill may exist at the provider (it
+	// has an ID, or its creation may have happened). From then on a
+	// refusal is no reason to call synchronously: that batch is paid for.
+	submitted bool
 }
 
 // batchBackfill runs r's backfill through its batch API: collect and poll,
@@ -90,14 +94,18 @@ func (e *engine) batchBackfill(ctx context.Context, w *backfillWorker, r *Rule, 
 			return
 		}
 		b.close(ctx)
-		if batchRefused(err) {
+		if batchRefused(err) && !b.submitted {
 			// The provider refuses for good (a key without access to the
 			// Batch API, say): the synchronous calls give each row its
 			// own outcome.
 			e.log.Error("the batch API refused the backfill; the rows it did not answer get synchronous calls", "rule", r.Name, "err", err)
 			break
 		}
-		e.log.Warn("backfill through the batch API failed; retrying", "rule", r.Name, "err", err)
+		if batchRefused(err) {
+			e.log.Error("the batch API refused a request of a backfill whose batches it runs; retrying, not calling its rows again", "rule", r.Name, "err", err)
+		} else {
+			e.log.Warn("backfill through the batch API failed; retrying", "rule", r.Name, "err", err)
+		}
 		_ = bo.Sleep(ctx)
 	}
 	b.close(ctx)
@@ -139,6 +147,11 @@ func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
 	batches, err := state.LoadBatches(ctx, b.tgt, b.r.Name)
 	if err != nil {
 		return err
+	}
+	for _, bt := range batches {
+		if bt.Fingerprint == b.r.Fingerprint && bt.BatchID != "" { // one recorded without an ID is looked for (submit)
+			b.submitted = true
+		}
 	}
 	for _, bt := range batches {
 		if bt.Fingerprint != b.r.Fingerprint { // of an earlier backfill
@@ -195,6 +208,18 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 	var size int64
 	cursor := after
 	full := false
+	// The model's daily budget counts a request when it goes into the
+	// file; a collect that fails gives its requests back (it is collected
+	// again). A row over the budget gets no request: the apply step gives
+	// it its budget_exhausted errors row.
+	reserved, saved := 0, false
+	defer func() {
+		if !saved {
+			for range reserved {
+				b.budgets.settle(b.r.Model, b.r.Budget, false, 0)
+			}
+		}
+	}()
 	for !full {
 		rows, total, err := b.src.read(ctx, b.r, cursor, stop)
 		if err != nil {
@@ -213,7 +238,12 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 						break
 					}
 					b.log.Warn("batch: a request larger than batch_max_bytes; the row gets the synchronous call", "rule", b.r.Name, "bytes", n)
+				} else if b.budgets != nil && b.budgets.reserve(b.r.Model, b.r.Budget) != nil {
+					// over the daily budget: no request
 				} else {
+					if b.budgets != nil {
+						reserved++
+					}
 					if up == nil {
 						up = b.startUpload(ctx, seq)
 					}
@@ -248,15 +278,15 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 	if err := state.SaveBatch(ctx, b.tgt, bt); err != nil {
 		return bt, err
 	}
+	saved = true
 	b.log.Info("batch input uploaded", "rule", b.r.Name, "seq", seq, "requests", bt.Requests, "bytes", size,
 		"file", bt.InputFileID, "final", bt.Final)
 	return bt, nil
 }
 
 // lines returns the batch request of each row that needs a call; nil for
-// the others. Rows whose stored result is of the same input, and rows over
-// the model's daily budget, are left to the apply step, which makes no call
-// for the first and an errors row for the second.
+// the others. Rows whose stored result is of the same input are left to the
+// apply step, which makes no call for them.
 func (b *batchRun) lines(ctx context.Context, rows []pageRow) ([][]byte, error) {
 	out := make([][]byte, len(rows))
 	var keys []string
@@ -283,9 +313,6 @@ func (b *batchRun) lines(ctx context.Context, rows []pageRow) ([][]byte, error) 
 	for j, i := range idx {
 		row := rows[i]
 		if bytes.Equal(stored[j], inputs[i][:]) {
-			continue
-		}
-		if b.budgets != nil && b.budgets.reserve(b.r.Model, b.r.Budget) != nil {
 			continue
 		}
 		format, _ := magic.Detect(row.img)
@@ -378,9 +405,13 @@ func (b *batchRun) submit(ctx context.Context, bt *state.BackfillBatch, fresh bo
 		var err error
 		if job, err = b.api.CreateBatch(ctx, bt.InputFileID, map[string]string{"pgimageai_rule": b.r.Name,
 			"pgimageai_seq": fmt.Sprint(bt.Seq)}); err != nil {
+			if !batchRefused(err) {
+				b.submitted = true // no answer: the batch may have been made
+			}
 			return err
 		}
 	}
+	b.submitted = true
 	b.record(bt, job)
 	if err := state.SaveBatch(ctx, b.tgt, *bt); err != nil {
 		return err
@@ -572,6 +603,9 @@ func (e *engine) answeredCall(r *Rule, row pageRow, look *lookup) *call {
 	c := &call{done: make(chan struct{}), size: len(row.img), head: magic.Head(row.img, 16), key: &k, held: callOverhead}
 	if a.Answer != nil {
 		c.result = functions.Result{Text: *a.Answer, Usage: provider.Usage{PromptTokens: a.PromptTokens, CompletionTokens: a.CompletionTokens}}
+		if e.budgets != nil { // the call was counted when it went into the batch; its tokens now
+			e.budgets.settle(r.Model, r.Budget, true, int64(a.PromptTokens+a.CompletionTokens))
+		}
 	} else {
 		c.result = functions.Result{Null: true}
 		kind := provider.Permanent

@@ -336,8 +336,18 @@ type answerLine struct {
 // the read before they are held.
 func (p *Provider) BatchAnswers(ctx context.Context, fileID string, maxLines int, each func(provider.BatchAnswer) error) error {
 	var raw goopenai.RawResponse
-	err := p.batchCall(ctx, func(ctx context.Context) (err error) {
-		raw, err = p.batch.files.GetFileContent(context.WithoutCancel(ctx), fileID)
+	// The body outlives the attempt, whose context ends when it returns:
+	// the request runs on a context of its own, cancelled by the attempt's
+	// (its timeout, or ctx) only until the headers came.
+	body, endBody := context.WithCancel(context.WithoutCancel(ctx))
+	defer endBody()
+	err := p.batchCall(ctx, func(actx context.Context) (err error) {
+		stop := context.AfterFunc(actx, endBody)
+		raw, err = p.batch.files.GetFileContent(body, fileID)
+		if !stop() && err == nil { // the attempt ended before the headers came
+			raw.Close()
+			err = actx.Err()
+		}
 		return err
 	})
 	if err != nil {
@@ -350,6 +360,14 @@ func (p *Provider) BatchAnswers(ctx context.Context, fileID string, maxLines int
 	const lineLimit = provider.MaxChatAnswerBytes + maxLineEnvelope
 	for n := 0; ; {
 		line, err := readLine(br, lineLimit)
+		if errors.Is(err, errLineTooLong) {
+			// Over the bound of an answer: not held, not used. Its row
+			// has no answer, and gets the synchronous call.
+			if n++; n > maxLines {
+				return p.badResponse("batch file %s has more than %d lines", fileID, maxLines)
+			}
+			continue
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			if n++; n > maxLines {
 				return p.badResponse("batch file %s has more than %d lines", fileID, maxLines)
@@ -375,12 +393,20 @@ func (p *Provider) BatchAnswers(ctx context.Context, fileID string, maxLines int
 // errLineTooLong is a line of a batch file over its bound.
 var errLineTooLong = errors.New("line too long")
 
-// readLine reads one line of at most limit bytes, without its newline.
+// readLine reads one line of at most limit bytes, without its newline. A
+// longer line is read to its end without being held, and is errLineTooLong
+// (or the error that ended it).
 func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(line)+len(chunk) > limit+1 {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: over %d bytes", errLineTooLong, limit)
 		}
 		line = append(line, chunk...)
@@ -427,8 +453,10 @@ func (p *Provider) answer(line []byte) (a provider.BatchAnswer, ok bool) {
 			return a, true
 		}
 	case l.Error != nil:
-		a.Err = &provider.Error{Kind: provider.Permanent,
-			Message: httpjson.Truncate(p.scrub(l.Error.Code+": "+l.Error.Message), maxMessage)}
+		// A request the batch did not run, for a reason of its own (an
+		// internal error, say): the synchronous call gives the row's
+		// outcome, rather than a failure remembered as permanent.
+		a.Unanswered = true
 	default:
 		a.Err = p.badResponse("batch answer with neither a response nor an error")
 	}

@@ -186,7 +186,8 @@ func TestBatchRoundTrip(t *testing.T) {
 	srv.files["file-out"] = okLine("row-0", "a red square") + "\n" + okLine("row-empty", "") + "\n" + `{"custom_id":"row-garbage","response":{"status_code":200,"body":"nope"},"error":null}` + "\n"
 	srv.files["file-err"] = `{"id":"x","custom_id":"row-1","response":{"status_code":400,"request_id":"r","body":{"error":{"message":"Invalid image.","type":"invalid_request_error"}}},"error":null}` + "\n" +
 		`{"id":"y","custom_id":"row-2","response":null,"error":{"code":"batch_expired","message":"This request could not be executed before the completion window expired."}}` + "\n" +
-		`{"id":"z","custom_id":"row-3","response":{"status_code":500,"body":{"error":{"message":"oops"}}},"error":null}` + "\n"
+		`{"id":"z","custom_id":"row-3","response":{"status_code":500,"body":{"error":{"message":"oops"}}},"error":null}` + "\n" +
+		`{"id":"w","custom_id":"row-4","response":null,"error":{"code":"server_error","message":"The batch failed to run this request."}}` + "\n"
 	srv.batches[0]["status"], srv.batches[0]["output_file_id"], srv.batches[0]["error_file_id"] = "expired", "file-out", "file-err"
 	srv.mu.Unlock()
 	job, err = p.RetrieveBatch(ctx, job.ID)
@@ -221,19 +222,27 @@ func TestBatchRoundTrip(t *testing.T) {
 	if a := got["row-2"]; !a.Unanswered || a.Err != nil {
 		t.Errorf("batch_expired: %+v, want unanswered", a)
 	}
+	if a := got["row-4"]; !a.Unanswered || a.Err != nil {
+		t.Errorf("an error code of the batch's own: %+v, want unanswered (not a permanent failure)", a)
+	}
 	if a := got["row-3"]; !a.Unanswered {
 		t.Errorf("a 500 (retried by a synchronous call): %+v, want unanswered", a)
 	}
-	// Bounds: more lines than requests, or a line over the bound of a
-	// synchronous answer, fail the read.
+	// Bounds: more lines than requests fail the read; a line over the
+	// bound of a synchronous answer is skipped unheld (its row gets the
+	// synchronous call) and the lines after it are read.
 	if err := p.BatchAnswers(ctx, "file-out", 2, func(provider.BatchAnswer) error { return nil }); kindOf(err) != provider.BadResponse {
 		t.Errorf("3 lines read with a bound of 2: %v", err)
 	}
 	srv.mu.Lock()
-	srv.files["file-big"] = okLine("row-big", strings.Repeat("x", provider.MaxChatAnswerBytes+maxLineEnvelope)) + "\n"
+	srv.files["file-big"] = okLine("row-big", strings.Repeat("x", provider.MaxChatAnswerBytes+maxLineEnvelope)) + "\n" +
+		okLine("row-after", "a caption") + "\n"
 	srv.mu.Unlock()
-	n := 0
-	if err := p.BatchAnswers(ctx, "file-big", 1, func(provider.BatchAnswer) error { n++; return nil }); err == nil || n != 0 {
-		t.Errorf("a line over the bound: err %v, %d answers", err, n)
+	var ids []string
+	if err := p.BatchAnswers(ctx, "file-big", 2, func(a provider.BatchAnswer) error { ids = append(ids, a.CustomID); return nil }); err != nil || len(ids) != 1 || ids[0] != "row-after" {
+		t.Errorf("a line over the bound, then a good one: err %v, answers %v; want only row-after", err, ids)
+	}
+	if err := p.BatchAnswers(ctx, "file-big", 1, func(provider.BatchAnswer) error { return nil }); kindOf(err) != provider.BadResponse {
+		t.Errorf("a skipped line counts against the bound of lines: %v", err)
 	}
 }
