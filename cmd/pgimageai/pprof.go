@@ -12,8 +12,9 @@ import (
 )
 
 // checkLoopback accepts "" (off) or a host:port whose host is a loopback IP
-// or "localhost": profiles show memory contents (goroutine stacks, heap
-// sample sites) and cost CPU on demand, so they are never served beyond the
+// literal ("localhost" goes through the resolver, which need not say
+// loopback): profiles show memory contents (goroutine stacks, heap sample
+// sites) and cost CPU on demand, so they are never served beyond the
 // machine.
 func checkLoopback(addr string) error {
 	if addr == "" {
@@ -22,9 +23,6 @@ func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
-	}
-	if host == "localhost" {
-		return nil
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("%q is not a loopback address (use 127.0.0.1:PORT or [::1]:PORT)", addr)
@@ -41,7 +39,7 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) (stop func()
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	// Not /debug/pprof/cmdline: the command line may hold a DSN's password.
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
