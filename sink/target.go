@@ -242,16 +242,23 @@ func (t *Target) prepareSQL() {
 		value = fmt.Sprintf("$%d::text::%s", n, t.SQLType)
 	}
 	// Only write when the value differs, so an unchanged result makes no
-	// new row version (and, for write-back, no new WAL to read).
+	// new row version (and, for write-back, no new WAL to read). json has
+	// no equality operator: its values are compared as jsonb.
+	differs := func(old, new string) string {
+		if t.SQLType == "json" {
+			return fmt.Sprintf("(%s)::jsonb IS DISTINCT FROM (%s)::jsonb", old, new)
+		}
+		return fmt.Sprintf("%s IS DISTINCT FROM %s", old, new)
+	}
 	if t.WriteBack {
 		// Never insert: a row deleted meanwhile stays deleted.
-		t.upsert = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE %s AND t.%s IS DISTINCT FROM %s",
-			table, col, value, strings.Join(where, " AND "), col, value)
+		t.upsert = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE %s AND %s",
+			table, col, value, strings.Join(where, " AND "), differs("t."+col, value))
 	} else {
 		t.upsert = fmt.Sprintf(`INSERT INTO %s AS t (%s, %s) VALUES (%s, %s)
-ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCLUDED.%s`,
+ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE %s`,
 			table, strings.Join(keys, ", "), col, strings.Join(params, ", "), value,
-			strings.Join(keys, ", "), col, col, col, col)
+			strings.Join(keys, ", "), col, col, differs("t."+col, "EXCLUDED."+col))
 	}
 	if !t.WriteBack && t.Type != VectorResult {
 		// Many rows in one statement: the keys as source_key JSON, each
@@ -259,14 +266,14 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCL
 		// Not vectors: as text they take three times their binary size, and
 		// a lane's write holds its whole batch (SPEC §5's memory bound).
 		var fromJSON []string
-		for _, k := range t.Key {
+		for i, k := range t.Key {
 			typ := "text"
 			if c, ok := t.Table.Column(k); ok {
 				typ = c.Type
 			}
-			// The key's JSON field: a string literal, quotes doubled
-			// (standard_conforming_strings, on since PostgreSQL 9.1).
-			fromJSON = append(fromJSON, fmt.Sprintf("(v.key ->> '%s')::%s", strings.ReplaceAll(k, "'", "''"), typ))
+			// The key's JSON field, named by the third parameter (the key
+			// column names): no name is ever written into the SQL.
+			fromJSON = append(fromJSON, fmt.Sprintf("(v.key ->> ($3::text[])[%d])::%s", i+1, typ))
 		}
 		val := "v.val"
 		if t.Type == JSONResult {
@@ -274,9 +281,9 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCL
 		}
 		t.upsertMany = fmt.Sprintf(`INSERT INTO %s AS t (%s, %s)
 SELECT %s, %s FROM unnest($1::jsonb[], $2::text[]) AS v (key, val)
-ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE t.%s IS DISTINCT FROM EXCLUDED.%s`,
+ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE %s`,
 			table, strings.Join(keys, ", "), col, strings.Join(fromJSON, ", "), val,
-			strings.Join(keys, ", "), col, col, col, col)
+			strings.Join(keys, ", "), col, col, differs("t."+col, "EXCLUDED."+col))
 	}
 	t.del = fmt.Sprintf("DELETE FROM %s WHERE %s", table, strings.Join(where, " AND "))
 	t.has = fmt.Sprintf("SELECT EXISTS (SELECT FROM %s WHERE %s AND %s IS NOT NULL)", table, strings.Join(where, " AND "), col)

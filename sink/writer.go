@@ -162,7 +162,7 @@ func (o Upserts) Queue(b *pgx.Batch) {
 			vals[i] = &s
 		}
 	}
-	b.Queue(o.Target.upsertMany, o.Keys, vals)
+	b.Queue(o.Target.upsertMany, o.Keys, vals, o.Target.Key)
 }
 
 // Delete removes the target row keyed Key.
