@@ -563,14 +563,20 @@ func (a *answerPages) read(ctx context.Context, r *Rule, last, stop []byte) ([]p
 			return nil, 0, fmt.Errorf("connect to target: %w", err)
 		}
 	}
-	answers, err := state.LoadAnswers(ctx, a.conn, r.Name, keys)
+	answers, covered, err := state.LoadAnswers(ctx, a.conn, r.Name, keys, pageBytes)
 	if err != nil {
 		a.conn.Close(ctx)
 		a.conn = nil
 		return nil, 0, err
 	}
-	for j, i := range idx {
+	for j, i := range idx[:covered] {
 		rows[i].answer = answers[j]
+	}
+	if covered < len(idx) {
+		// The answers held are bounded like a page's images: the page
+		// ends before the first row whose answer was not held, and is
+		// then not the last (fewer rows than total).
+		rows = rows[:idx[covered]]
 	}
 	return rows, total, nil
 }

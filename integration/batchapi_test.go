@@ -1,12 +1,14 @@
 package integration_test
 
 import (
+	"context"
 	"sort"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // TestBatchAPIBackfill (issue 15): the backfill of 1,000 rows of a model
@@ -233,4 +235,35 @@ func TestBatchAPIRefused(t *testing.T) {
 		t.Errorf("%d uploads, %d batches, %d synchronous calls; want 0, 0, 20", uploads, creates, ai.Count())
 	}
 	assertCaptions(t, captions(t, s.conn), want)
+}
+
+// TestLoadAnswersBounded: a page holds its rows' batch answers up to a
+// bound of bytes (at least one); the rows after are not covered, and their
+// page ends before them.
+func TestLoadAnswersBounded(t *testing.T) {
+	s := newSource(t)
+	s.exec(t, `INSERT INTO pgimageai.batch_answers (rule, source_key, input_key, answer)
+SELECT 'r', jsonb_build_object('id', i), '\x00', repeat('x', 100) FROM generate_series(1, 5) i WHERE i <> 2`)
+	keys := []string{`{"id": 1}`, `{"id": 2}`, `{"id": 3}`, `{"id": 4}`, `{"id": 5}`}
+	for _, tc := range []struct {
+		max, covered int
+	}{
+		{1000, 5}, // all held
+		{250, 3},  // 1 and 3 (2 has none); 4 would pass 250
+		{50, 2},   // the first always, then 3 would pass
+	} {
+		out, covered, err := state.LoadAnswers(context.Background(), s.conn, "r", keys, tc.max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if covered != tc.covered || len(out) != covered {
+			t.Errorf("bound %d: %d keys covered (%d answers), want %d", tc.max, covered, len(out), tc.covered)
+			continue
+		}
+		for i, a := range out {
+			if (a == nil) != (i == 1) {
+				t.Errorf("bound %d: key %d answer %v", tc.max, i+1, a)
+			}
+		}
+	}
 }

@@ -145,17 +145,34 @@ ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key, ans
 }
 
 // LoadAnswers returns, for each source_key JSON of keys, rule's batch
-// answer for that row, or nil.
-func LoadAnswers(ctx context.Context, conn *pgx.Conn, rule string, keys []string) ([]*BatchAnswer, error) {
-	out := make([]*BatchAnswer, len(keys))
+// answer for that row, or nil — for the first covered keys only: it holds
+// answers up to maxBytes of text (at least one), and the keys after the one
+// that would pass it are not covered (their answers are read and dropped).
+func LoadAnswers(ctx context.Context, conn *pgx.Conn, rule string, keys []string, maxBytes int) (out []*BatchAnswer, covered int, err error) {
+	out = make([]*BatchAnswer, len(keys))
+	covered = len(keys)
 	rows, _ := conn.Query(ctx, `SELECT k.ord, a.input_key, a.answer, a.prompt_tokens, a.completion_tokens, coalesce(a.reason, ''),
   coalesce(a.detail, ''), coalesce(a.status, 0)
-FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord) JOIN pgimageai.batch_answers a ON a.rule = $1 AND a.source_key = k.key::jsonb`,
+FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord) JOIN pgimageai.batch_answers a ON a.rule = $1 AND a.source_key = k.key::jsonb
+ORDER BY k.ord`,
 		rule, keys)
 	var ord int64
 	var a BatchAnswer
-	_, err := pgx.ForEachRow(rows, []any{&ord, &a.InputKey, &a.Answer, &a.PromptTokens, &a.CompletionTokens, &a.Reason, &a.Detail, &a.Status},
+	held := 0
+	_, err = pgx.ForEachRow(rows, []any{&ord, &a.InputKey, &a.Answer, &a.PromptTokens, &a.CompletionTokens, &a.Reason, &a.Detail, &a.Status},
 		func() error {
+			if int(ord-1) >= covered {
+				return nil // past the bound: read, not held
+			}
+			n := len(a.Detail)
+			if a.Answer != nil {
+				n += len(*a.Answer)
+			}
+			if held > 0 && held+n > maxBytes {
+				covered = int(ord - 1)
+				return nil
+			}
+			held += n
 			c := a
 			c.Key = []byte(keys[ord-1])
 			c.InputKey = append([]byte(nil), a.InputKey...)
@@ -163,7 +180,7 @@ FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord) JOIN pgimageai.batch_answ
 			return nil
 		})
 	if err != nil {
-		return nil, fmt.Errorf("batch answers of %s: %w", rule, err)
+		return nil, 0, fmt.Errorf("batch answers of %s: %w", rule, err)
 	}
-	return out, nil
+	return out[:covered], covered, nil
 }
