@@ -625,12 +625,12 @@ func (e *engine) answeredCall(r *Rule, row pageRow, look *lookup) *call {
 		close(c.done)
 		return c
 	}
-	go func() {
+	e.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() { // as the calls' comparisons are
 		if e.lookups.same(e.callCtx, r, look, k[:]) {
 			c.unchanged, c.hit = true, true
 			c.result = functions.Result{Null: true}
 		}
 		close(c.done)
-	}()
+	})
 	return c
 }
