@@ -505,14 +505,14 @@ func (s *sourcePages) unstored(ctx context.Context, r *Rule, rows []pageRow) {
 	for i, row := range rows {
 		keys[i] = string(row.keyJSON)
 	}
-	stored, err := state.StoredKeys(ctx, s.target, r.Name, keys)
+	stored, err := state.StoredInputs(ctx, s.target, r.Name, keys)
 	if err != nil {
 		s.target.Close(ctx)
 		s.target = nil
 		return
 	}
 	for i := range rows {
-		rows[i].unstored = !stored[i]
+		rows[i].unstored = stored[i] == nil
 	}
 }
 

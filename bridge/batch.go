@@ -212,42 +212,30 @@ func (r *resultRun) add(it *item, value any, inputKey []byte, ok bool) {
 	byRule, byColumn := r.rowKeys(it)
 	r.seen[byRule], r.seen[byColumn] = true, true
 	key := string(it.keyJSON)
-	var u *sink.Upserts
-	for _, x := range r.upserts {
-		if x.Target == it.target {
-			u = x
-		}
-	}
-	if u == nil {
-		u = &sink.Upserts{Target: it.target}
-		r.upserts = append(r.upserts, u)
-	}
+	u := groupOf(&r.upserts, func(x *sink.Upserts) bool { return x.Target == it.target },
+		func() *sink.Upserts { return &sink.Upserts{Target: it.target} })
 	u.Keys, u.Values = append(u.Keys, key), append(u.Values, value)
-	var in *state.ResultInputs
-	for _, x := range r.inputs {
-		if x.Rule == it.rule.Name {
-			in = x
-		}
-	}
-	if in == nil {
-		in = &state.ResultInputs{Rule: it.rule.Name}
-		r.inputs = append(r.inputs, in)
-	}
+	in := groupOf(&r.inputs, func(x *state.ResultInputs) bool { return x.Rule == it.rule.Name },
+		func() *state.ResultInputs { return &state.ResultInputs{Rule: it.rule.Name} })
 	in.Keys, in.InputKeys = append(in.Keys, key), append(in.InputKeys, inputKey)
-	if !ok {
-		return
+	if ok {
+		res := groupOf(&r.resolves, func(x *state.Resolves) bool { return x.Rule == it.rule.Name },
+			func() *state.Resolves { return &state.Resolves{Rule: it.rule.Name} })
+		res.Keys = append(res.Keys, key)
 	}
-	var res *state.Resolves
-	for _, x := range r.resolves {
-		if x.Rule == it.rule.Name {
-			res = x
+}
+
+// groupOf returns the group of *groups that is, or a new one appended: a
+// run has a group per target column or rule, a handful at most.
+func groupOf[T any](groups *[]*T, is func(*T) bool, fresh func() *T) *T {
+	for _, g := range *groups {
+		if is(g) {
+			return g
 		}
 	}
-	if res == nil {
-		res = &state.Resolves{Rule: it.rule.Name}
-		r.resolves = append(r.resolves, res)
-	}
-	res.Keys = append(res.Keys, key)
+	g := fresh()
+	*groups = append(*groups, g)
+	return g
 }
 
 // ops appends the run's ops to ops.

@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,22 +18,8 @@ import (
 // no call, and 20 rows whose image changes first pay one call each,
 // whatever follows.
 func TestNeverPayTwiceBusyRows(t *testing.T) {
-	s := newSource(t)
-	ai := newFakeAI(t)
-	s.model(t, "vision", ai, `{"max_concurrency": 16}`)
-	s.rule(t, "caption", "vision", "public.captions", "caption")
-	p := s.runProcess(t)
-	want := map[int]string{}
-	insertRows(t, s, 1, 201, 50, want)
-	s.sync(t, 120*time.Second)
-	assertCaptions(t, captions(t, s.conn), want)
-	if err := p.signal(t, syscall.SIGKILL); err == nil {
-		t.Fatal("pgimageai exited cleanly on SIGKILL")
-	}
+	s, ai, _ := captionedThenKilled(t, 200, 50)
 	paid := ai.Count()
-	if paid != 200 {
-		t.Fatalf("%d requests for 200 rows", paid)
-	}
 
 	// The backlog the restarted bridge reads: per row, in one transaction,
 	// a note-only update (the image column not named), one that rewrites

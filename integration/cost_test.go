@@ -11,26 +11,38 @@ import (
 	"time"
 )
 
+// captionedThenKilled captions rows 1..n (inserted in transactions of per)
+// through `pgimageai run`, then SIGKILLs it: what follows starts with an
+// empty cache. It returns each row's caption, and the provider, which
+// answered once per row.
+func captionedThenKilled(t *testing.T, n, per int) (*source, *fakeAI, map[int]string) {
+	t.Helper()
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{"max_concurrency": 16}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	p := s.runProcess(t)
+	want := map[int]string{}
+	insertRows(t, s, 1, n+1, per, want)
+	s.sync(t, 120*time.Second)
+	assertCaptions(t, captions(t, s.conn), want)
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("pgimageai exited cleanly on SIGKILL")
+	}
+	if paid := ai.Count(); paid != n {
+		t.Fatalf("%d requests for %d rows", paid, n)
+	}
+	return s, ai, want
+}
+
 // TestNeverPayTwice (issue 15): 1,000 rows are captioned; after a SIGKILL
 // and a restart with an empty cache, an update of every row's note and a
 // move of every key make zero calls, and so does the full backfill of the
 // unchanged rows after recover-slot — the stored input of each result says
 // nothing changed.
 func TestNeverPayTwice(t *testing.T) {
-	s := newSource(t)
-	ai := newFakeAI(t)
-	s.model(t, "vision", ai, `{"max_concurrency": 16}`)
-	s.rule(t, "caption", "vision", "public.captions", "caption")
-	p1 := s.runProcess(t)
-	want := map[int]string{}
-	insertRows(t, s, 1, 1001, 100, want)
-	s.sync(t, 120*time.Second)
-	assertCaptions(t, captions(t, s.conn), want)
-	p1.signal(t, syscall.SIGKILL)
+	s, ai, want := captionedThenKilled(t, 1000, 100)
 	paid := ai.Count()
-	if paid != 1000 {
-		t.Fatalf("%d requests for 1000 rows", paid)
-	}
 
 	p2 := s.runProcess(t) // a new process: nothing in its cache
 	s.exec(t, "UPDATE public.photos SET note = 'edited'")

@@ -91,24 +91,6 @@ func ForgetAnswers(ctx context.Context, conn *pgx.Conn, rule string) error {
 	return nil
 }
 
-// StoredInputs returns, for each source_key JSON of keys, the input key of
-// rule's stored result (pgimageai.results), or nil.
-func StoredInputs(ctx context.Context, conn *pgx.Conn, rule string, keys []string) ([][]byte, error) {
-	out := make([][]byte, len(keys))
-	rows, _ := conn.Query(ctx, `SELECT k.ord, r.input_key FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord)
-JOIN pgimageai.results r ON r.rule = $1 AND r.source_key = k.key::jsonb`, rule, keys)
-	var ord int64
-	var input []byte
-	_, err := pgx.ForEachRow(rows, []any{&ord, &input}, func() error {
-		out[ord-1] = append([]byte(nil), input...)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("stored inputs of %s: %w", rule, err)
-	}
-	return out, nil
-}
-
 // BatchAnswer is a row of pgimageai.batch_answers: what a batch answered
 // for rule's row Key asked with input InputKey — Answer, or Reason and
 // Detail.

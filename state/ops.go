@@ -193,27 +193,23 @@ func SameInput(ctx context.Context, q Querier, rule string, key, inputKey []byte
 	return same, nil
 }
 
-// StoredKeys reports, for each of keys (source_key JSON), whether rule has
-// a stored input for that row: the rows whose changes need a comparison
-// before a call. One query for a backfill page, rather than one per row.
-func StoredKeys(ctx context.Context, conn *pgx.Conn, rule string, keys []string) ([]bool, error) {
-	rows, err := conn.Query(ctx, `SELECT k.i FROM unnest($2::jsonb[]) WITH ORDINALITY AS k (key, i)
-JOIN pgimageai.results r ON r.rule = $1 AND r.source_key = k.key`, rule, keys)
+// StoredInputs returns, for each source_key JSON of keys, the input key of
+// rule's stored result (pgimageai.results), or nil: one query for a page of
+// rows, rather than one per row.
+func StoredInputs(ctx context.Context, conn *pgx.Conn, rule string, keys []string) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	rows, _ := conn.Query(ctx, `SELECT k.ord, r.input_key FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord)
+JOIN pgimageai.results r ON r.rule = $1 AND r.source_key = k.key::jsonb`, rule, keys)
+	var ord int64
+	var input []byte
+	_, err := pgx.ForEachRow(rows, []any{&ord, &input}, func() error {
+		out[ord-1] = append([]byte(nil), input...)
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read the stored inputs of a page: %w", err)
+		return nil, fmt.Errorf("stored inputs of %s: %w", rule, err)
 	}
-	defer rows.Close()
-	stored := make([]bool, len(keys))
-	for rows.Next() {
-		var i int64
-		if err := rows.Scan(&i); err != nil {
-			return nil, err
-		}
-		if i >= 1 && i <= int64(len(keys)) {
-			stored[i-1] = true
-		}
-	}
-	return stored, rows.Err()
+	return out, nil
 }
 
 // OwnWrites marks the target transaction as the bridge's own: when the target
