@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/md5"
@@ -337,7 +338,28 @@ func BenchmarkFastPath(b *testing.B) {
 VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'public.captions', 'caption')`, fastPrompt)
 	// PGIMAGEAI_BENCH_PROFILE=DIR saves a 5 s CPU profile of the bridge
 	// from the start of each phase in DIR.
-	var env []string
+	metricsAddr := freeAddr(b)
+	env := []string{"PGIMAGEAI_METRICS_ADDR=" + metricsAddr}
+	// writes returns how many target transactions the bridge has committed.
+	writes := func() int {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "pgimageai_batches_total "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return int(f)
+			}
+		}
+		b.Fatalf("no pgimageai_batches_total in the metrics: %v", sc.Err())
+		return 0
+	}
 	profiles := os.Getenv("PGIMAGEAI_BENCH_PROFILE")
 	pprofAddr := freeAddr(b)
 	if profiles != "" {
@@ -404,8 +426,8 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 		elapsed := time.Since(start)
 		wait()
 		firstAt := first()
-		b.Logf("%s: the first result after %s; after it, %.0f rows/s = %.2f of the bare client's rate alone; CPU: %s", what, firstAt.Round(time.Millisecond),
-			float64(fastRows)/(elapsed-firstAt).Seconds(), tCalls.Seconds()/(elapsed-firstAt).Seconds(), db())
+		b.Logf("%s: the first result after %s; after it, %.0f rows/s = %.2f of the bare client's rate alone; CPU: %s; %d target transactions", what, firstAt.Round(time.Millisecond),
+			float64(fastRows)/(elapsed-firstAt).Seconds(), tCalls.Seconds()/(elapsed-firstAt).Seconds(), db(), writes())
 		cpu, hwm := procCPU(b, p.cmd.Process.Pid), vmHWM(b, p.cmd.Process.Pid)
 		if n := queryInt(b, s.conn, "SELECT count(*) FROM "+target+" WHERE caption = 'a grey test pattern'"); n != fastRows {
 			b.Fatalf("%d results in %s, want %d", n, target, fastRows)
@@ -460,6 +482,7 @@ SELECT i, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5(i::text), 512), 'hex'
 	cpu0 := procCPU(b, p.cmd.Process.Pid)
 	calls := ai.calls.Load()
 	db = dbMeter(s, fastRows)
+	w0 := writes()
 	start := time.Now()
 	s.exec(b, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe the image again', 'public.captions2', 'caption')`)
@@ -467,7 +490,7 @@ VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Desc
 	waitCount(b, s.conn, "SELECT count(*) FROM public.captions2 WHERE caption IS NOT NULL", fastRows, 30*time.Minute)
 	elapsed := time.Since(start)
 	wait()
-	b.Logf("backfill: CPU: %s", db())
+	b.Logf("backfill: CPU: %s; %d target transactions", db(), writes()-w0)
 	cpu, hwm := procCPU(b, p.cmd.Process.Pid)-cpu0, vmHWM(b, p.cmd.Process.Pid)
 	if err := p.signal(b, syscall.SIGTERM); err != nil {
 		b.Fatalf("graceful stop: %v", err)

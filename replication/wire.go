@@ -185,3 +185,44 @@ func (c *cursor) tuple() {
 		}
 	}
 }
+
+// values reads TupleData into a Tuple of rel's columns, copying each
+// column's bytes; a tuple whose column count is not rel's fails.
+func (c *cursor) values(rel *Relation) Tuple {
+	n := c.uint16()
+	if !c.ok() {
+		return nil
+	}
+	if n != len(rel.Columns) {
+		c.fail(fmt.Sprintf("tuple has %d columns, relation has %d", n, len(rel.Columns)))
+		return nil
+	}
+	t := make(Tuple, n)
+	for i := range t {
+		switch k := c.byte(); k {
+		case 'n':
+			t[i] = Value{Kind: Null}
+		case 'u':
+			t[i] = Value{Kind: Unchanged}
+		case 't', 'b':
+			size := int(c.uint32())
+			if !c.ok() || size < 0 || size > len(c.b) {
+				c.fail("truncated")
+				return nil
+			}
+			v := Value{Kind: Text, Data: make([]byte, size)}
+			if k == 'b' {
+				v.Kind = Binary
+			}
+			copy(v.Data, c.b[:size])
+			c.b = c.b[size:]
+			t[i] = v
+		default:
+			if c.ok() {
+				c.fail(fmt.Sprintf("tuple column kind %q", k))
+			}
+			return nil
+		}
+	}
+	return t
+}
