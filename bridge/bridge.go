@@ -307,7 +307,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	defer stopLanes()
 	eng.lanes = &lanes{
 		log: log, budget: eng.budget, tracker: eng.tracker, metrics: cfg.Metrics, maxOps: cfg.BatchOps,
-		backoff: 200 * time.Millisecond, ctx: laneCtx, repaired: make(chan string, 16), own: eng.own.add,
+		linger: lingerFor, backoff: 200 * time.Millisecond, ctx: laneCtx, repaired: make(chan string, 16), own: eng.own.add,
 		newWriter: func(lane string) laneWriter { return sink.NewWriter(nil, cfg.TargetDSN, cfg.Slot, lane) },
 	}
 	eng.lanes.repair = func(ctx context.Context, lane string) error {

@@ -25,6 +25,19 @@ type laneWriter interface {
 	Close(ctx context.Context) error
 }
 
+// A lane whose ready prefix is short while the call right behind it is in
+// flight waits up to lingerFor (or until lingerRows are ready) before it
+// writes: under load, a target transaction then holds ~100 rows rather
+// than ~30, and each transaction costs the database ~0.8 ms of CPU of its
+// own (BenchmarkFastPath: 23 µs less database CPU per row in catch-up). A
+// lane with nothing in flight behind its ready items writes at once, so a
+// trickle of changes gets no delay; a provider call takes far longer than
+// lingerFor anyway.
+const (
+	lingerFor  = 20 * time.Millisecond
+	lingerRows = 500
+)
+
 // maxWriteBackoff caps the wait between attempts of a failed target write:
 // short, so that the bridge catches up soon after the target is back.
 const maxWriteBackoff = 5 * time.Second
@@ -59,6 +72,10 @@ type lane struct {
 	queue  []item
 	closed bool          // no more items: drain and stop
 	wake   chan struct{} // signalled by push and close
+	// linger is how long a short ready prefix may wait for the calls
+	// behind it (lingerFor; 0 = never); lingering is when it began.
+	linger    time.Duration
+	lingering time.Time
 
 	stat laneStat
 }
@@ -75,7 +92,7 @@ type laneStat struct {
 
 func newLane(name string, w laneWriter, l *lanes) *lane {
 	return &lane{name: name, log: l.log, w: w, budget: l.budget, tracker: l.tracker, metrics: l.metrics,
-		maxOps: l.maxOps, backoff: l.backoff, repair: l.repair, repaired: l.repaired, own: l.own, rows: &l.rows, wake: make(chan struct{}, 1)}
+		maxOps: l.maxOps, linger: l.linger, backoff: l.backoff, repair: l.repair, repaired: l.repaired, own: l.own, rows: &l.rows, wake: make(chan struct{}, 1)}
 }
 
 // push appends an item at the end of the lane.
@@ -111,42 +128,74 @@ func (l *lane) pending() int {
 // take removes and returns the ready prefix of the queue, at most maxOps
 // items. When nothing is ready it returns what to wait for: the first
 // item's call, or nothing (wait for a push); done reports a closed, empty
-// lane.
-func (l *lane) take() (items []item, wait <-chan struct{}, done bool) {
+// lane. A short ready prefix with a call in flight right behind it is held
+// (see lingerFor): take returns that call and how much longer to wait.
+func (l *lane) take(now time.Time) (items []item, wait <-chan struct{}, hold time.Duration, done bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for n < len(l.queue) && n < l.maxOps && l.queue[n].ready() {
 		n++
 	}
+	if n > 0 && n < lingerRows && n < len(l.queue) && !l.closed && l.linger > 0 {
+		if l.lingering.IsZero() {
+			l.lingering = now
+		}
+		if left := l.linger - now.Sub(l.lingering); left > 0 {
+			if c := l.queue[n].notReady(); c != nil {
+				return nil, c.done, left, false
+			}
+			ready := make(chan struct{}) // it became ready since the loop looked
+			close(ready)
+			return nil, ready, 0, false
+		}
+	}
+	l.lingering = time.Time{}
 	if n == 0 {
 		if len(l.queue) == 0 {
-			return nil, nil, l.closed
+			return nil, nil, 0, l.closed
 		}
 		c := l.queue[0].notReady()
 		if c == nil { // it became ready since the loop looked: take it next time
 			ready := make(chan struct{})
 			close(ready)
-			return nil, ready, false
+			return nil, ready, 0, false
 		}
-		return nil, c.done, false
+		return nil, c.done, 0, false
 	}
 	items = make([]item, n)
 	copy(items, l.queue[:n])
 	clear(l.queue[:n]) // results are held by items only until written
 	l.queue = l.queue[n:]
-	return items, nil, false
+	return items, nil, 0, false
 }
 
 // run writes the lane's items until ctx ends or the lane is closed and
 // empty.
 func (l *lane) run(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
-		items, wait, done := l.take()
+		items, wait, hold, done := l.take(time.Now())
 		if done {
 			return nil
 		}
 		if len(items) == 0 {
+			if hold > 0 {
+				// Lingering: a push cannot change the ready prefix, so only
+				// the call behind it or the time ends the wait (a close
+				// waits at most lingerFor).
+				timer.Reset(hold)
+				select {
+				case <-wait:
+				case <-timer.C:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				timer.Stop()
+				continue
+			}
 			select {
 			case <-wait: // nil when waiting for a push: only wake fires
 			case <-l.wake:
@@ -308,6 +357,7 @@ type lanes struct {
 	tracker   *tracker
 	metrics   *metrics.Metrics
 	maxOps    int
+	linger    time.Duration // see lingerFor; 0 = write at once
 	backoff   time.Duration
 	repair    func(ctx context.Context, lane string) error
 	repaired  chan string // lanes whose target was re-created, for the engine

@@ -368,3 +368,59 @@ func TestLaneIsolatesARefusedResult(t *testing.T) {
 	}
 	waitFor(t, "the ack", func() bool { mu.Lock(); defer mu.Unlock(); return len(acks) == 1 && acks[0] == 11 })
 }
+
+// TestLaneLinger: a short ready prefix with a call in flight right behind
+// it waits up to the linger for that call (fewer, bigger target
+// transactions under load); with nothing in flight behind it, on a closed
+// lane, or without a linger, it is taken at once.
+func TestLaneLinger(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	rec := &txnRecord{}
+	ok := functions.Result{Text: "x"}
+	t0 := time.Unix(1700000000, 0)
+	cases := []struct {
+		name    string
+		pending bool // a call in flight behind the two ready items
+		closed  bool
+		linger  time.Duration
+		at      time.Duration // when take looks, from the first look
+		want    int           // items taken
+		hold    time.Duration
+	}{
+		{"in flight behind: held", true, false, 20 * time.Millisecond, 0, 0, 20 * time.Millisecond},
+		{"in flight behind: held for the rest", true, false, 20 * time.Millisecond, 15 * time.Millisecond, 0, 5 * time.Millisecond},
+		{"in flight behind: the linger is over", true, false, 20 * time.Millisecond, 20 * time.Millisecond, 2, 0},
+		{"nothing behind", false, false, 20 * time.Millisecond, 0, 2, 0},
+		{"closed", true, true, 20 * time.Millisecond, 0, 2, 0},
+		{"no linger", true, false, 0, 0, 2, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &lane{maxOps: 100, linger: tc.linger, wake: make(chan struct{}, 1), closed: tc.closed}
+			l.queue = []item{resultItem(r, 1, done(ok, nil), rec, state.Position{Commit: 1}), resultItem(r, 2, done(ok, nil), rec, state.Position{Commit: 2})}
+			behind := &call{done: make(chan struct{})}
+			if tc.pending {
+				l.queue = append(l.queue, resultItem(r, 3, behind, rec, state.Position{Commit: 3}))
+			}
+			if tc.at > 0 { // the first look began the linger
+				if items, _, _, _ := l.take(t0); len(items) != 0 {
+					t.Fatalf("first look took %d items", len(items))
+				}
+			}
+			items, wait, hold, _ := l.take(t0.Add(tc.at))
+			if len(items) != tc.want || hold != tc.hold {
+				t.Fatalf("took %d items, hold %s; want %d, %s", len(items), hold, tc.want, tc.hold)
+			}
+			if hold > 0 && wait != behind.done {
+				t.Fatal("a held prefix does not wait for the call behind it")
+			}
+			if hold > 0 { // the call behind ends: all three go together
+				behind.result = ok
+				close(behind.done)
+				if items, _, _, _ := l.take(t0.Add(tc.at + time.Millisecond)); len(items) != 3 {
+					t.Fatalf("after the call behind ended: took %d items, want 3", len(items))
+				}
+			}
+		})
+	}
+}
