@@ -340,6 +340,20 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 	// from the start of each phase in DIR.
 	metricsAddr := freeAddr(b)
 	env := []string{"PGIMAGEAI_METRICS_ADDR=" + metricsAddr}
+	// PGIMAGEAI_BENCH_PG_OPTIONS=OPTS runs the bridge with libpq options
+	// OPTS in its DSN, e.g. "-c logical_decoding_work_mem=256MB" (a tuning
+	// that the README describes); the limits are measured without.
+	if opts := os.Getenv("PGIMAGEAI_BENCH_PG_OPTIONS"); opts != "" {
+		u, err := url.Parse(s.db.DSN())
+		if err != nil {
+			b.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("options", opts)
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads a "+" as itself
+		env = append(env, "PGIMAGEAI_DSN="+u.String())
+		b.Logf("the bridge's DSN has options %q", opts)
+	}
 	// writes returns how many target transactions the bridge has committed.
 	writes := func() int {
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
