@@ -137,7 +137,9 @@ func (l *lane) take(now time.Time) (items []item, wait <-chan struct{}, hold tim
 	for n < len(l.queue) && n < l.maxOps && l.queue[n].ready() {
 		n++
 	}
-	if n > 0 && n < lingerRows && n < len(l.queue) && !l.closed && l.linger > 0 {
+	// The prefix stopped at an item that is not ready (not at maxOps).
+	blocked := n < len(l.queue) && n < l.maxOps
+	if n > 0 && n < lingerRows && blocked && !l.closed && l.linger > 0 {
 		if l.lingering.IsZero() {
 			l.lingering = now
 		}

@@ -386,17 +386,22 @@ func TestLaneLinger(t *testing.T) {
 		at      time.Duration // when take looks, from the first look
 		want    int           // items taken
 		hold    time.Duration
+		maxOps  int // default 100
 	}{
-		{"in flight behind: held", true, false, 20 * time.Millisecond, 0, 0, 20 * time.Millisecond},
-		{"in flight behind: held for the rest", true, false, 20 * time.Millisecond, 15 * time.Millisecond, 0, 5 * time.Millisecond},
-		{"in flight behind: the linger is over", true, false, 20 * time.Millisecond, 20 * time.Millisecond, 2, 0},
-		{"nothing behind", false, false, 20 * time.Millisecond, 0, 2, 0},
-		{"closed", true, true, 20 * time.Millisecond, 0, 2, 0},
-		{"no linger", true, false, 0, 0, 2, 0},
+		{"in flight behind: held", true, false, 20 * time.Millisecond, 0, 0, 20 * time.Millisecond, 0},
+		{"in flight behind: held for the rest", true, false, 20 * time.Millisecond, 15 * time.Millisecond, 0, 5 * time.Millisecond, 0},
+		{"in flight behind: the linger is over", true, false, 20 * time.Millisecond, 20 * time.Millisecond, 2, 0, 0},
+		{"nothing behind", false, false, 20 * time.Millisecond, 0, 2, 0, 0},
+		{"closed", true, true, 20 * time.Millisecond, 0, 2, 0, 0},
+		{"no linger", true, false, 0, 0, 2, 0, 0},
+		{"a full chunk ahead of the call", true, false, 20 * time.Millisecond, 0, 1, 0, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &lane{maxOps: 100, linger: tc.linger, wake: make(chan struct{}, 1), closed: tc.closed}
+			if tc.maxOps > 0 {
+				l.maxOps = tc.maxOps
+			}
 			l.queue = []item{resultItem(r, 1, done(ok, nil), rec, state.Position{Commit: 1}), resultItem(r, 2, done(ok, nil), rec, state.Position{Commit: 2})}
 			behind := &call{done: make(chan struct{})}
 			if tc.pending {

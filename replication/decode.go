@@ -2,6 +2,7 @@ package replication
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 )
@@ -111,7 +112,13 @@ func (d *decoder) truncate(lsn LSN, m *pglogrepl.TruncateMessage) (Event, error)
 // validate accepts, and gives what pglogrepl.Parse and tuple give
 // (FuzzDecode compares the two).
 func (d *decoder) rowChange(lsn LSN, data []byte) (Event, error) {
-	op := map[byte]Op{'I': Insert, 'U': Update, 'D': Delete}[data[0]]
+	op := Insert
+	switch data[0] {
+	case 'U':
+		op = Update
+	case 'D':
+		op = Delete
+	}
 	c := cursor{b: data[1:]}
 	oid := c.uint32()
 	if !c.ok() {
@@ -137,7 +144,7 @@ func (d *decoder) rowChange(lsn LSN, data []byte) (Event, error) {
 	case op == Insert:
 		c.fail(fmt.Sprintf("expected 'N', got %q", kind))
 	default:
-		c.fail(fmt.Sprintf("%s tuple type %q", map[Op]string{Update: "update", Delete: "delete"}[op], kind))
+		c.fail(fmt.Sprintf("%s tuple type %q", strings.ToLower(op.String()), kind))
 	}
 	if c.err != "" {
 		return nil, fmt.Errorf("%w: malformed %q message of %s: %s", ErrProtocol, data[0], rel.Identifier().Sanitize(), c.err)
