@@ -429,3 +429,76 @@ func TestLaneLinger(t *testing.T) {
 		})
 	}
 }
+
+// TestLaneLingerAgain: the linger begins again for each prefix. After a
+// held prefix is written, the next short prefix with a call behind it is
+// held for the whole linger again, not written at once for a linger that
+// began long before.
+func TestLaneLingerAgain(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	rec := &txnRecord{}
+	ok := functions.Result{Text: "x"}
+	t0 := time.Unix(1700000000, 0)
+	l := &lane{maxOps: 100, linger: 20 * time.Millisecond, wake: make(chan struct{}, 1)}
+	l.queue = []item{resultItem(r, 1, done(ok, nil), rec, state.Position{Commit: 1}), resultItem(r, 2, &call{done: make(chan struct{})}, rec, state.Position{Commit: 2})}
+	if items, _, hold, _ := l.take(t0); len(items) != 0 || hold != 20*time.Millisecond {
+		t.Fatalf("first prefix: took %d items, hold %s", len(items), hold)
+	}
+	if items, _, _, _ := l.take(t0.Add(20 * time.Millisecond)); len(items) != 1 {
+		t.Fatalf("first prefix after the linger: took %d items, want 1", len(items))
+	}
+	// Row 2 is still in flight; row 3 is ready behind it, row 4 in flight.
+	close(l.queue[0].call.done)
+	l.queue = append(l.queue, resultItem(r, 3, done(ok, nil), rec, state.Position{Commit: 3}), resultItem(r, 4, &call{done: make(chan struct{})}, rec, state.Position{Commit: 4}))
+	at := t0.Add(time.Second)
+	if items, _, hold, _ := l.take(at); len(items) != 0 || hold != 20*time.Millisecond {
+		t.Fatalf("second prefix: took %d items, hold %s; want it held for the whole linger", len(items), hold)
+	}
+}
+
+// TestLaneRunLingers: a running lane writes a held prefix once the linger
+// has passed, though the call behind it never ends, and at once on close.
+func TestLaneRunLingers(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &fakeWriter{wrote: make(chan struct{}, 8)}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, w, 100, &acks, &mu)
+	ls.linger = 50 * time.Millisecond
+	ls.budget.acquire(context.Background(), 3*itemOverhead)
+	rec := ls.tracker.begin(time.Time{})
+	ok := functions.Result{Text: "x"}
+	l := ls.get(r.Target.Name())
+	start := time.Now()
+	never := &call{done: make(chan struct{})}
+	l.mu.Lock() // both before the lane looks
+	for i, c := range []*call{done(ok, nil), never} {
+		ls.tracker.add(rec)
+		l.queue = append(l.queue, resultItem(r, i+1, c, rec, state.Position{Commit: 1, Ord: int64(i+1) << eventBits}))
+	}
+	l.mu.Unlock()
+	l.signal()
+	select {
+	case <-w.wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held prefix was never written")
+	}
+	if d := time.Since(start); d < 40*time.Millisecond {
+		t.Errorf("the prefix was written after %s, before the linger of 50ms", d)
+	}
+	if batches, _ := w.written(); len(batches) != 1 {
+		t.Fatalf("%d writes, want 1", len(batches))
+	}
+	never.result = ok
+	close(never.done)
+	ls.tracker.add(rec)
+	l.push(resultItem(r, 3, done(ok, nil), rec, state.Position{Commit: 1, Ord: 3 << eventBits}))
+	select {
+	case <-w.wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the rest was not written after the call ended")
+	}
+	if _, pos := w.written(); len(pos) != 2 || pos[1].Ord != 3<<eventBits {
+		t.Fatalf("writes end at %v, want the second at item 3", pos)
+	}
+}

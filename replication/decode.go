@@ -109,8 +109,10 @@ func (d *decoder) truncate(lsn LSN, m *pglogrepl.TruncateMessage) (Event, error)
 // Change: the most frequent messages, and the biggest (the images), so
 // each column's bytes are copied once, with copy, into a slice of its own
 // (an image outlives the rest of its tuple in the calls). It accepts what
-// validate accepts, and gives what pglogrepl.Parse and tuple give
-// (FuzzDecode compares the two).
+// validate accepts, and gives what pglogrepl.Parse and the conversion of
+// its TupleData gave (FuzzDecode compares the two), but for an Insert into
+// a table of no columns, which pglogrepl refused as too short (no such
+// table has the primary key a rule needs).
 func (d *decoder) rowChange(lsn LSN, data []byte) (Event, error) {
 	op := Insert
 	switch data[0] {
