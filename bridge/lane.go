@@ -27,8 +27,8 @@ type laneWriter interface {
 
 // A lane whose ready prefix is short while the call right behind it is in
 // flight waits up to lingerFor (or until lingerRows are ready) before it
-// writes: under load, a target transaction then holds ~100 rows rather
-// than ~30, and each transaction costs the database ~0.8 ms of CPU of its
+// writes: under load, a target transaction then holds ~140 rows rather
+// than ~28, and each transaction costs the database ~0.8 ms of CPU of its
 // own (BenchmarkFastPath: 23 µs less database CPU per row in catch-up). A
 // lane with nothing in flight behind its ready items writes at once, so a
 // trickle of changes gets no delay; a provider call takes far longer than
