@@ -38,6 +38,13 @@ const (
 	lingerRows = 500
 )
 
+// closedChan is a channel that is always closed: a wait that ends at once.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // maxWriteBackoff caps the wait between attempts of a failed target write:
 // short, so that the bridge catches up soon after the target is back.
 const maxWriteBackoff = 5 * time.Second
@@ -147,9 +154,7 @@ func (l *lane) take(now time.Time) (items []item, wait <-chan struct{}, hold tim
 			if c := l.queue[n].notReady(); c != nil {
 				return nil, c.done, left, false
 			}
-			ready := make(chan struct{}) // it became ready since the loop looked
-			close(ready)
-			return nil, ready, 0, false
+			return nil, closedChan, 0, false // it became ready since the loop looked
 		}
 	}
 	l.lingering = time.Time{}
@@ -159,9 +164,7 @@ func (l *lane) take(now time.Time) (items []item, wait <-chan struct{}, hold tim
 		}
 		c := l.queue[0].notReady()
 		if c == nil { // it became ready since the loop looked: take it next time
-			ready := make(chan struct{})
-			close(ready)
-			return nil, ready, 0, false
+			return nil, closedChan, 0, false
 		}
 		return nil, c.done, 0, false
 	}

@@ -50,10 +50,7 @@ func TestBatchAPIBackfill(t *testing.T) {
 
 	ai.setRelease()
 	s.runProcess(t)
-	waitFor(t, 120*time.Second, "the backfill through the batch", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
-	})
-	s.sync(t, 60*time.Second)
+	backfillDone(t, s, "caption", 120*time.Second)
 
 	uploads, creates, _ := ai.counts()
 	if uploads != 1 || creates != 1 {
@@ -131,10 +128,7 @@ func TestBatchAPIExpired(t *testing.T) {
 	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms", "batch_max_requests": 40}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	_, stop := s.start(t, s.config(t))
-	waitFor(t, 120*time.Second, "the backfill through the batches", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
-	})
-	s.sync(t, 60*time.Second)
+	backfillDone(t, s, "caption", 120*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -197,10 +191,7 @@ func TestBatchAPICrashWhileCreating(t *testing.T) {
 	}
 	ai.setHoldCreate(false)
 	s.runProcess(t)
-	waitFor(t, 120*time.Second, "the backfill through the batch", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
-	})
-	s.sync(t, 60*time.Second)
+	backfillDone(t, s, "caption", 120*time.Second)
 	if uploads, creates, _ := ai.counts(); uploads != 1 || creates != 1 {
 		t.Errorf("%d uploads, %d batches created; want 1 and 1", uploads, creates)
 	}
@@ -224,10 +215,7 @@ func TestBatchAPIRefused(t *testing.T) {
 	s.model(t, "vision", ai.fakeAI, `{"batch_api": true}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	_, stop := s.start(t, s.config(t))
-	waitFor(t, 60*time.Second, "the backfill", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
-	})
-	s.sync(t, 60*time.Second)
+	backfillDone(t, s, "caption", 60*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -266,4 +254,14 @@ SELECT 'r', jsonb_build_object('id', i), '\x00', repeat('x', 100) FROM generate_
 			}
 		}
 	}
+}
+
+// backfillDone waits until rule's backfill is done and the bridge has
+// applied the stream up to now.
+func backfillDone(t testing.TB, s *source, rule string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "the backfill of "+rule, func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = $1 AND state = 'done'", rule) == 1
+	})
+	s.sync(t, 60*time.Second)
 }

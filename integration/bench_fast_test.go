@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/md5"
@@ -356,23 +355,11 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 	}
 	// writes returns how many target transactions the bridge has committed.
 	writes := func() int {
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		if err != nil {
-			b.Fatal(err)
+		v, ok := scrape(b, "http://"+metricsAddr)["pgimageai_batches_total"]
+		if !ok {
+			b.Fatal("no pgimageai_batches_total in the metrics")
 		}
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "pgimageai_batches_total "); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return int(f)
-			}
-		}
-		b.Fatalf("no pgimageai_batches_total in the metrics: %v", sc.Err())
-		return 0
+		return int(v)
 	}
 	profiles := os.Getenv("PGIMAGEAI_BENCH_PROFILE")
 	pprofAddr := freeAddr(b)

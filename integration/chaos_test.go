@@ -281,16 +281,7 @@ func explainCalls(tb testing.TB, ai *fakeAI, w *workload) {
 	for seed, img := range w.images {
 		bySeed[img.dataURL] = seed
 	}
-	calls := map[int]int{}
-	foreign := 0
-	for _, r := range ai.Requests() {
-		seed, ok := bySeed[r.DataURL]
-		if !ok {
-			foreign++
-			continue
-		}
-		calls[seed]++
-	}
+	calls, foreign := requestsBy(ai, bySeed)
 	if foreign != 0 {
 		tb.Errorf("%d calls for images of no image change", foreign)
 	}

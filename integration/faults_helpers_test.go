@@ -54,17 +54,22 @@ func (s *source) reconnect(t testing.TB) {
 // insertRows (PNG of the row's id).
 func requestsByID(t testing.TB, ai *fakeAI, from, to int) (byID map[int]int, foreign int) {
 	t.Helper()
-	ids := pngIDs(t, from, to)
-	byID = map[int]int{}
+	return requestsBy(ai, pngIDs(t, from, to))
+}
+
+// requestsBy counts the recorded requests per number that ids gives their
+// data URL; foreign counts the requests of data URLs ids does not know.
+func requestsBy(ai *fakeAI, ids map[string]int) (counts map[int]int, foreign int) {
+	counts = map[int]int{}
 	for _, r := range ai.Requests() {
 		id, ok := ids[r.DataURL]
 		if !ok {
 			foreign++
 			continue
 		}
-		byID[id]++
+		counts[id]++
 	}
-	return byID, foreign
+	return counts, foreign
 }
 
 // pngIDs maps the data URL of the PNG of each id in [from, to) to the id.

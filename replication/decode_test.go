@@ -79,6 +79,8 @@ func TestDecodeTransaction(t *testing.T) {
 			Begin{XID: 740, FinalLSN: 0x200, CommitTime: commitTime}},
 		{"insert every kind", 0x110, insertMsg(16385, col{'b', int4(1)}, col{'b', png}, col{'n', nil}),
 			&Change{Op: Insert, LSN: 0x110, Relation: rel, New: Tuple{{Binary, int4(1)}, {Binary, png}, {Kind: Null}}}},
+		{"insert empty image", 0x114, insertMsg(16385, col{'b', int4(3)}, col{'b', []byte{}}, col{'n', nil}),
+			&Change{Op: Insert, LSN: 0x114, Relation: rel, New: Tuple{{Binary, int4(3)}, {Binary, []byte{}}, {Kind: Null}}}},
 		{"insert text", 0x118, insertMsg(16385, col{'t', []byte("2")}, col{'t', []byte(`\x00ff`)}, col{'t', []byte{}}),
 			&Change{Op: Insert, LSN: 0x118, Relation: rel, New: Tuple{{Text, []byte("2")}, {Text, []byte(`\x00ff`)}, {Text, []byte{}}}}},
 		{"update unchanged toast, no old", 0x120, updateMsg(16385, 0, nil, []col{{'b', int4(1)}, {'u', nil}, {'t', []byte("n")}}),

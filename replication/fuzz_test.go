@@ -18,6 +18,7 @@ func FuzzDecode(f *testing.F) {
 		photosRel(16385),
 		relationMsg(16386, "Odd Schema", "My Table", 'f', relCol{key: true, name: "k", typ: 25, typmod: -1}),
 		insertMsg(16385, col{'b', int4(1)}, col{'b', []byte{0x89, 'P', 'N', 'G'}}, col{'n', nil}),
+		insertMsg(16385, col{'b', int4(1)}, col{'b', []byte{}}, col{'t', []byte{}}), // empty is not NULL
 		updateMsg(16385, 'K', []col{{'b', int4(1)}, {'n', nil}, {'n', nil}}, []col{{'b', int4(2)}, {'u', nil}, {'t', []byte("x")}}),
 		updateMsg(16385, 'O', []col{{'b', int4(1)}, {'n', nil}, {'n', nil}}, []col{{'b', int4(2)}, {'u', nil}, {'t', []byte("x")}}),
 		updateMsg(16385, 0, nil, []col{{'b', int4(2)}, {'u', nil}, {'t', []byte("x")}}),

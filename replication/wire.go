@@ -27,7 +27,9 @@ func parse(data []byte) (pglogrepl.Message, error) {
 	return msg, nil
 }
 
-// validate walks data as a pgoutput v1 message without decoding it.
+// validate walks data as a pgoutput v1 message without decoding it. The
+// decoder reads Insert, Update and Delete itself (rowChange); validate's
+// walk of them is the independent reference FuzzDecode holds it to.
 func validate(data []byte) error {
 	if len(data) == 0 {
 		return fmt.Errorf("%w: empty message", ErrProtocol)
