@@ -253,6 +253,7 @@ func dbCPU(s *source) (time.Duration, bool) {
 // when it runs): the returned function gives them as text.
 func dbMeter(s *source, rows int) func() string {
 	start, ok := dbCPU(s)
+	procs := containerProcs(s)
 	self := procCPU(nil, os.Getpid())
 	return func() string {
 		end, ok2 := dbCPU(s)
@@ -260,7 +261,7 @@ func dbMeter(s *source, rows int) func() string {
 		if !ok || !ok2 {
 			return "database unknown (no cgroup CPU account found), " + mine
 		}
-		return fmt.Sprintf("database %.0f µs/row, %s", float64((end-start).Microseconds())/float64(rows), mine)
+		return fmt.Sprintf("database %.0f µs/row (by process: %s), %s", float64((end-start).Microseconds())/float64(rows), procBreakdown(s, procs, rows), mine)
 	}
 }
 

@@ -10,13 +10,17 @@ import (
 // "data:image/png;base64,iVBORw0KGgo...". The string is grown once to its exact
 // size, since images may be tens of megabytes.
 func DataURL(f Format, img []byte) string {
-	prefix := "data:" + f.MIME() + ";base64,"
 	var b strings.Builder
-	b.Grow(len(prefix) + base64.StdEncoding.EncodedLen(len(img)))
-	b.WriteString(prefix)
-	enc := base64.NewEncoder(base64.StdEncoding, &b)
-	enc.Write(img) // writes to a strings.Builder never fail
-	enc.Close()
+	b.Grow(DataURLLen(f, img))
+	b.WriteString("data:" + f.MIME() + ";base64,")
+	var buf [4096]byte // 3,072 bytes of image at a time
+	for len(img) > 0 {
+		n := min(len(img), 3072)
+		m := base64.StdEncoding.EncodedLen(n)
+		encodeBase64(buf[:m], img[:n])
+		b.Write(buf[:m])
+		img = img[n:]
+	}
 	return b.String()
 }
 
@@ -29,7 +33,7 @@ func AppendDataURL(dst []byte, f Format, img []byte) []byte {
 	dst = append(dst, ";base64,"...)
 	n := len(dst)
 	dst = slices.Grow(dst, base64.StdEncoding.EncodedLen(len(img)))[:n+base64.StdEncoding.EncodedLen(len(img))]
-	base64.StdEncoding.Encode(dst[n:], img)
+	encodeBase64(dst[n:], img)
 	return dst
 }
 
