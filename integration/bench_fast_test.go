@@ -224,6 +224,23 @@ func procCPU(tb testing.TB, pid int) time.Duration {
 	return time.Duration(utime+stime) * time.Second / hz
 }
 
+// procSyscalls returns how many read and write system calls a process has
+// made so far (/proc/PID/io: syscr + syscw).
+func procSyscalls(tb testing.TB, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && (k == "syscr" || k == "syscw") {
+			c, _ := strconv.ParseInt(v, 10, 64)
+			n += c
+		}
+	}
+	return n
+}
+
 // dbCPU returns the CPU time the database's container has used so far, from
 // its cgroup (v1 cpuacct or v2 cpu.stat), and whether it could be read.
 func dbCPU(s *source) (time.Duration, bool) {
@@ -431,6 +448,7 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 		b.Logf("%s: the first result after %s; after it, %.0f rows/s = %.2f of the bare client's rate alone; CPU: %s; %d target transactions", what, firstAt.Round(time.Millisecond),
 			float64(fastRows)/(elapsed-firstAt).Seconds(), tCalls.Seconds()/(elapsed-firstAt).Seconds(), db(), writes())
 		cpu, hwm := procCPU(b, p.cmd.Process.Pid), vmHWM(b, p.cmd.Process.Pid)
+		b.Logf("%s: the bridge made %.1f system calls per row (reads and writes, start-up included)", what, float64(procSyscalls(b, p.cmd.Process.Pid))/fastRows)
 		if n := queryInt(b, s.conn, "SELECT count(*) FROM "+target+" WHERE caption = 'a grey test pattern'"); n != fastRows {
 			b.Fatalf("%d results in %s, want %d", n, target, fastRows)
 		}
@@ -481,7 +499,7 @@ SELECT i, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5(i::text), 512), 'hex'
 		func() time.Duration { return bareClient(b, base, fastRows, fastWorkers) })
 	b.Logf("backfill limit: COPY %s, bare client %s, at the same time; CPU: %s", tRead.Round(time.Millisecond), tCalls.Round(time.Millisecond), db())
 	resetHWM(b, p.cmd.Process.Pid)
-	cpu0 := procCPU(b, p.cmd.Process.Pid)
+	cpu0, sys0 := procCPU(b, p.cmd.Process.Pid), procSyscalls(b, p.cmd.Process.Pid)
 	calls := ai.calls.Load()
 	db = dbMeter(s, fastRows)
 	w0 := writes()
@@ -489,11 +507,18 @@ SELECT i, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5(i::text), 512), 'hex'
 	s.exec(b, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe the image again', 'public.captions2', 'caption')`)
 	wait := profile("backfill")
+	// The backfill's state, an index lookup, is polled until it is done;
+	// counting the target's rows every 50 ms would cost the database a
+	// scan of a growing table each time, CPU that the run measures.
+	waitFor(b, 30*time.Minute, "the backfill of caption2", func() bool {
+		return queryInt(b, s.conn, `SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption2' AND state = 'done'`) == 1
+	})
 	waitCount(b, s.conn, "SELECT count(*) FROM public.captions2 WHERE caption IS NOT NULL", fastRows, 30*time.Minute)
 	elapsed := time.Since(start)
 	wait()
 	b.Logf("backfill: CPU: %s; %d target transactions", db(), writes()-w0)
 	cpu, hwm := procCPU(b, p.cmd.Process.Pid)-cpu0, vmHWM(b, p.cmd.Process.Pid)
+	b.Logf("backfill: the bridge made %.1f system calls per row (reads and writes)", float64(procSyscalls(b, p.cmd.Process.Pid)-sys0)/fastRows)
 	if err := p.signal(b, syscall.SIGTERM); err != nil {
 		b.Fatalf("graceful stop: %v", err)
 	}
