@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/internal/backoff"
+	"github.com/pgimageai/pgimageai/internal/pgread"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
@@ -462,7 +463,12 @@ func (s *sourcePages) connect(ctx context.Context) (*pgx.Conn, error) {
 	if s.conn != nil && !s.conn.IsClosed() {
 		return s.conn, nil
 	}
-	conn, err := pgx.Connect(ctx, s.dsn)
+	cfg, err := pgx.ParseConfig(s.dsn)
+	if err != nil { // not the parser's message: it may quote a password
+		return nil, fmt.Errorf("connect to source: the connection string cannot be parsed")
+	}
+	pgread.Buffer(&cfg.Config) // a page is many rows of image bytes
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to source: %w", err)
 	}

@@ -291,14 +291,14 @@ func resetHWM(tb testing.TB, pid int) {
 }
 
 // fastReport reports one measurement of pgimageai against its limit; what
-// names its metrics.
-func fastReport(b *testing.B, what string, rows int, elapsed, limit time.Duration, cpu time.Duration, hwm int64) {
+// names its metrics. syscalls counts the bridge's reads and writes.
+func fastReport(b *testing.B, what string, rows int, elapsed, limit time.Duration, cpu time.Duration, syscalls, hwm int64) {
 	rate, lim := float64(rows)/elapsed.Seconds(), float64(rows)/limit.Seconds()
 	b.ReportMetric(rate/lim, what+"-ratio")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(rows), what+"-cpu-µs/row")
 	b.ReportMetric(float64(hwm)/(1<<20), what+"-peak-RSS-MiB")
-	b.Logf("%s: %d rows in %s = %.0f rows/s; limit %.0f rows/s; ratio %.2f; bridge CPU %.0f µs/row; peak RSS %.1f MiB",
-		what, rows, elapsed.Round(time.Millisecond), rate, lim, rate/lim, float64(cpu.Microseconds())/float64(rows), float64(hwm)/(1<<20))
+	b.Logf("%s: %d rows in %s = %.0f rows/s; limit %.0f rows/s; ratio %.2f; bridge CPU %.0f µs/row, %.1f system calls/row (reads, writes); peak RSS %.1f MiB",
+		what, rows, elapsed.Round(time.Millisecond), rate, lim, rate/lim, float64(cpu.Microseconds())/float64(rows), float64(syscalls)/float64(rows), float64(hwm)/(1<<20))
 }
 
 // firstRow watches table from now on; the returned function gives how long
@@ -429,12 +429,13 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 		if err := s.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endpos); err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("%s: the backlog of %d rows of %d bytes written in %s", what, fastRows, fastImage, time.Since(t0).Round(time.Millisecond))
+		written := time.Since(t0)
 		db := dbMeter(s, fastRows)
 		tWAL, tCalls := together(func() time.Duration { return recvlogical(b, s, "bench_limit", endpos) },
 			func() time.Duration { return bareClient(b, base, fastRows, fastWorkers) })
 		s.exec(b, `SELECT pg_drop_replication_slot('bench_limit')`)
-		b.Logf("%s limit: pg_recvlogical %s, bare client %s (%d workers), at the same time; CPU: %s", what, tWAL.Round(time.Millisecond), tCalls.Round(time.Millisecond), fastWorkers, db())
+		b.Logf("%s: the backlog of %d rows of %d bytes written in %s; limit: pg_recvlogical %s, bare client %s (%d workers), at the same time; CPU: %s",
+			what, fastRows, fastImage, written.Round(time.Millisecond), tWAL.Round(time.Millisecond), tCalls.Round(time.Millisecond), fastWorkers, db())
 		calls := ai.calls.Load()
 		start := time.Now()
 		db = dbMeter(s, fastRows)
@@ -447,15 +448,14 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 		firstAt := first()
 		b.Logf("%s: the first result after %s; after it, %.0f rows/s = %.2f of the bare client's rate alone; CPU: %s; %d target transactions", what, firstAt.Round(time.Millisecond),
 			float64(fastRows)/(elapsed-firstAt).Seconds(), tCalls.Seconds()/(elapsed-firstAt).Seconds(), db(), writes())
-		cpu, hwm := procCPU(b, p.cmd.Process.Pid), vmHWM(b, p.cmd.Process.Pid)
-		b.Logf("%s: the bridge made %.1f system calls per row (reads and writes, start-up included)", what, float64(procSyscalls(b, p.cmd.Process.Pid))/fastRows)
+		cpu, hwm, syscalls := procCPU(b, p.cmd.Process.Pid), vmHWM(b, p.cmd.Process.Pid), procSyscalls(b, p.cmd.Process.Pid)
 		if n := queryInt(b, s.conn, "SELECT count(*) FROM "+target+" WHERE caption = 'a grey test pattern'"); n != fastRows {
 			b.Fatalf("%d results in %s, want %d", n, target, fastRows)
 		}
 		if n := ai.calls.Load() - calls; n != fastRows {
 			b.Errorf("%d calls for %d rows", n, fastRows)
 		}
-		fastReport(b, what, fastRows, elapsed, max(tWAL, tCalls), cpu, hwm)
+		fastReport(b, what, fastRows, elapsed, max(tWAL, tCalls), cpu, syscalls, hwm)
 		keepLog(b, p, what)
 	}
 	// A first run creates the slot, the publication and the targets.
@@ -518,14 +518,14 @@ VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Desc
 	wait()
 	b.Logf("backfill: CPU: %s; %d target transactions", db(), writes()-w0)
 	cpu, hwm := procCPU(b, p.cmd.Process.Pid)-cpu0, vmHWM(b, p.cmd.Process.Pid)
-	b.Logf("backfill: the bridge made %.1f system calls per row (reads and writes)", float64(procSyscalls(b, p.cmd.Process.Pid)-sys0)/fastRows)
+	syscalls := procSyscalls(b, p.cmd.Process.Pid) - sys0
 	if err := p.signal(b, syscall.SIGTERM); err != nil {
 		b.Fatalf("graceful stop: %v", err)
 	}
 	if n := ai.calls.Load() - calls; n != fastRows {
 		b.Errorf("%d calls for %d rows", n, fastRows)
 	}
-	fastReport(b, "backfill", fastRows, elapsed, max(tRead, tCalls), cpu, hwm)
+	fastReport(b, "backfill", fastRows, elapsed, max(tRead, tCalls), cpu, syscalls, hwm)
 	keepLog(b, p, "backfill")
 }
 

@@ -1,16 +1,15 @@
 package replication
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgimageai/pgimageai/internal/pgread"
 )
 
 // pluginArgs are the pgoutput options of START_REPLICATION: protocol 1 (no
@@ -25,9 +24,6 @@ func pluginArgs(publicationLiteral string) []string {
 		"messages 'true'",
 	}
 }
-
-// readBuffer is the size of the replication connection's read buffer.
-const readBuffer = 256 << 10
 
 // connect opens the replication connection, checks the slot and the
 // publication, starts streaming and confirms the start position. It returns
@@ -56,13 +52,10 @@ func (ss *session) connect(ctx context.Context) (LSN, error) {
 	// handler: a context that ends during a read sets a deadline on the
 	// socket and never sends a CancelRequest, which would end the walsender's
 	// stream with an error. A connection string cannot change it.
-	// The stream is read through a buffer of readBuffer bytes: a backlog
-	// arrives in reads of up to that, rather than one or two reads per
-	// message of pgproto3's own 8 KiB buffer (an 8 KB image is a message of
-	// its own; those reads were 4% of the bridge's CPU in a catch-up).
-	pc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-		return pgproto3.NewFrontend(bufio.NewReaderSize(r, readBuffer), w)
-	}
+	// A backlog arrives in reads of up to 256 KiB rather than one or two
+	// per message (an 8 KB image is a message of its own): those reads were
+	// 4% of the bridge's CPU in a catch-up.
+	pgread.Buffer(pc)
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
 		return 0, err
