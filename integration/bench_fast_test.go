@@ -278,7 +278,7 @@ func dbMeter(s *source, rows int) func() string {
 		if !ok || !ok2 {
 			return "database unknown (no cgroup CPU account found), " + mine
 		}
-		return fmt.Sprintf("database %.0f µs/row (by process: %s), %s", float64((end-start).Microseconds())/float64(rows), procBreakdown(s, procs, rows), mine)
+		return fmt.Sprintf("database %.0f µs/row (by process: %s), %s", float64((end-start).Microseconds())/float64(rows), procBreakdown(s, procs, end-start, rows), mine)
 	}
 }
 

@@ -53,8 +53,11 @@ func pidCPU(pid int) (cpu time.Duration, ok bool) {
 }
 
 // procBreakdown returns, over rows, the CPU µs per row of the container's
-// processes that used the most since before, named by pg_stat_activity.
-func procBreakdown(s *source, before map[int]time.Duration, rows int) string {
+// processes that used the most since before, named by pg_stat_activity, and
+// the rest of total (the container's CPU over the same time): the other
+// processes, and those that exited meanwhile (a page connection closed,
+// pg_recvlogical's walsender), which /proc no longer shows.
+func procBreakdown(s *source, before map[int]time.Duration, total time.Duration, rows int) string {
 	after := containerProcs(s)
 	names := map[int]string{}
 	if r, err := s.conn.Query(context.Background(), `SELECT pid, backend_type, coalesce(application_name, ''), left(regexp_replace(query, '\s+', ' ', 'g'), 40) FROM pg_stat_activity`); err == nil {
@@ -79,15 +82,18 @@ func procBreakdown(s *source, before map[int]time.Duration, rows int) string {
 	}
 	sort.Slice(uses, func(i, j int) bool { return uses[i].cpu > uses[j].cpu })
 	var parts []string
+	rest := total
 	for i, u := range uses {
 		if i == 6 {
 			break
 		}
+		rest -= u.cpu
 		name := names[u.pid]
 		if name == "" {
 			name = "other"
 		}
 		parts = append(parts, fmt.Sprintf("%.0f µs/row %s", float64(u.cpu.Microseconds())/float64(rows), name))
 	}
+	parts = append(parts, fmt.Sprintf("%.0f µs/row the rest", float64(max(rest, 0).Microseconds())/float64(rows)))
 	return strings.Join(parts, "; ")
 }

@@ -2,7 +2,9 @@ package pgread
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"net"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,6 +56,70 @@ func TestBufferKeepsMessages(t *testing.T) {
 	}
 }
 
+// A timeout in the middle of a message (a context that ended during a
+// read) is reported once and loses nothing: the next Receive gives the whole
+// message. A timeout that comes with data is not kept for a later read.
+func TestBufferTimeoutMidMessage(t *testing.T) {
+	var wire []byte
+	for _, n := range []int{8200, 40} {
+		wire, _ = (&pgproto3.DataRow{Values: [][]byte{bytes.Repeat([]byte{'x'}, n)}}).Encode(wire)
+	}
+	r := &scripted{steps: []step{
+		{data: wire[:3000]},
+		{err: timeout{}},                        // mid-message, no data
+		{data: wire[3000:5000], err: timeout{}}, // data with a timeout
+		{data: wire[5000:]},
+	}}
+	var cfg pgconn.Config
+	Buffer(&cfg)
+	fe := cfg.BuildFrontend(r, io.Discard)
+	if _, err := fe.Receive(); !isTimeout(err) {
+		t.Fatalf("first Receive: %v, want the timeout", err)
+	}
+	for i, n := range []int{8200, 40} {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("row %d after the timeout: %v", i, err)
+		}
+		if row, ok := msg.(*pgproto3.DataRow); !ok || len(row.Values[0]) != n {
+			t.Fatalf("row %d after the timeout: %T, want a row of %d bytes", i, msg, n)
+		}
+	}
+}
+
+type timeout struct{}
+
+func (timeout) Error() string   { return "i/o timeout" }
+func (timeout) Timeout() bool   { return true }
+func (timeout) Temporary() bool { return true }
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+type step struct {
+	data []byte
+	err  error
+}
+
+// scripted returns its steps' data and errors, one step per read.
+type scripted struct{ steps []step }
+
+func (s *scripted) Read(p []byte) (int, error) {
+	if len(s.steps) == 0 {
+		return 0, io.EOF
+	}
+	st := &s.steps[0]
+	n := copy(p, st.data)
+	st.data = st.data[n:]
+	if len(st.data) > 0 {
+		return n, nil
+	}
+	s.steps = s.steps[1:]
+	return n, st.err
+}
+
 type trickle struct {
 	r   io.Reader
 	max int
@@ -81,10 +147,10 @@ func TestBufferReadsInBulk(t *testing.T) {
 	}
 	var cfg pgconn.Config
 	Buffer(&cfg)
-	buffered, plain := count(cfg.BuildFrontend), count(pgproto3.NewFrontend)
-	if buffered > 2 || plain < 30 {
-		t.Fatalf("reads for 30 rows: %d through Buffer (want 2 at most), %d through pgproto3's own (want 30 or more)", buffered, plain)
+	if buffered := count(cfg.BuildFrontend); buffered > 2 {
+		t.Fatalf("reads for 30 rows through Buffer: %d, want 2 at most", buffered)
 	}
+	t.Logf("reads for 30 rows through pgproto3's own buffer: %d", count(pgproto3.NewFrontend))
 }
 
 type counting struct {
