@@ -87,7 +87,7 @@ type pageRow struct {
 	valid   bool   // false: NULL image
 	size    int    // the image's length, also when it was not fetched
 	over    bool   // larger than max_image_bytes: its bytes were not fetched
-	head    []byte // its first 16 bytes
+	head    []byte // its first 16 bytes, when over (a fetched image has its own)
 	prompt  string // the rule's prompt, rendered for the row
 	// unstored: the rule has no stored input for the row (read with the
 	// page), so there is nothing to compare before the call.
@@ -109,7 +109,8 @@ type rowQuery struct {
 
 // rowColumns returns the select list of a row query over source alias s:
 // the key columns as k0…, the image as img (NULL when over max), its length
-// n and head, the template's columns as t0…; and the key aliases.
+// n and head (NULL unless over max), the template's columns as t0…; and the
+// key aliases.
 func rowColumns(r *Rule) (cols string, keys []string) {
 	img := "s." + pgx.Identifier{r.ImageColumn}.Sanitize()
 	var parts []string
@@ -117,7 +118,10 @@ func rowColumns(r *Rule) (cols string, keys []string) {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 		parts = append(parts, fmt.Sprintf("s.%s AS k%d", pgx.Identifier{k.Name}.Sanitize(), i))
 	}
-	parts = append(parts, fmt.Sprintf("CASE WHEN octet_length(%[1]s) <= %[2]d THEN %[1]s END AS img, octet_length(%[1]s) AS n, substring(%[1]s FROM 1 FOR 16) AS head",
+	// The head only of an image not fetched (a too_large row's): a fetched
+	// image's call takes its own, and a slice of an out-of-line value is a
+	// second read of its TOAST data (about a sixth of a page's cost).
+	parts = append(parts, fmt.Sprintf("CASE WHEN octet_length(%[1]s) <= %[2]d THEN %[1]s END AS img, octet_length(%[1]s) AS n, CASE WHEN octet_length(%[1]s) > %[2]d THEN substring(%[1]s FROM 1 FOR 16) END AS head",
 		img, r.Fn.MaxImageBytes()))
 	if r.Template != nil {
 		for i, c := range r.Template.columns {
