@@ -11,6 +11,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
@@ -332,23 +333,34 @@ type answerLine struct {
 
 // BatchAnswers implements provider.BatchAPI. Each line is bounded by
 // provider.MaxChatAnswerBytes plus its envelope — the bound of a synchronous
-// answer — and the file by maxLines lines: a longer line, or more lines, fail
-// the read before they are held.
+// answer — and the file by maxLines lines (and as many blank ones): more
+// lines fail the read before they are held. A line over the bound is not
+// held; it is skipped while it is at most twice the bound, and fails the
+// read beyond. So the bytes read are bounded by the lines asked for. A line
+// that takes longer than the model's timeout to come fails the read too
+// (Transient): a provider that trickles or stalls cannot hold the rule.
 func (p *Provider) BatchAnswers(ctx context.Context, fileID string, maxLines int, each func(provider.BatchAnswer) error) error {
 	var raw goopenai.RawResponse
-	// The body outlives the attempt, whose context ends when it returns:
-	// the request runs on a context of its own, cancelled by the attempt's
-	// (its timeout, or ctx) only until the headers came.
-	body, endBody := context.WithCancel(context.WithoutCancel(ctx))
-	defer endBody()
+	endBody := context.CancelFunc(func() {})
+	defer func() { endBody() }()
 	err := p.batchCall(ctx, func(actx context.Context) (err error) {
-		stop := context.AfterFunc(actx, endBody)
+		// The body outlives the attempt, whose context ends when it
+		// returns: the request runs on a context of its own (with the
+		// attempt's values: its exchange), cancelled by the attempt's (its
+		// timeout, or ctx) only until the headers came.
+		body, cancel := context.WithCancel(context.WithoutCancel(actx))
+		stop := context.AfterFunc(actx, cancel)
 		raw, err = p.batch.files.GetFileContent(body, fileID)
 		if !stop() && err == nil { // the attempt ended before the headers came
 			raw.Close()
 			err = actx.Err()
 		}
-		return err
+		if err != nil {
+			cancel()
+			return err
+		}
+		endBody = cancel
+		return nil
 	})
 	if err != nil {
 		return err
@@ -356,10 +368,14 @@ func (p *Provider) BatchAnswers(ctx context.Context, fileID string, maxLines int
 	defer raw.Close()
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
+	var stalled atomic.Bool
+	idle := time.AfterFunc(p.timeout, func() { stalled.Store(true); raw.Close() })
+	defer idle.Stop()
 	br := bufio.NewReaderSize(raw, 64<<10)
 	const lineLimit = provider.MaxChatAnswerBytes + maxLineEnvelope
-	for n := 0; ; {
+	for n, blank := 0, 0; ; {
 		line, err := readLine(br, lineLimit)
+		idle.Reset(p.timeout)
 		if errors.Is(err, errLineTooLong) {
 			// Over the bound of an answer: not held, not used. Its row
 			// has no answer, and gets the synchronous call.
@@ -368,7 +384,11 @@ func (p *Provider) BatchAnswers(ctx context.Context, fileID string, maxLines int
 			}
 			continue
 		}
-		if len(bytes.TrimSpace(line)) > 0 {
+		if errors.Is(err, errLineFarTooLong) {
+			return p.badResponse("batch file %s: %v", fileID, err)
+		}
+		switch {
+		case len(bytes.TrimSpace(line)) > 0:
 			if n++; n > maxLines {
 				return p.badResponse("batch file %s has more than %d lines", fileID, maxLines)
 			}
@@ -378,31 +398,45 @@ func (p *Provider) BatchAnswers(ctx context.Context, fileID string, maxLines int
 					return err
 				}
 			}
+		case err == nil: // a blank line; the empty read at the end is none
+			if blank++; blank > maxLines {
+				return p.badResponse("batch file %s has more than %d blank lines", fileID, maxLines)
+			}
 		}
 		switch {
 		case errors.Is(err, io.EOF):
 			return nil
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
+		case err != nil && stalled.Load():
+			return &provider.Error{Kind: provider.Transient, Message: fmt.Sprintf("read batch file %s: no line within the timeout of %s", fileID, p.timeout)}
 		case err != nil:
 			return &provider.Error{Kind: provider.Transient, Message: p.scrub(fmt.Sprintf("read batch file %s: %v", fileID, err))}
 		}
 	}
 }
 
-// errLineTooLong is a line of a batch file over its bound.
-var errLineTooLong = errors.New("line too long")
+// errLineTooLong is a line of a batch file over its bound; errLineFarTooLong
+// one over twice its bound, which is not read to its end.
+var (
+	errLineTooLong    = errors.New("line too long")
+	errLineFarTooLong = errors.New("line far too long")
+)
 
 // readLine reads one line of at most limit bytes, without its newline. A
 // longer line is read to its end without being held, and is errLineTooLong
-// (or the error that ended it).
+// (or the error that ended it); one longer than twice limit is
+// errLineFarTooLong, read no further.
 func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(line)+len(chunk) > limit+1 {
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = br.ReadSlice('\n')
+			for skipped := len(line) + len(chunk); errors.Is(err, bufio.ErrBufferFull); skipped += len(chunk) {
+				if skipped > 2*limit+1 {
+					return nil, fmt.Errorf("%w: over %d bytes", errLineFarTooLong, 2*limit)
+				}
+				chunk, err = br.ReadSlice('\n')
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
 				return nil, err

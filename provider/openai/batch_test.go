@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pgimageai/pgimageai/provider"
 )
@@ -244,5 +245,112 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 	if err := p.BatchAnswers(ctx, "file-big", 1, func(provider.BatchAnswer) error { return nil }); kindOf(err) != provider.BadResponse {
 		t.Errorf("a skipped line counts against the bound of lines: %v", err)
+	}
+}
+
+// batchOKLine is an output-file line answering customID with text (OpenAI's
+// batch output line, https://platform.openai.com/docs/api-reference/batch/request-output).
+func batchOKLine(customID, text string) string {
+	return fmt.Sprintf(`{"id":"batch_req_1","custom_id":%q,"response":{"status_code":200,"request_id":"r","body":{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}},"error":null}`, customID, text)
+}
+
+// fileServer serves GET /v1/files/{id}/content with serve, which gets the
+// request's number (from 1).
+func fileServer(t *testing.T, serve func(n int, w http.ResponseWriter, r *http.Request)) (*httptest.Server, *int) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/content") {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		mu.Lock()
+		n++
+		i := n
+		mu.Unlock()
+		serve(i, w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// TestBatchAnswersRetryAfterTimeout: an attempt whose headers do not come
+// within the timeout is retried, and the retry reads the file; the first
+// attempt's end does not cancel the next one's request.
+func TestBatchAnswersRetryAfterTimeout(t *testing.T) {
+	srv, n := fileServer(t, func(i int, w http.ResponseWriter, r *http.Request) {
+		if i == 1 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		io.WriteString(w, batchOKLine("row-0", "a red square")+"\n")
+	})
+	p, _ := newTestProvider(t, testModel(srv.URL+"/v1", `{"batch_api":true,"timeout":"200ms","max_retries":2}`), nil)
+	var got []string
+	err := p.BatchAnswers(context.Background(), "file-out", 10, func(a provider.BatchAnswer) error {
+		got = append(got, a.CustomID+"="+a.Completion.Text)
+		return nil
+	})
+	if err != nil || *n != 2 || len(got) != 1 || got[0] != "row-0=a red square" {
+		t.Fatalf("err %v after %d requests; answers %q; want the second attempt's answer", err, *n, got)
+	}
+}
+
+// TestBatchAnswersBounded: what a provider's file can make the bridge read
+// is bounded by the lines asked for: a line over the bound is skipped, one
+// over twice the bound ends the read, blank lines count, and a file that
+// stalls ends the read at the model's timeout.
+func TestBatchAnswersBounded(t *testing.T) {
+	const limit = provider.MaxChatAnswerBytes + maxLineEnvelope
+	ok := batchOKLine("row-0", "a red square") + "\n"
+	tests := []struct {
+		name     string
+		body     func(w http.ResponseWriter)
+		maxLines int
+		want     []string // answers' custom_ids
+		wantErr  string
+		kind     provider.Kind
+	}{
+		{"a long line skipped", func(w http.ResponseWriter) {
+			io.WriteString(w, `{"custom_id":"row-long","x":"`+strings.Repeat("a", limit)+"\"}\n"+ok)
+		}, 2, []string{"row-0"}, "", 0},
+		{"a far too long line ends the read", func(w http.ResponseWriter) {
+			io.WriteString(w, strings.Repeat("a", 3*limit)+"\n"+ok)
+		}, 2, nil, "far too long", provider.BadResponse},
+		{"blank lines count", func(w http.ResponseWriter) {
+			io.WriteString(w, strings.Repeat("\n", 3)+ok)
+		}, 1, nil, "more than 1 blank lines", provider.BadResponse},
+		{"a stalled file ends the read", func(w http.ResponseWriter) {
+			io.WriteString(w, ok)
+			w.(http.Flusher).Flush()
+			time.Sleep(2 * time.Second)
+		}, 5, []string{"row-0"}, "no line within the timeout", provider.Transient},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := fileServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { tt.body(w) })
+			p, _ := newTestProvider(t, testModel(srv.URL+"/v1", `{"batch_api":true,"timeout":"300ms","max_retries":0}`), nil)
+			var got []string
+			err := p.BatchAnswers(context.Background(), "file-out", tt.maxLines, func(a provider.BatchAnswer) error {
+				got = append(got, a.CustomID)
+				return nil
+			})
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("answers %q, want %q", got, tt.want)
+			}
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			var pe *provider.Error
+			if !errors.As(err, &pe) || pe.Kind != tt.kind || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want a %v error naming %q", err, tt.kind, tt.wantErr)
+			}
+		})
 	}
 }
