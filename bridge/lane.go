@@ -79,6 +79,7 @@ type lane struct {
 	queue  []item
 	closed bool          // no more items: drain and stop
 	wake   chan struct{} // signalled by push and close
+	stop   chan struct{} // closed by close: a held prefix is written at once
 	// linger is how long a short ready prefix may wait for the calls
 	// behind it (lingerFor; 0 = never); lingering is when it began.
 	linger    time.Duration
@@ -99,7 +100,7 @@ type laneStat struct {
 
 func newLane(name string, w laneWriter, l *lanes) *lane {
 	return &lane{name: name, log: l.log, w: w, budget: l.budget, tracker: l.tracker, metrics: l.metrics,
-		maxOps: l.maxOps, linger: l.linger, backoff: l.backoff, repair: l.repair, repaired: l.repaired, own: l.own, rows: &l.rows, wake: make(chan struct{}, 1)}
+		maxOps: l.maxOps, linger: l.linger, backoff: l.backoff, repair: l.repair, repaired: l.repaired, own: l.own, rows: &l.rows, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // push appends an item at the end of the lane.
@@ -120,6 +121,9 @@ func (l *lane) signal() {
 // close lets the lane write what it holds and stop.
 func (l *lane) close() {
 	l.mu.Lock()
+	if !l.closed {
+		close(l.stop)
+	}
 	l.closed = true
 	l.mu.Unlock()
 	l.signal()
@@ -189,12 +193,13 @@ func (l *lane) run(ctx context.Context) error {
 		if len(items) == 0 {
 			if hold > 0 {
 				// Lingering: a push cannot change the ready prefix, so only
-				// the call behind it or the time ends the wait (a close
-				// waits at most lingerFor).
+				// the call behind it, the time or a close (a graceful stop
+				// writes what is ready at once) ends the wait.
 				timer.Reset(hold)
 				select {
 				case <-wait:
 				case <-timer.C:
+				case <-l.stop:
 				case <-ctx.Done():
 					return ctx.Err()
 				}

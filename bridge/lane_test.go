@@ -457,7 +457,7 @@ func TestLaneLingerAgain(t *testing.T) {
 }
 
 // TestLaneRunLingers: a running lane writes a held prefix once the linger
-// has passed, though the call behind it never ends, and at once on close.
+// has passed, though the call behind it never ends (on close: TestLaneCloseEndsLinger).
 func TestLaneRunLingers(t *testing.T) {
 	r := testRule(t, functions.Complete, 0)
 	w := &fakeWriter{wrote: make(chan struct{}, 8)}
@@ -500,5 +500,45 @@ func TestLaneRunLingers(t *testing.T) {
 	}
 	if _, pos := w.written(); len(pos) != 2 || pos[1].Ord != 3<<eventBits {
 		t.Fatalf("writes end at %v, want the second at item 3", pos)
+	}
+}
+
+// TestLaneCloseEndsLinger: a graceful stop (close) writes a held prefix at
+// once, not after the linger, though the call behind it never ends.
+func TestLaneCloseEndsLinger(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &fakeWriter{wrote: make(chan struct{}, 8)}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, w, 100, &acks, &mu)
+	ls.linger = 10 * time.Second
+	ls.budget.acquire(context.Background(), 2*itemOverhead)
+	rec := ls.tracker.begin(time.Time{})
+	l := ls.get(r.Target.Name())
+	never := &call{done: make(chan struct{})}
+	l.mu.Lock()
+	for i, c := range []*call{done(functions.Result{Text: "x"}, nil), never} {
+		ls.tracker.add(rec)
+		l.queue = append(l.queue, resultItem(r, i+1, c, rec, state.Position{Commit: 1, Ord: int64(i+1) << eventBits}))
+	}
+	l.mu.Unlock()
+	l.signal()
+	time.Sleep(50 * time.Millisecond) // the lane holds the prefix
+	if batches, _ := w.written(); len(batches) != 0 {
+		t.Fatalf("%d writes before the close, want the prefix held", len(batches))
+	}
+	start := time.Now()
+	l.close()
+	l.close() // twice is harmless
+	select {
+	case <-w.wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held prefix was not written after the close")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("written %s after the close, want at once", d)
+	}
+	if batches, _ := w.written(); len(batches) != 1 {
+		t.Fatalf("%d writes, want 1", len(batches))
 	}
 }
