@@ -133,9 +133,7 @@ func (d *decoder) rowChange(lsn LSN, data []byte) (Event, error) {
 	ch := &Change{Op: op, LSN: lsn, Relation: rel}
 	switch kind := c.byte(); {
 	case !c.ok():
-	case op == Insert && kind == 'N':
-		ch.New = c.values(rel)
-	case op == Update && kind == 'N':
+	case op != Delete && kind == 'N': // an Insert, or an Update without its old row
 		ch.New = c.values(rel)
 	case op != Insert && (kind == 'K' || kind == 'O'):
 		ch.Old = c.values(rel)

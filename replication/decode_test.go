@@ -3,7 +3,9 @@ package replication
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -209,5 +211,30 @@ func TestDecodeDoesNotAlias(t *testing.T) {
 	}
 	if c.Size() != 4+64+4 {
 		t.Errorf("Size = %d", c.Size())
+	}
+}
+
+// TestDecodeTupleBoundedByBytes: a row change that names as many columns as
+// a wide relation but carries none is refused before its tuple is made:
+// what a message makes the decoder allocate is bounded by its bytes.
+func TestDecodeTupleBoundedByBytes(t *testing.T) {
+	cols := make([]relCol, 1600) // PostgreSQL's most columns in a table
+	for i := range cols {
+		cols[i] = relCol{key: i == 0, name: fmt.Sprintf("c%d", i), typ: 23, typmod: -1}
+	}
+	d := newDecoder()
+	mustDecode(t, d, 0, relationMsg(7, "public", "wide", 'd', cols...))
+	msg := wireBuf{'I'}.u32(7).u8('N').u16(1600)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 100 {
+		if _, err := d.decode(0, msg); err == nil || !errors.Is(err, ErrProtocol) {
+			t.Fatalf("decode = %v, want a protocol error", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	// A Tuple of 1,600 values is 51 KB: 100 of them would be 5 MB.
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Fatalf("100 decodes of a %d-byte message allocated %d bytes", len(msg), n)
 	}
 }

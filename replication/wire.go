@@ -199,6 +199,10 @@ func (c *cursor) values(rel *Relation) Tuple {
 		c.fail(fmt.Sprintf("tuple has %d columns, relation has %d", n, len(rel.Columns)))
 		return nil
 	}
+	if n > len(c.b) { // each column takes a byte at least: bounded before the Tuple
+		c.fail("truncated")
+		return nil
+	}
 	t := make(Tuple, n)
 	for i := range t {
 		switch k := c.byte(); k {
