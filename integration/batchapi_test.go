@@ -2,10 +2,15 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/state"
@@ -254,6 +259,49 @@ SELECT 'r', jsonb_build_object('id', i), '\x00', repeat('x', 100) FROM generate_
 			}
 		}
 	}
+
+	// The answers past the bound are not sent: ten answers of 1 MiB
+	// under a bound of 2 MiB bring about 2 MiB over the connection, not 10.
+	s.exec(t, `INSERT INTO pgimageai.batch_answers (rule, source_key, input_key, answer)
+SELECT 'big', jsonb_build_object('id', i), '\x00', repeat('x', 1 << 20) FROM generate_series(1, 10) i`)
+	cfg, err := pgx.ParseConfig(s.db.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var received atomic.Int64
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return countingConn{Conn: c, n: &received}, err
+	}
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	bigKeys := make([]string, 10)
+	for i := range bigKeys {
+		bigKeys[i] = fmt.Sprintf(`{"id": %d}`, i+1)
+	}
+	before := received.Load()
+	out, covered, err := state.LoadAnswers(context.Background(), conn, "big", bigKeys, 2<<20)
+	if err != nil || covered != 2 || len(out) != 2 || out[0] == nil || out[1] == nil || len(*out[1].Answer) != 1<<20 {
+		t.Fatalf("big answers: %d covered (%d answers), err %v; want 2 of 1 MiB", covered, len(out), err)
+	}
+	if n := received.Load() - before; n > 3<<20 {
+		t.Errorf("LoadAnswers received %d bytes for 2 answers of 1 MiB held", n)
+	}
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // backfillDone waits until rule's backfill is done and the bridge has

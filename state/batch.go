@@ -129,32 +129,39 @@ ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key, ans
 // LoadAnswers returns, for each source_key JSON of keys, rule's batch
 // answer for that row, or nil — for the first covered keys only: it holds
 // answers up to maxBytes of text (at least one), and the keys after the one
-// that would pass it are not covered (their answers are read and dropped).
+// that would pass it are not covered. The cut is made in the query (a
+// running sum, as a backfill page's), so the answers past it are not sent:
+// only the first one past it comes, without its text, to say where.
 func LoadAnswers(ctx context.Context, conn *pgx.Conn, rule string, keys []string, maxBytes int) (out []*BatchAnswer, covered int, err error) {
 	out = make([]*BatchAnswer, len(keys))
 	covered = len(keys)
-	rows, _ := conn.Query(ctx, `SELECT k.ord, a.input_key, a.answer, a.prompt_tokens, a.completion_tokens, coalesce(a.reason, ''),
-  coalesce(a.detail, ''), coalesce(a.status, 0)
-FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord) JOIN pgimageai.batch_answers a ON a.rule = $1 AND a.source_key = k.key::jsonb
-ORDER BY k.ord`,
-		rule, keys)
+	rows, _ := conn.Query(ctx, `SELECT ord, input_key, CASE WHEN held THEN answer END, prompt_tokens, completion_tokens, reason,
+  CASE WHEN held THEN detail ELSE '' END, status, held
+FROM (
+  SELECT h.*, lag(h.held, 1, true) OVER (ORDER BY h.ord) AS after_held
+  FROM (
+    SELECT a.*, a.before = 0 OR a.before + a.n <= $3 AS held
+    FROM (
+      SELECT k.ord, a.input_key, a.answer, a.prompt_tokens, a.completion_tokens, coalesce(a.reason, '') AS reason,
+        coalesce(a.detail, '') AS detail, coalesce(a.status, 0) AS status, n.n,
+        sum(n.n) OVER (ORDER BY k.ord ROWS UNBOUNDED PRECEDING) - n.n AS before
+      FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord)
+      JOIN pgimageai.batch_answers a ON a.rule = $1 AND a.source_key = k.key::jsonb
+      CROSS JOIN LATERAL (SELECT coalesce(octet_length(a.answer), 0) + coalesce(octet_length(a.detail), 0) AS n) n
+    ) a
+  ) h
+) h
+WHERE held OR after_held
+ORDER BY ord`, rule, keys, maxBytes)
 	var ord int64
 	var a BatchAnswer
-	held := 0
-	_, err = pgx.ForEachRow(rows, []any{&ord, &a.InputKey, &a.Answer, &a.PromptTokens, &a.CompletionTokens, &a.Reason, &a.Detail, &a.Status},
+	var held bool
+	_, err = pgx.ForEachRow(rows, []any{&ord, &a.InputKey, &a.Answer, &a.PromptTokens, &a.CompletionTokens, &a.Reason, &a.Detail, &a.Status, &held},
 		func() error {
-			if int(ord-1) >= covered {
-				return nil // past the bound: read, not held
-			}
-			n := len(a.Detail)
-			if a.Answer != nil {
-				n += len(*a.Answer)
-			}
-			if held > 0 && held+n > maxBytes {
-				covered = int(ord - 1)
+			if !held { // the first past the bound: it and the keys after are not covered
+				covered = min(covered, int(ord-1))
 				return nil
 			}
-			held += n
 			c := a
 			c.Key = []byte(keys[ord-1])
 			c.InputKey = append([]byte(nil), a.InputKey...)
