@@ -119,42 +119,51 @@ WHERE rule = 'tags' AND model = 'vision' AND day = (now() AT TIME ZONE 'UTC')::d
 // TestJSONTargetColumn: a structured-output rule may write into a json (not
 // jsonb) column a user created. json has no equality operator, so the
 // "only when the value differs" comparison is made as jsonb: the same value
-// written again, and a new value, both go through (single and set-based
-// writes alike).
+// written again, and a new value, both go through — set-based writes (a
+// target table of its own) and single ones (write-back into the source
+// table) alike.
 func TestJSONTargetColumn(t *testing.T) {
-	s := newSource(t)
-	ai := newFakeAI(t)
-	ai.Set(0, func(r aiRequest) (int, string) {
-		if r.DataURL == magic.DataURL(magic.PNG, pngImage(t, 9)) {
-			return http.StatusOK, `{"label": "other"}`
-		}
-		return http.StatusOK, `{"label": "same"}`
-	})
-	s.exec(t, `CREATE TABLE public.tags (id int PRIMARY KEY, tags json)`)
-	s.model(t, "vision", ai, `{"response_format": {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}}`)
-	s.rule(t, "tags", "vision", "public.tags", "tags")
-	s.start(t, s.config(t))
-	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, $2)", pngImage(t, 1), pngImage(t, 2))
-	s.sync(t, 30*time.Second)
-	// A new image with the same answer (the value written again), and one
-	// with another answer.
-	s.exec(t, "UPDATE public.photos SET img = $1 WHERE id = 1", pngImage(t, 3))
-	s.exec(t, "UPDATE public.photos SET img = $1 WHERE id = 2", pngImage(t, 9))
-	s.sync(t, 30*time.Second)
-	got := map[int]string{}
-	rows, _ := s.conn.Query(context.Background(), "SELECT id, tags->>'label' FROM public.tags ORDER BY id")
-	for rows.Next() {
-		var id int
-		var label string
-		if err := rows.Scan(&id, &label); err != nil {
-			t.Fatal(err)
-		}
-		got[id] = label
-	}
-	if rows.Err() != nil || got[1] != "same" || got[2] != "other" || len(got) != 2 {
-		t.Fatalf("json results %v (%v), want 1: same, 2: other", got, rows.Err())
-	}
-	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE resolved_at IS NULL"); n != 0 {
-		t.Fatalf("%d open errors", n)
+	for _, target := range []string{"public.tags", "public.photos"} {
+		t.Run(target, func(t *testing.T) {
+			s := newSource(t)
+			ai := newFakeAI(t)
+			ai.Set(0, func(r aiRequest) (int, string) {
+				if r.DataURL == magic.DataURL(magic.PNG, pngImage(t, 9)) {
+					return http.StatusOK, `{"label": "other"}`
+				}
+				return http.StatusOK, `{"label": "same"}`
+			})
+			if target == "public.tags" {
+				s.exec(t, `CREATE TABLE public.tags (id int PRIMARY KEY, tags json)`)
+			} else {
+				s.exec(t, `ALTER TABLE public.photos ADD COLUMN tags json`)
+			}
+			s.model(t, "vision", ai, `{"response_format": {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}}`)
+			s.rule(t, "tags", "vision", target, "tags")
+			s.start(t, s.config(t))
+			s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, $2)", pngImage(t, 1), pngImage(t, 2))
+			s.sync(t, 30*time.Second)
+			// A new image with the same answer (the value written again),
+			// and one with another answer.
+			s.exec(t, "UPDATE public.photos SET img = $1 WHERE id = 1", pngImage(t, 3))
+			s.exec(t, "UPDATE public.photos SET img = $1 WHERE id = 2", pngImage(t, 9))
+			s.sync(t, 30*time.Second)
+			got := map[int]string{}
+			rows, _ := s.conn.Query(context.Background(), "SELECT id, tags->>'label' FROM "+target+" ORDER BY id")
+			for rows.Next() {
+				var id int
+				var label string
+				if err := rows.Scan(&id, &label); err != nil {
+					t.Fatal(err)
+				}
+				got[id] = label
+			}
+			if rows.Err() != nil || got[1] != "same" || got[2] != "other" || len(got) != 2 {
+				t.Fatalf("json results %v (%v), want 1: same, 2: other", got, rows.Err())
+			}
+			if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE resolved_at IS NULL"); n != 0 {
+				t.Fatalf("%d open errors", n)
+			}
+		})
 	}
 }
