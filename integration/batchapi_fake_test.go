@@ -53,6 +53,8 @@ type fakeBatchAI struct {
 	// expire, when set, gives for batch n (from 1) how many of its lines
 	// are answered before it expires; -1: it completes.
 	expire func(n int) int
+	// pad lengthens each answer of a batch by that many bytes.
+	pad int
 }
 
 type batchInput struct {
@@ -288,7 +290,7 @@ func (f *fakeBatchAI) advance(n int, b *fakeBatch) {
 		default:
 			completed++
 			body, _ := json.Marshal(map[string]any{"id": "chatcmpl-b", "object": "chat.completion", "created": 1, "model": "gpt-test",
-				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": captionOf(in.dataURL)}}},
+				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": captionOf(in.dataURL) + strings.Repeat("x", f.pad)}}},
 				"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}})
 			fmt.Fprintf(&out, `{"id":"batch_req_%d_%d","custom_id":%q,"response":{"status_code":200,"request_id":"req_%d","body":%s},"error":null}`+"\n", n, i, in.customID, i, body)
 		}

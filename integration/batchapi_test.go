@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -312,4 +313,39 @@ func backfillDone(t testing.TB, s *source, rule string, timeout time.Duration) {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = $1 AND state = 'done'", rule) == 1
 	})
 	s.sync(t, 60*time.Second)
+}
+
+// TestBatchAPIPageBoundedByAnswers: a page holds its rows' batch answers up
+// to 8 MiB of text; the rows whose answers it could not hold go to the next
+// page, with their answers — none is called synchronously (60 answers of
+// 200 KB are 12 MB: two pages at least).
+func TestBatchAPIPageBoundedByAnswers(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeBatchAI(t)
+	ai.release = true
+	ai.pad = 200 << 10
+	want := map[int]string{}
+	insertRows(t, s, 1, 61, 30, want)
+	for id := range want {
+		want[id] += strings.Repeat("x", ai.pad)
+	}
+	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms"}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	_, stop := s.start(t, s.config(t))
+	backfillDone(t, s, "caption", 120*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ai.Count(); n != 0 {
+		t.Errorf("%d synchronous calls, want 0: every row has its batch answer", n)
+	}
+	got := captions(t, s.conn)
+	for id, w := range want {
+		if got[id] != w { // not printed: 200 KB each
+			t.Errorf("row %d: a caption of %d bytes, want the batch's answer of %d", id, len(got[id]), len(w))
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d captions, want %d", len(got), len(want))
+	}
 }
