@@ -159,15 +159,19 @@ func TestEstimate(t *testing.T) {
 	square, tall := encode(1024, 1024), encode(2048, 4096)
 	s.exec(t, `INSERT INTO public.photos (id, img) VALUES (1, $1), (2, $1), (3, $1), (4, $2), (5, NULL), (6, 'not an image')`, square, tall)
 	for _, tc := range []struct {
-		detail, want string
+		detail   string
+		batchAPI bool
+		want     string
 	}{
-		{"high", "Backfill: 4 calls, 3400 input tokens, 1200 output tokens (max_tokens, an upper bound), cost 0.02050"},
-		{"low", "Backfill: 4 calls, 340 input tokens, 1200 output tokens (max_tokens, an upper bound), cost 0.01285"},
+		{"high", false, "Backfill: 4 calls, 3400 input tokens, 1200 output tokens (max_tokens, an upper bound), cost 0.02050 (at the model's"},
+		{"low", false, "Backfill: 4 calls, 340 input tokens, 1200 output tokens (max_tokens, an upper bound), cost 0.01285 (at the model's"},
+		// A batch_api model's backfill goes through the Batch API, at half.
+		{"high", true, "Backfill: 4 calls, 3400 input tokens, 1200 output tokens (max_tokens, an upper bound), cost 0.01025 (half the model's price_per_1m_* options: the Batch API)"},
 	} {
 		s.exec(t, `DELETE FROM pgimageai.rules`)
 		s.exec(t, `DELETE FROM pgimageai.models`)
 		s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES ('vision', 'openai', 'http://127.0.0.1:9/v1', 'gpt-4o',
-  jsonb_build_object('detail', $1::text, 'max_tokens', 300, 'price_per_1m_input_tokens', 2.5, 'price_per_1m_output_tokens', 10))`, tc.detail)
+  jsonb_build_object('detail', $1::text, 'max_tokens', 300, 'price_per_1m_input_tokens', 2.5, 'price_per_1m_output_tokens', 10, 'batch_api', $2::boolean))`, tc.detail, tc.batchAPI)
 		s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column, enabled)
 VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe', 'public.captions', 'caption', false)
 ON CONFLICT (name) DO NOTHING`)
