@@ -489,10 +489,12 @@ func TestLaneRunLingers(t *testing.T) {
 	if batches, _ := w.written(); len(batches) != 1 {
 		t.Fatalf("%d writes, want 1", len(batches))
 	}
-	never.result = ok
-	close(never.done)
+	// Item 3 comes while the call is still in flight (the lane waits on
+	// it, nothing ready ahead), then the call ends: both in one write.
 	ls.tracker.add(rec)
 	l.push(resultItem(r, 3, done(ok, nil), rec, state.Position{Commit: 1, Ord: 3 << eventBits}))
+	never.result = ok
+	close(never.done)
 	select {
 	case <-w.wrote:
 	case <-time.After(5 * time.Second):
