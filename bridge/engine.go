@@ -138,13 +138,6 @@ type openTxn struct {
 // or a retry included.
 const eventBits = 24
 
-// relation caches, per *replication.Relation, where the key and image columns
-// are, since a Relation is immutable.
-type relation struct {
-	key   []int          // indexes of the primary key columns
-	image map[string]int // image column name → index
-}
-
 // engine reads events in commit order, decides what each change means for
 // each rule, starts the calls and routes the items to their lanes. It is
 // driven by one goroutine (Bridge.Run); calls run on their own goroutines,
@@ -613,55 +606,6 @@ func (e *engine) relation(ctx context.Context, r *replication.Relation) (*relati
 			return nil, nil, err
 		}
 	}
-}
-
-// fit returns where r holds the key and image columns of rules, and why
-// rules do not fit it, by rule name.
-func fit(r *replication.Relation, rules []*Rule) (*relation, map[string]string) {
-	rel := &relation{image: map[string]int{}}
-	misfits := map[string]string{}
-	table := pgx.Identifier{r.Namespace, r.Name}.Sanitize()
-	var keyErr string
-	for _, k := range rules[0].Source.PrimaryKey {
-		i := r.ColumnIndex(k)
-		if i < 0 {
-			keyErr = fmt.Sprintf("table %s: primary key column %q is gone", table, k)
-			break
-		}
-		rel.key = append(rel.key, i)
-	}
-	if keyErr == "" && r.ReplicaIdentity == 'd' {
-		n := 0
-		for _, c := range r.Columns {
-			if c.Key {
-				n++
-			}
-		}
-		for _, i := range rel.key {
-			if !r.Columns[i].Key {
-				n = -1
-			}
-		}
-		if n != len(rel.key) {
-			keyErr = fmt.Sprintf("table %s: its primary key is no longer (%s); the rule must be loaded again", table, strings.Join(rules[0].Source.PrimaryKey, ", "))
-		}
-	}
-	for _, rule := range rules {
-		if keyErr != "" {
-			misfits[rule.Name] = keyErr
-			continue
-		}
-		i := r.ColumnIndex(rule.ImageColumn)
-		switch {
-		case i < 0:
-			misfits[rule.Name] = fmt.Sprintf("table %s no longer has image column %q", table, rule.ImageColumn)
-		case r.Columns[i].TypeOID != byteaOID:
-			misfits[rule.Name] = fmt.Sprintf("image column %q of table %s is no longer bytea (type OID %d)", rule.ImageColumn, table, r.Columns[i].TypeOID)
-		default:
-			rel.image[rule.ImageColumn] = i
-		}
-	}
-	return rel, misfits
 }
 
 // key decodes the primary key of a tuple into Go values and source_key JSON.

@@ -34,6 +34,7 @@ type Function struct {
 	emb    provider.Embedder
 	mem    provider.MemoryCoster // nil when calls hold no memory of their own
 	par    int                   // calls the provider can use at once
+	batch  provider.BatchAPI     // nil unless backfills go through a batch API
 }
 
 // Bind checks a rule's arguments against the function's signature and the
@@ -53,6 +54,11 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 	f.par = max(opts.MaxConcurrency, 1)
 	if pp, ok := p.(provider.Parallel); ok {
 		f.par = max(pp.Parallelism(), 1)
+	}
+	// A model asks for the batch API with its batch_api option; only the
+	// chat completions endpoint (AI_IMAGE_COMPLETE) has one here.
+	if b, ok := p.(provider.BatchAPI); ok && b.BatchEnabled() && name == Complete {
+		f.batch = b
 	}
 	switch name {
 	case Complete:
@@ -91,6 +97,11 @@ func (f *Function) CallMemory(img []byte) int64 {
 // Parallelism is how many calls of the function's model can usefully run at
 // once: the provider's provider.Parallel, else its max_concurrency.
 func (f *Function) Parallelism() int { return f.par }
+
+// BatchAPI returns the provider's batch API when the model's backfills go
+// through it (its batch_api option, and a function that can use it), else
+// nil. pgimageai run and pgimageai estimate both ask here.
+func (f *Function) BatchAPI() provider.BatchAPI { return f.batch }
 
 // Name returns the function's SQL name.
 func (f *Function) Name() Name { return f.name }

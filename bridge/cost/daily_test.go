@@ -1,54 +1,55 @@
-package bridge
+package cost
 
 import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/state"
 )
 
 func TestBudgets(t *testing.T) {
 	now := time.Date(2026, 12, 3, 23, 59, 0, 0, time.UTC)
-	b := newBudgets(func() time.Time { return now }, utcDay(now), map[string]state.Spent{"m": {Calls: 3, Tokens: 100}}, nil)
-	cap := Budget{Calls: 5, Tokens: 1000}
+	b := NewDaily(func() time.Time { return now }, UTCDay(now), map[string]state.Spent{"m": {Calls: 3, Tokens: 100}}, nil)
+	cap := rules.DailyCap{Calls: 5, Tokens: 1000}
 	// 3 calls from pgimageai.usage: 2 more fit, the third is refused.
 	for i := range 2 {
-		if err := b.reserve("m", cap); err != nil {
+		if err := b.Reserve("m", cap); err != nil {
 			t.Fatalf("call %d refused: %v", 4+i, err)
 		}
 	}
-	err := b.reserve("m", cap)
+	err := b.Reserve("m", cap)
 	if functions.ReasonOf(err) != functions.BudgetExhausted {
 		t.Fatalf("6th call: %v, want budget_exhausted", err)
 	}
 	// A call without an answer gives its place back.
-	b.settle("m", cap, false, 0)
-	if err := b.reserve("m", cap); err != nil {
+	b.Settle("m", cap, false, 0)
+	if err := b.Reserve("m", cap); err != nil {
 		t.Fatalf("the freed place: %v", err)
 	}
 	// Tokens: answered calls add theirs; past the cap nothing more starts.
-	b.settle("m", cap, true, 950)
-	if err := b.reserve("m", Budget{Tokens: 1000}); functions.ReasonOf(err) != functions.BudgetExhausted {
+	b.Settle("m", cap, true, 950)
+	if err := b.Reserve("m", rules.DailyCap{Tokens: 1000}); functions.ReasonOf(err) != functions.BudgetExhausted {
 		t.Fatalf("past the token cap: %v, want budget_exhausted", err)
 	}
-	if err := b.reserve("other", cap); err != nil {
+	if err := b.Reserve("other", cap); err != nil {
 		t.Fatalf("another model's budget is its own: %v", err)
 	}
-	if err := b.reserve("m", Budget{}); err != nil {
+	if err := b.Reserve("m", rules.DailyCap{}); err != nil {
 		t.Fatalf("no cap: %v", err)
 	}
 	// A new UTC day starts from nothing, once.
 	now = now.Add(2 * time.Minute)
-	if !b.newDay() || b.newDay() {
+	if !b.NewDay() || b.NewDay() {
 		t.Fatal("newDay should report the new day once")
 	}
 	for i := range 5 {
-		if err := b.reserve("m", cap); err != nil {
+		if err := b.Reserve("m", cap); err != nil {
 			t.Fatalf("new day, call %d: %v", i+1, err)
 		}
 	}
-	if err := b.reserve("m", cap); functions.ReasonOf(err) != functions.BudgetExhausted {
+	if err := b.Reserve("m", cap); functions.ReasonOf(err) != functions.BudgetExhausted {
 		t.Fatalf("new day, 6th call: %v", err)
 	}
 }

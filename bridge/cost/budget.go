@@ -1,14 +1,15 @@
-package bridge
+package cost
 
 import (
 	"context"
 	"sync"
 )
 
-// budget bounds the bytes of images in flight. A request larger than the
+// Budget bounds the bytes of images in flight (and of the items waiting in
+// lanes). A request larger than the
 // whole budget is granted alone (when nothing else is held), so one huge image
 // never deadlocks the stream. It is safe for concurrent use.
-type budget struct {
+type Budget struct {
 	mu   sync.Mutex
 	cap  int64
 	used int64
@@ -16,12 +17,13 @@ type budget struct {
 	peak int64
 }
 
-func newBudget(capacity int64) *budget {
-	return &budget{cap: capacity, wake: make(chan struct{})}
+// NewBudget returns a budget of capacity bytes.
+func NewBudget(capacity int64) *Budget {
+	return &Budget{cap: capacity, wake: make(chan struct{})}
 }
 
-// acquire blocks until n bytes fit in the budget or ctx ends.
-func (b *budget) acquire(ctx context.Context, n int64) error {
+// Acquire blocks until n bytes fit in the budget or ctx ends.
+func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	for {
 		b.mu.Lock()
 		if b.used == 0 || b.used+n <= b.cap {
@@ -40,8 +42,8 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 	}
 }
 
-// tryAcquire takes n bytes if they fit now.
-func (b *budget) tryAcquire(n int64) bool {
+// TryAcquire takes n bytes if they fit now.
+func (b *Budget) TryAcquire(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used == 0 || b.used+n <= b.cap {
@@ -52,8 +54,8 @@ func (b *budget) tryAcquire(n int64) bool {
 	return false
 }
 
-// release returns n bytes.
-func (b *budget) release(n int64) {
+// Release returns n bytes.
+func (b *Budget) Release(n int64) {
 	b.mu.Lock()
 	b.used -= n
 	close(b.wake)
@@ -61,8 +63,8 @@ func (b *budget) release(n int64) {
 	b.mu.Unlock()
 }
 
-// inUse returns the bytes held now and the peak so far.
-func (b *budget) inUse() (now, peak int64) {
+// InUse returns the bytes held now and the peak so far.
+func (b *Budget) InUse() (now, peak int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used, b.peak

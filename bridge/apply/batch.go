@@ -1,9 +1,11 @@
-package bridge
+package apply
 
 import (
 	"errors"
 	"fmt"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/sink"
@@ -24,28 +26,28 @@ type batch struct {
 }
 
 // add appends the ops of one item.
-func (b *batch) add(it *item) {
-	if it.kind != itemResult {
+func (b *batch) add(it *work.Item) {
+	if it.Kind != work.Result {
 		b.flush()
 	}
-	switch it.kind {
-	case itemMove:
-		b.ops = append(b.ops, sink.Move{Target: it.target, OldKey: it.oldKey, NewKey: it.key},
-			state.RekeyErrors{SourceTable: it.sourceTable, OldKey: it.oldKeyJSON, NewKey: it.keyJSON, Rules: it.rules})
+	switch it.Kind {
+	case work.Move:
+		b.ops = append(b.ops, sink.Move{Target: it.Dest.Target, OldKey: it.Old.Key, NewKey: it.Row.Key},
+			state.RekeyErrors{SourceTable: it.Dest.SourceTable, OldKey: it.Old.JSON, NewKey: it.Row.JSON, Rules: it.Dest.Rules})
 		b.count("move")
-	case itemDelete:
-		b.ops = append(b.ops, sink.Delete{Target: it.target, Key: it.key},
-			state.ForgetRow{SourceTable: it.sourceTable, Key: it.keyJSON, Rules: it.rules})
+	case work.Delete:
+		b.ops = append(b.ops, sink.Delete{Target: it.Dest.Target, Key: it.Row.Key},
+			state.ForgetRow{SourceTable: it.Dest.SourceTable, Key: it.Row.JSON, Rules: it.Dest.Rules})
 		b.count("delete")
-	case itemTruncate:
-		b.ops = append(b.ops, sink.Truncate{Target: it.target}, state.ForgetRow{SourceTable: it.sourceTable, Rules: it.rules})
+	case work.Truncate:
+		b.ops = append(b.ops, sink.Truncate{Target: it.Dest.Target}, state.ForgetRow{SourceTable: it.Dest.SourceTable, Rules: it.Dest.Rules})
 		b.count("truncate")
-	case itemResult:
+	case work.Result:
 		b.result(it)
-	case itemBackfill:
-		b.ops = append(b.ops, it.progress)
-	case itemResolve:
-		b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+	case work.Backfill:
+		b.ops = append(b.ops, it.Progress)
+	case work.Resolve:
+		b.ops = append(b.ops, state.Resolve{Rule: it.Rule.Name, Key: it.Row.JSON})
 	}
 }
 
@@ -58,40 +60,40 @@ func (b *batch) count(op string) {
 
 // result appends the ops of one function result: the value (NULL on
 // failure), and the errors row or the resolution of earlier ones.
-func (b *batch) result(it *item) {
-	if it.call != nil && it.call.unchanged {
+func (b *batch) result(it *work.Item) {
+	if it.Call != nil && it.Call.Unchanged {
 		return // the stored result is this input's: nothing to write
 	}
 	var res functions.Result
 	var err error
-	if it.call == nil {
+	if it.Call == nil {
 		res = functions.Result{Null: true}
 	} else {
-		res, err = it.call.result, it.call.err
+		res, err = it.Call.Result, it.Call.Err
 	}
-	if err == nil && !res.Null && it.target.Dim > 0 && len(res.Vector) != it.target.Dim {
-		err = &functions.Error{Reason: functions.BadResponse, ImageBytes: it.call.size, ImageHead: it.call.head,
+	if err == nil && !res.Null && it.Dest.Target.Dim > 0 && len(res.Vector) != it.Dest.Target.Dim {
+		err = &functions.Error{Reason: functions.BadResponse, ImageBytes: it.Call.Size, ImageHead: it.Call.Head,
 			Detail: fmt.Sprintf("model %s returned a vector of %d dimensions; target column %s.%s is vector(%d)",
-				it.rule.Model, len(res.Vector), it.target.Name(), it.target.Column, it.target.Dim)}
+				it.Rule.Model, len(res.Vector), it.Dest.Target.Name(), it.Dest.Target.Column, it.Dest.Target.Dim)}
 		res = functions.Result{Null: true}
 	}
 	var value any
 	switch {
 	case err != nil || res.Null:
-	case it.rule.Fn.Name() == functions.Embed:
+	case it.Rule.Fn.Name() == functions.Embed:
 		value = res.Vector
 	default:
 		value = res.Text
 	}
 	b.count("upsert")
-	if it.call != nil && !it.call.hit && it.call.err == nil {
-		b.countUsage(it.rule, res.Usage)
+	if it.Call != nil && !it.Call.Hit && it.Call.Err == nil {
+		b.countUsage(it.Rule, res.Usage)
 	}
 	var inputKey []byte
-	if err == nil && !res.Null && it.call != nil && it.call.key != nil {
-		inputKey = it.call.key[:]
+	if err == nil && !res.Null && it.Call != nil && it.Call.Key != nil {
+		inputKey = it.Call.Key[:]
 	}
-	many := it.target.Many()
+	many := it.Dest.Target.Many()
 	if many && !b.run.fits(it) {
 		b.flush()
 	}
@@ -99,18 +101,18 @@ func (b *batch) result(it *item) {
 		b.run.add(it, value, inputKey, err == nil)
 	} else {
 		b.flush()
-		b.ops = append(b.ops, sink.Upsert{Target: it.target, Key: it.key, Value: value},
-			state.ResultInput{Rule: it.rule.Name, Key: it.keyJSON, InputKey: inputKey})
+		b.ops = append(b.ops, sink.Upsert{Target: it.Dest.Target, Key: it.Row.Key, Value: value},
+			state.ResultInput{Rule: it.Rule.Name, Key: it.Row.JSON, InputKey: inputKey})
 		if err == nil {
-			b.ops = append(b.ops, state.Resolve{Rule: it.rule.Name, Key: it.keyJSON})
+			b.ops = append(b.ops, state.Resolve{Rule: it.Rule.Name, Key: it.Row.JSON})
 		}
-		b.own = b.own || it.target.WriteBack
+		b.own = b.own || it.Dest.Target.WriteBack
 	}
 	if err == nil {
 		return
 	}
 	b.errorsN++
-	row := state.Error{Rule: it.rule.Name, SourceTable: it.sourceTable, Key: it.keyJSON, LSN: it.lsn,
+	row := state.Error{Rule: it.Rule.Name, SourceTable: it.Dest.SourceTable, Key: it.Row.JSON, LSN: it.LSN,
 		Reason: string(functions.ProviderError), Detail: err.Error()}
 	var fe *functions.Error
 	if errors.As(err, &fe) {
@@ -120,11 +122,11 @@ func (b *batch) result(it *item) {
 			row.ImageBytes, row.ImageHead = &n, fe.ImageHead
 		}
 	}
-	if it.call != nil && it.call.key != nil && functions.Permanent(err) {
-		row.InputKey = it.call.key[:]
+	if it.Call != nil && it.Call.Key != nil && functions.Permanent(err) {
+		row.InputKey = it.Call.Key[:]
 		if row.ImageBytes == nil { // a failure remembered from an earlier run
-			n := it.call.size
-			row.ImageBytes, row.ImageHead = &n, it.call.head
+			n := it.Call.Size
+			row.ImageBytes, row.ImageHead = &n, it.Call.Head
 		}
 	}
 	if b.reasons == nil {
@@ -140,7 +142,7 @@ func (b *batch) result(it *item) {
 
 // countUsage adds one answered call and its tokens to the batch's usage.
 // Calls served by the cache cost nothing and are not counted.
-func (b *batch) countUsage(r *Rule, u provider.Usage) {
+func (b *batch) countUsage(r *rules.Rule, u provider.Usage) {
 	if b.usage == nil {
 		b.usage = map[[2]string]*state.Usage{}
 	}
@@ -192,35 +194,35 @@ type resultRun struct {
 	errors   []sink.Op
 }
 
-func (r *resultRun) rowKeys(it *item) (byRule, byColumn string) {
-	return "r\x00" + it.rule.Name + "\x00" + string(it.keyJSON),
-		"c\x00" + it.target.Name() + "\x00" + it.target.Column + "\x00" + string(it.keyJSON)
+func (r *resultRun) rowKeys(it *work.Item) (byRule, byColumn string) {
+	return "r\x00" + it.Rule.Name + "\x00" + string(it.Row.JSON),
+		"c\x00" + it.Dest.Target.Name() + "\x00" + it.Dest.Target.Column + "\x00" + string(it.Row.JSON)
 }
 
 // fits reports whether it's row is not in the run yet.
-func (r *resultRun) fits(it *item) bool {
+func (r *resultRun) fits(it *work.Item) bool {
 	byRule, byColumn := r.rowKeys(it)
 	return !r.seen[byRule] && !r.seen[byColumn]
 }
 
 // add adds one result: value into its column, the input it was computed
 // from (nil: none), and the resolution of the row's open errors when ok.
-func (r *resultRun) add(it *item, value any, inputKey []byte, ok bool) {
+func (r *resultRun) add(it *work.Item, value any, inputKey []byte, ok bool) {
 	if r.seen == nil {
 		r.seen = map[string]bool{}
 	}
 	byRule, byColumn := r.rowKeys(it)
 	r.seen[byRule], r.seen[byColumn] = true, true
-	key := string(it.keyJSON)
-	u := groupOf(&r.upserts, func(x *sink.Upserts) bool { return x.Target == it.target },
-		func() *sink.Upserts { return &sink.Upserts{Target: it.target} })
+	key := string(it.Row.JSON)
+	u := groupOf(&r.upserts, func(x *sink.Upserts) bool { return x.Target == it.Dest.Target },
+		func() *sink.Upserts { return &sink.Upserts{Target: it.Dest.Target} })
 	u.Keys, u.Values = append(u.Keys, key), append(u.Values, value)
-	in := groupOf(&r.inputs, func(x *state.ResultInputs) bool { return x.Rule == it.rule.Name },
-		func() *state.ResultInputs { return &state.ResultInputs{Rule: it.rule.Name} })
+	in := groupOf(&r.inputs, func(x *state.ResultInputs) bool { return x.Rule == it.Rule.Name },
+		func() *state.ResultInputs { return &state.ResultInputs{Rule: it.Rule.Name} })
 	in.Keys, in.InputKeys = append(in.Keys, key), append(in.InputKeys, inputKey)
 	if ok {
-		res := groupOf(&r.resolves, func(x *state.Resolves) bool { return x.Rule == it.rule.Name },
-			func() *state.Resolves { return &state.Resolves{Rule: it.rule.Name} })
+		res := groupOf(&r.resolves, func(x *state.Resolves) bool { return x.Rule == it.Rule.Name },
+			func() *state.Resolves { return &state.Resolves{Rule: it.Rule.Name} })
 		res.Keys = append(res.Keys, key)
 	}
 }

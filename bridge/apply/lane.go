@@ -1,4 +1,4 @@
-package bridge
+package apply
 
 import (
 	"context"
@@ -11,6 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/leader"
+	"github.com/pgimageai/pgimageai/bridge/track"
+	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/internal/pgerr"
@@ -19,22 +23,22 @@ import (
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// laneWriter is what a lane needs of the sink.
-type laneWriter interface {
+// Writer is what a lane needs of the sink: *sink.Writer.
+type Writer interface {
 	Write(ctx context.Context, ops []sink.Op, pos state.Position, commitTime time.Time) error
 	Close(ctx context.Context) error
 }
 
 // A lane whose ready prefix is short while the call right behind it is in
-// flight waits up to lingerFor (or until lingerRows are ready) before it
+// flight waits up to LingerFor (or until lingerRows are ready) before it
 // writes: under load, a target transaction then holds ~140 rows rather
 // than ~28, and each transaction costs the database ~0.8 ms of CPU of its
 // own (BenchmarkFastPath: 23 µs less database CPU per row in catch-up). A
 // lane with nothing in flight behind its ready items writes at once, so a
 // trickle of changes gets no delay; a provider call takes far longer than
-// lingerFor anyway.
+// LingerFor anyway.
 const (
-	lingerFor  = 20 * time.Millisecond
+	LingerFor  = 20 * time.Millisecond
 	lingerRows = 500
 )
 
@@ -49,40 +53,27 @@ var closedChan = func() chan struct{} {
 // short, so that the bridge catches up soon after the target is back.
 const maxWriteBackoff = 5 * time.Second
 
-// lane applies the items of one target table in source order (SPEC §5):
-// rules that share a target table share a lane, so a DELETE never overtakes
-// an upsert of the same row. It writes the ready prefix of its queue as soon
-// as the calls of that prefix have finished, in chunks of at most maxOps
-// items, each in one target transaction with the lane's checkpoint — so a
-// slow model holds back only its own lane, and a big source transaction is
+// lane applies the items of one target table in source order: rules that
+// share a target table share a lane, so a DELETE never overtakes an upsert
+// of the same row. It writes the ready prefix of its queue as soon as the
+// calls of that prefix have finished, in chunks of at most MaxOps items,
+// each in one target transaction with the lane's checkpoint — so a slow
+// model holds back only its own lane, and a big source transaction is
 // written as it completes, never held to its end.
 //
 // push is called by the engine's goroutine; run by the lane's own.
 type lane struct {
-	name    string
-	log     *slog.Logger
-	w       laneWriter
-	budget  *budget
-	tracker *tracker
-	metrics *metrics.Metrics
-	maxOps  int
-	backoff time.Duration
-	// repair is called when a write finds the target table or column
-	// missing (dropped while the bridge ran); it makes them again, and the
-	// lane's name goes on repaired so that the engine backfills its rules.
-	repair   func(ctx context.Context, lane string) error
-	repaired chan<- string
-	own      func(xid uint32) // receives the IDs of write-back transactions
-	rows     *rowCounts       // items waiting per row, across lanes
+	name string
+	w    Writer
+	ls   *Lanes // what every lane shares: Config, rows, repaired
 
 	mu     sync.Mutex
-	queue  []item
+	queue  []work.Item
 	closed bool          // no more items: drain and stop
 	wake   chan struct{} // signalled by push and close
 	stop   chan struct{} // closed by close: a held prefix is written at once
-	// linger is how long a short ready prefix may wait for the calls
-	// behind it (lingerFor; 0 = never); lingering is when it began.
-	linger    time.Duration
+	// lingering is when a short ready prefix began to wait for the calls
+	// behind it (see LingerFor).
 	lingering time.Time
 
 	stat laneStat
@@ -98,13 +89,12 @@ type laneStat struct {
 	errorsN    atomic.Int64
 }
 
-func newLane(name string, w laneWriter, l *lanes) *lane {
-	return &lane{name: name, log: l.log, w: w, budget: l.budget, tracker: l.tracker, metrics: l.metrics,
-		maxOps: l.maxOps, linger: l.linger, backoff: l.backoff, repair: l.repair, repaired: l.repaired, own: l.own, rows: &l.rows, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+func newLane(name string, w Writer, ls *Lanes) *lane {
+	return &lane{name: name, w: w, ls: ls, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // push appends an item at the end of the lane.
-func (l *lane) push(it item) {
+func (l *lane) push(it work.Item) {
 	l.mu.Lock()
 	l.queue = append(l.queue, it)
 	l.mu.Unlock()
@@ -140,23 +130,23 @@ func (l *lane) pending() int {
 // items. When nothing is ready it returns what to wait for: the first
 // item's call, or nothing (wait for a push); done reports a closed, empty
 // lane. A short ready prefix with a call in flight right behind it is held
-// (see lingerFor): take returns that call and how much longer to wait.
-func (l *lane) take(now time.Time) (items []item, wait <-chan struct{}, hold time.Duration, done bool) {
+// (see LingerFor): take returns that call and how much longer to wait.
+func (l *lane) take(now time.Time) (items []work.Item, wait <-chan struct{}, hold time.Duration, done bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	for n < len(l.queue) && n < l.maxOps && l.queue[n].ready() {
+	for n < len(l.queue) && n < l.ls.cfg.MaxOps && l.queue[n].Ready() {
 		n++
 	}
 	// The prefix stopped at an item that is not ready (not at maxOps).
-	blocked := n < len(l.queue) && n < l.maxOps
-	if n > 0 && n < lingerRows && blocked && !l.closed && l.linger > 0 {
+	blocked := n < len(l.queue) && n < l.ls.cfg.MaxOps
+	if n > 0 && n < lingerRows && blocked && !l.closed && l.ls.cfg.Linger > 0 {
 		if l.lingering.IsZero() {
 			l.lingering = now
 		}
-		if left := l.linger - now.Sub(l.lingering); left > 0 {
-			if c := l.queue[n].notReady(); c != nil {
-				return nil, c.done, left, false
+		if left := l.ls.cfg.Linger - now.Sub(l.lingering); left > 0 {
+			if c := l.queue[n].NotReady(); c != nil {
+				return nil, c.Done, left, false
 			}
 			return nil, closedChan, 0, false // it became ready since the loop looked
 		}
@@ -166,13 +156,13 @@ func (l *lane) take(now time.Time) (items []item, wait <-chan struct{}, hold tim
 		if len(l.queue) == 0 {
 			return nil, nil, 0, l.closed
 		}
-		c := l.queue[0].notReady()
+		c := l.queue[0].NotReady()
 		if c == nil { // it became ready since the loop looked: take it next time
 			return nil, closedChan, 0, false
 		}
-		return nil, c.done, 0, false
+		return nil, c.Done, 0, false
 	}
-	items = make([]item, n)
+	items = make([]work.Item, n)
 	copy(items, l.queue[:n])
 	clear(l.queue[:n]) // results are held by items only until written
 	l.queue = l.queue[n:]
@@ -222,12 +212,12 @@ func (l *lane) run(ctx context.Context) error {
 
 // write writes items in one target transaction, retrying with backoff until
 // it succeeds or ctx ends, then releases their budget and marks them done.
-func (l *lane) write(ctx context.Context, items []item) error {
+func (l *lane) write(ctx context.Context, items []work.Item) error {
 	var b batch
 	for i := range items {
 		b.add(&items[i])
 	}
-	ops := b.final(l.own)
+	ops := b.final(l.ls.cfg.Own)
 	last := items[len(items)-1]
 	err := l.commit(ctx, ops, last)
 	if errors.Is(err, errRefused) {
@@ -238,27 +228,27 @@ func (l *lane) write(ctx context.Context, items []item) error {
 	}
 	var cost int64
 	for i := range items {
-		cost += items[i].cost
+		cost += items[i].Cost
 	}
-	l.budget.release(cost)
+	l.ls.cfg.Budget.Release(cost)
 	for i := range items {
-		l.rows.done(l.name, rowsOf(&items[i])...)
+		l.ls.rows.Done(l.name, items[i].Rows()...)
 	}
 	for i := 0; i < len(items); {
 		j := i + 1
-		for j < len(items) && items[j].rec == items[i].rec {
+		for j < len(items) && items[j].Txn == items[i].Txn {
 			j++
 		}
-		l.tracker.done(items[i].rec, j-i)
+		l.ls.cfg.Tracker.Done(items[i].Txn, j-i)
 		i = j
 	}
 	l.stat.mu.Lock()
-	l.stat.pos, l.stat.commitTime = last.pos, last.rec.commitTime
+	l.stat.pos, l.stat.commitTime = last.Pos, last.Txn.CommitTime()
 	l.stat.mu.Unlock()
 	l.stat.written.Add(int64(len(ops)))
 	l.stat.batches.Add(1)
 	l.stat.errorsN.Add(int64(b.errorsN))
-	l.metrics.Written(b.rows, b.reasons)
+	l.ls.cfg.Metrics.Written(b.rows, b.reasons)
 	return nil
 }
 
@@ -287,7 +277,7 @@ func refused(err error) bool {
 // §5: one bad row never blocks the stream): a result it refuses is written
 // as a NULL with a bad_response errors row saying why. Any other item it
 // refuses stops the lane: dropping a delete or a move would lose a change.
-func (l *lane) isolate(ctx context.Context, items []item, err error) error {
+func (l *lane) isolate(ctx context.Context, items []work.Item, err error) error {
 	if len(items) > 1 {
 		for i := range items {
 			if err := l.write(ctx, items[i:i+1]); err != nil {
@@ -297,26 +287,26 @@ func (l *lane) isolate(ctx context.Context, items []item, err error) error {
 		return nil
 	}
 	it := &items[0]
-	if it.kind != itemResult || (it.call != nil && it.call.err != nil) {
+	if it.Kind != work.Result || (it.Call != nil && it.Call.Err != nil) {
 		return err // refused again as an errors row, or not a result: stop
 	}
 	size, head := 0, []byte(nil)
-	if it.call != nil {
-		size, head = it.call.size, it.call.head
+	if it.Call != nil {
+		size, head = it.Call.Size, it.Call.Head
 	}
-	l.log.Error("the target refused a result; writing it as a bad_response", "lane", l.name, "key", string(it.keyJSON), "err", err)
-	it.call = failedCall(&functions.Error{Reason: functions.BadResponse, ImageBytes: size, ImageHead: head,
-		Detail: fmt.Sprintf("model %s: the target column %s.%s refused the answer: %s", it.rule.Model, it.target.Name(), it.target.Column, refusal(err))}, size, head)
+	l.ls.cfg.Log.Error("the target refused a result; writing it as a bad_response", "lane", l.name, "key", string(it.Row.JSON), "err", err)
+	it.Call = work.Failed(&functions.Error{Reason: functions.BadResponse, ImageBytes: size, ImageHead: head,
+		Detail: fmt.Sprintf("model %s: the target column %s.%s refused the answer: %s", it.Rule.Model, it.Dest.Target.Name(), it.Dest.Target.Column, refusal(err))}, size, head)
 	return l.write(ctx, items)
 }
 
 // commit writes ops in one target transaction with last's position,
 // retrying with backoff until it succeeds, ctx ends, the lane is fenced, or
 // the target refuses what it holds (errRefused).
-func (l *lane) commit(ctx context.Context, ops []sink.Op, last item) error {
-	bo := backoff.Backoff{Min: l.backoff, Max: maxWriteBackoff}
+func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error {
+	bo := backoff.Backoff{Min: l.ls.cfg.Backoff, Max: maxWriteBackoff}
 	for attempt := 1; ; attempt++ {
-		err := l.w.Write(ctx, ops, last.pos, last.rec.commitTime)
+		err := l.w.Write(ctx, ops, last.Pos, last.Txn.CommitTime())
 		if err == nil {
 			return nil
 		}
@@ -324,22 +314,22 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last item) error {
 			return ctx.Err()
 		}
 		if errors.Is(err, state.ErrFenced) {
-			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+			return fmt.Errorf("%w: %w", leader.ErrLeadershipLost, err)
 		}
 		if refused(err) {
 			return fmt.Errorf("%w: %w", errRefused, err)
 		}
-		l.log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.pos.String(), "err", err)
-		if missingTarget(err) && l.repair != nil {
-			if rerr := l.repair(ctx, l.name); rerr != nil {
+		l.ls.cfg.Log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.Pos.String(), "err", err)
+		if missingTarget(err) && l.ls.cfg.Repair != nil {
+			if rerr := l.ls.cfg.Repair(ctx, l.name); rerr != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				l.log.Error("re-creating the target failed", "lane", l.name, "err", rerr)
+				l.ls.cfg.Log.Error("re-creating the target failed", "lane", l.name, "err", rerr)
 			} else {
-				l.log.Warn("target table or column was missing; re-created it", "lane", l.name)
+				l.ls.cfg.Log.Warn("target table or column was missing; re-created it", "lane", l.name)
 				select {
-				case l.repaired <- l.name:
+				case l.ls.repaired <- l.name:
 				default: // a backfill of the lane is requested already
 				}
 			}
@@ -358,23 +348,31 @@ func missingTarget(err error) bool {
 	return code == "42P01" || code == "42703"
 }
 
-// lanes is the registry of lanes by target table. get and close are called
-// by the engine's goroutine; status by anyone.
-type lanes struct {
-	log       *slog.Logger
-	newWriter func(lane string) laneWriter
-	budget    *budget
-	tracker   *tracker
-	metrics   *metrics.Metrics
-	maxOps    int
-	linger    time.Duration // see lingerFor; 0 = write at once
-	backoff   time.Duration
-	repair    func(ctx context.Context, lane string) error
-	repaired  chan string // lanes whose target was re-created, for the engine
-	own       func(xid uint32)
-	onFail    func(error)     // called with the first failure of any lane
-	rows      rowCounts       // items waiting per row of each lane
-	ctx       context.Context // the lanes' goroutines end with it
+// Config is what every lane of a leadership shares.
+type Config struct {
+	Log       *slog.Logger
+	NewWriter func(lane string) Writer
+	Budget    *cost.Budget   // released as items are written
+	Tracker   *track.Tracker // told what is durable
+	Metrics   *metrics.Metrics
+	MaxOps    int           // items per target transaction, at most
+	Linger    time.Duration // see LingerFor; 0 = write at once
+	Backoff   time.Duration // the first wait after a failed write
+	// Repair is called when a write finds the target table or column
+	// missing (dropped while the bridge ran); it makes them again, and the
+	// lane's name goes on Repaired so that the engine backfills its rules.
+	Repair func(ctx context.Context, lane string) error
+	Own    func(xid uint32) // receives the IDs of write-back transactions
+}
+
+// Lanes is the registry of lanes by target table. Get, Push and Drain are
+// called by the engine's goroutine; the rest by anyone.
+type Lanes struct {
+	cfg      Config
+	rows     RowCounts                   // items waiting per row of each lane
+	repaired chan string                 // lanes whose target was re-created, for the engine
+	onFail   atomic.Pointer[func(error)] // called with the first failure of any lane
+	ctx      context.Context             // the lanes' goroutines end with it
 
 	mu   sync.Mutex
 	byID map[string]*lane
@@ -382,20 +380,36 @@ type lanes struct {
 	errs chan error // the first failure of each lane
 }
 
+// New returns the lanes of cfg; their goroutines end with ctx.
+func New(ctx context.Context, cfg Config) *Lanes {
+	return &Lanes{cfg: cfg, ctx: ctx, repaired: make(chan string, 16), byID: map[string]*lane{}, errs: make(chan error, 64)}
+}
+
+// OnFail sets the function called with the first failure of any lane.
+func (ls *Lanes) OnFail(f func(error)) { ls.onFail.Store(&f) }
+
+// Repaired receives the lanes whose target table was re-created: their
+// rules must backfill again.
+func (ls *Lanes) Repaired() <-chan string { return ls.repaired }
+
+// Rows is the count of items waiting per row, for the engine's decisions.
+func (ls *Lanes) Rows() *RowCounts { return &ls.rows }
+
+// Push routes it to its lane, starting the lane when new.
+func (ls *Lanes) Push(it work.Item) {
+	lane := it.Dest.Target.Name()
+	ls.rows.Route(lane, &it)
+	ls.get(lane).push(it)
+}
+
 // get returns the lane of target table name, starting it when new.
-func (ls *lanes) get(name string) *lane {
+func (ls *Lanes) get(name string) *lane {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l, ok := ls.byID[name]; ok {
 		return l
 	}
-	if ls.byID == nil {
-		ls.byID = map[string]*lane{}
-	}
-	if ls.errs == nil {
-		ls.errs = make(chan error, 64)
-	}
-	l := newLane(name, ls.newWriter(name), ls)
+	l := newLane(name, ls.cfg.NewWriter(name), ls)
 	ls.byID[name] = l
 	ls.wg.Add(1)
 	go func() {
@@ -403,8 +417,8 @@ func (ls *lanes) get(name string) *lane {
 		defer l.w.Close(context.WithoutCancel(ls.ctx))
 		if err := l.run(ls.ctx); err != nil && ls.ctx.Err() == nil {
 			err = fmt.Errorf("lane %s: %w", name, err)
-			if ls.onFail != nil {
-				ls.onFail(fmt.Errorf("apply: %w", err))
+			if f := ls.onFail.Load(); f != nil {
+				(*f)(fmt.Errorf("apply: %w", err))
 			}
 			select {
 			case ls.errs <- err:
@@ -415,19 +429,12 @@ func (ls *lanes) get(name string) *lane {
 	return l
 }
 
-// failed returns the channel of lane failures.
-func (ls *lanes) failed() <-chan error {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.errs == nil {
-		ls.errs = make(chan error, 64)
-	}
-	return ls.errs
-}
+// Failed returns the channel of lane failures.
+func (ls *Lanes) Failed() <-chan error { return ls.errs }
 
-// drain closes every lane and waits until they have written what they hold
+// Drain closes every lane and waits until they have written what they hold
 // (or ctx of the lanes ends).
-func (ls *lanes) drain() {
+func (ls *Lanes) Drain() {
 	ls.mu.Lock()
 	for _, l := range ls.byID {
 		l.close()
@@ -436,8 +443,8 @@ func (ls *lanes) drain() {
 	ls.wg.Wait()
 }
 
-// all returns the lanes, for status.
-func (ls *lanes) all() []*lane {
+// all returns the lanes.
+func (ls *Lanes) all() []*lane {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	out := make([]*lane, 0, len(ls.byID))
@@ -445,6 +452,26 @@ func (ls *lanes) all() []*lane {
 		out = append(out, l)
 	}
 	return out
+}
+
+// Status reports every lane for metrics and status.
+func (ls *Lanes) Status() []metrics.Lane {
+	var out []metrics.Lane
+	for _, l := range ls.all() {
+		out = append(out, l.status())
+	}
+	return out
+}
+
+// Totals are the counters of all lanes: ops written, target transactions,
+// errors rows.
+func (ls *Lanes) Totals() (ops, batches, errorsRows int64) {
+	for _, l := range ls.all() {
+		ops += l.stat.written.Load()
+		batches += l.stat.batches.Load()
+		errorsRows += l.stat.errorsN.Load()
+	}
+	return ops, batches, errorsRows
 }
 
 // status reports a lane for metrics and status.

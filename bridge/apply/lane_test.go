@@ -1,4 +1,4 @@
-package bridge
+package apply
 
 import (
 	"context"
@@ -11,6 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/track"
+	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/provider"
@@ -51,19 +55,19 @@ func (w *fakeWriter) written() ([][]sink.Op, []state.Position) {
 	return append([][]sink.Op(nil), w.batches...), append([]state.Position(nil), w.pos...)
 }
 
-func unchanged() *call {
+func unchanged() *work.Call {
 	c := done(functions.Result{}, nil)
-	c.unchanged = true
+	c.Unchanged = true
 	return c
 }
 
-func done(r functions.Result, err error) *call {
-	c := &call{done: make(chan struct{}), result: r, err: err, size: 3, head: []byte{1, 2, 3}, key: &cacheKey{1}}
-	close(c.done)
+func done(r functions.Result, err error) *work.Call {
+	c := &work.Call{Done: make(chan struct{}), Result: r, Err: err, Size: 3, Head: []byte{1, 2, 3}, Key: &work.Key{1}}
+	close(c.Done)
 	return c
 }
 
-func testRule(t *testing.T, fn functions.Name, dim int) *Rule {
+func testRule(t *testing.T, fn functions.Name, dim int) *rules.Rule {
 	t.Helper()
 	opts, _ := provider.ParseOptions(nil)
 	var p provider.Provider = struct {
@@ -80,23 +84,30 @@ func testRule(t *testing.T, fn functions.Name, dim int) *Rule {
 		t.Fatal(err)
 	}
 	table := &catalog.Table{Schema: "public", Name: "t", Regclass: "public.t"}
-	return &Rule{Name: "r", Fn: f, Model: "m", Target: &sink.Target{Table: table, Column: "c", Dim: dim}}
+	return &rules.Rule{Name: "r", Fn: f, Model: "m", Target: &sink.Target{Table: table, Column: "c", Dim: dim}}
 }
 
 // testLanes returns a lanes registry whose writers are w, with a tracker
 // that records acks.
-func testLanes(t *testing.T, w *fakeWriter, maxOps int, acks *[]replication.LSN, mu *sync.Mutex) *lanes {
+func testLanes(t *testing.T, w *fakeWriter, maxOps int, acks *[]replication.LSN, mu *sync.Mutex) *Lanes {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	tr := newTracker(func(l replication.LSN) { mu.Lock(); *acks = append(*acks, l); mu.Unlock() })
-	return &lanes{log: slog.New(slog.DiscardHandler), newWriter: func(string) laneWriter { return w },
-		budget: newBudget(1 << 20), tracker: tr, maxOps: maxOps, backoff: time.Millisecond, ctx: ctx, repaired: make(chan string, 1)}
+	tr := track.New(func(l replication.LSN) { mu.Lock(); *acks = append(*acks, l); mu.Unlock() })
+	return New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
+		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: maxOps, Backoff: time.Millisecond})
 }
 
-func resultItem(r *Rule, id int, c *call, rec *txnRecord, pos state.Position) item {
-	return item{kind: itemResult, rule: r, target: r.Target, key: []any{id}, keyJSON: []byte(fmt.Sprintf(`{"id": %d}`, id)),
-		call: c, rec: rec, pos: pos, cost: itemOverhead}
+// itemCost is what a test item holds of the budget; eventBits places items
+// in the stream as the engine does (state.Position.Ord).
+const (
+	itemCost  = 1 << 10
+	eventBits = 24
+)
+
+func resultItem(r *rules.Rule, id int, c *work.Call, rec *track.Txn, pos state.Position) work.Item {
+	return work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{id}, JSON: []byte(fmt.Sprintf(`{"id": %d}`, id))},
+		Call: c, Txn: rec, Pos: pos, Cost: itemCost}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -116,22 +127,22 @@ func TestLaneWritesInOrderAsReady(t *testing.T) {
 	var acks []replication.LSN
 	var mu sync.Mutex
 	ls := testLanes(t, w, 100, &acks, &mu)
-	ls.budget.acquire(context.Background(), 3*itemOverhead)
-	tr := ls.tracker
-	t1, t2, t3 := tr.begin(time.Time{}), tr.begin(time.Time{}), tr.begin(time.Time{})
-	slow := &call{done: make(chan struct{})}
+	ls.cfg.Budget.Acquire(context.Background(), 3*itemCost)
+	tr := ls.cfg.Tracker
+	t1, t2, t3 := tr.Begin(time.Time{}), tr.Begin(time.Time{}), tr.Begin(time.Time{})
+	slow := work.NewCall(0, nil)
 	l := ls.get(r.Target.Name())
-	for _, it := range []item{
+	for _, it := range []work.Item{
 		resultItem(r, 1, done(functions.Result{Text: "a"}, nil), t1, state.Position{Commit: 10, Ord: 1 << eventBits}),
 		resultItem(r, 2, slow, t2, state.Position{Commit: 20, Ord: 1 << eventBits}),
 		resultItem(r, 3, done(functions.Result{Text: "c"}, nil), t3, state.Position{Commit: 30, Ord: 1 << eventBits}),
 	} {
-		tr.add(it.rec)
+		tr.Add(it.Txn)
 		l.push(it)
 	}
-	tr.seal(t1, 11)
-	tr.seal(t2, 21)
-	tr.seal(t3, 31)
+	tr.Seal(t1, 11)
+	tr.Seal(t2, 21)
+	tr.Seal(t3, 31)
 	// The first item is written alone (after one failed attempt): the
 	// second is not ready, and the third must not overtake it.
 	waitFor(t, "the first write", func() bool { b, _ := w.written(); return len(b) == 1 })
@@ -144,8 +155,8 @@ func TestLaneWritesInOrderAsReady(t *testing.T) {
 		t.Fatalf("acks %v, want [11]", acks)
 	}
 	mu.Unlock()
-	slow.result = functions.Result{Text: "b"}
-	close(slow.done)
+	slow.Result = functions.Result{Text: "b"}
+	close(slow.Done)
 	waitFor(t, "the second write", func() bool { b, _ := w.written(); return len(b) == 2 })
 	batches, pos := w.written()
 	if pos[0] != (state.Position{Commit: 10, Ord: 1 << eventBits}) || pos[1] != (state.Position{Commit: 30, Ord: 1 << eventBits}) {
@@ -155,7 +166,7 @@ func TestLaneWritesInOrderAsReady(t *testing.T) {
 		t.Fatalf("second batch starts with %#v, want the upsert of b", batches[1][0])
 	}
 	waitFor(t, "the ack of 31", func() bool { mu.Lock(); defer mu.Unlock(); return acks[len(acks)-1] == 31 })
-	if used, _ := ls.budget.inUse(); used != 0 {
+	if used, _ := ls.cfg.Budget.InUse(); used != 0 {
 		t.Fatalf("%d budget bytes still held after every item was written", used)
 	}
 }
@@ -166,14 +177,14 @@ func TestLaneChunksByMaxOps(t *testing.T) {
 	var acks []replication.LSN
 	var mu sync.Mutex
 	ls := testLanes(t, w, 4, &acks, &mu)
-	rec := ls.tracker.begin(time.Time{})
+	rec := ls.cfg.Tracker.Begin(time.Time{})
 	l := ls.get(r.Target.Name())
 	// One big transaction of ten rows: written in chunks of four items,
 	// each with its position inside the transaction; the slot is confirmed
 	// only once the last chunk and the commit are in.
 	l.mu.Lock() // push all before the lane looks
 	for i := 1; i <= 10; i++ {
-		ls.tracker.add(rec)
+		ls.cfg.Tracker.Add(rec)
 		l.queue = append(l.queue, resultItem(r, i, done(functions.Result{Text: "x"}, nil), rec, state.Position{Commit: 100, Ord: int64(i) << eventBits}))
 	}
 	l.mu.Unlock()
@@ -191,7 +202,7 @@ func TestLaneChunksByMaxOps(t *testing.T) {
 		t.Fatalf("acked %v before the transaction's commit was read", acks)
 	}
 	mu.Unlock()
-	ls.tracker.seal(rec, 101)
+	ls.cfg.Tracker.Seal(rec, 101)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(acks) != 1 || acks[0] != 101 {
@@ -201,27 +212,27 @@ func TestLaneChunksByMaxOps(t *testing.T) {
 
 func TestTrackerConfirmsWhatEveryLaneMadeDurable(t *testing.T) {
 	var acks []replication.LSN
-	tr := newTracker(func(l replication.LSN) { acks = append(acks, l) })
-	a, b, c := tr.begin(time.Time{}), tr.begin(time.Time{}), tr.begin(time.Time{})
-	tr.add(a) // lane 1
-	tr.add(a) // lane 2
-	tr.add(b) // lane 2
-	tr.seal(a, 10)
-	tr.seal(b, 20)
-	tr.seal(c, 30) // no items: done at once, but behind a and b
+	tr := track.New(func(l replication.LSN) { acks = append(acks, l) })
+	a, b, c := tr.Begin(time.Time{}), tr.Begin(time.Time{}), tr.Begin(time.Time{})
+	tr.Add(a) // lane 1
+	tr.Add(a) // lane 2
+	tr.Add(b) // lane 2
+	tr.Seal(a, 10)
+	tr.Seal(b, 20)
+	tr.Seal(c, 30) // no items: done at once, but behind a and b
 	if len(acks) != 0 {
 		t.Fatalf("acked %v while every transaction has an item pending", acks)
 	}
-	tr.done(b, 1) // lane 2 is ahead of lane 1 ...
+	tr.Done(b, 1) // lane 2 is ahead of lane 1 ...
 	if len(acks) != 0 {
 		t.Fatalf("acked %v past a transaction that lane 1 has not written", acks)
 	}
-	tr.done(a, 1)
-	tr.done(a, 1) // ... until lane 1 writes a
+	tr.Done(a, 1)
+	tr.Done(a, 1) // ... until lane 1 writes a
 	if len(acks) != 1 || acks[0] != 30 {
 		t.Fatalf("acks %v, want [30]", acks)
 	}
-	if lsn, _, n := tr.state(); lsn != 30 || n != 0 {
+	if lsn, _, n := tr.State(); lsn != 30 || n != 0 {
 		t.Fatalf("state %s with %d pending, want 30 with 0", lsn, n)
 	}
 }
@@ -231,8 +242,8 @@ func TestBatchResultOps(t *testing.T) {
 	embed3 := testRule(t, functions.Embed, 3)
 	tests := []struct {
 		name       string
-		rule       *Rule
-		call       *call
+		rule       *rules.Rule
+		call       *work.Call
 		wantValue  any
 		wantReason string
 	}{
@@ -247,7 +258,7 @@ func TestBatchResultOps(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var b batch
-			b.add(&item{kind: itemResult, rule: tc.rule, target: tc.rule.Target, key: []any{1}, keyJSON: []byte(`{"id": 1}`), call: tc.call})
+			b.add(&work.Item{Kind: work.Result, Rule: tc.rule, Dest: work.Dest{Target: tc.rule.Target}, Row: work.Row{Key: []any{1}, JSON: []byte(`{"id": 1}`)}, Call: tc.call})
 			ops := b.ops
 			if tc.wantReason == "-" {
 				if len(ops) != 0 {
@@ -302,18 +313,17 @@ func TestLaneMoveWaitsForItsResults(t *testing.T) {
 	var acks []replication.LSN
 	var mu sync.Mutex
 	ls := testLanes(t, w, 100, &acks, &mu)
-	rec := ls.tracker.begin(time.Time{})
-	slow := &call{done: make(chan struct{})}
-	move := item{kind: itemMove, target: r.Target, key: []any{2}, keyJSON: []byte(`{"id": 2}`), oldKey: []any{1},
-		oldKeyJSON: []byte(`{"id": 1}`), rec: rec, pos: state.Position{Commit: 10, Ord: 1 << eventBits}, waits: []*call{slow}}
+	rec := ls.cfg.Tracker.Begin(time.Time{})
+	slow := work.NewCall(0, nil)
+	move := work.Item{Kind: work.Move, Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{2}, JSON: []byte(`{"id": 2}`)}, Old: work.Row{Key: []any{1}, JSON: []byte(`{"id": 1}`)}, Txn: rec, Pos: state.Position{Commit: 10, Ord: 1 << eventBits}, Waits: []*work.Call{slow}}
 	l := ls.get(r.Target.Name())
-	ls.tracker.add(rec)
+	ls.cfg.Tracker.Add(rec)
 	l.push(move)
 	time.Sleep(30 * time.Millisecond)
 	if b, _ := w.written(); len(b) != 0 {
 		t.Fatalf("the Move was written before its row's call finished")
 	}
-	close(slow.done)
+	close(slow.Done)
 	waitFor(t, "the Move", func() bool { b, _ := w.written(); return len(b) == 1 })
 }
 
@@ -338,17 +348,17 @@ func TestLaneIsolatesARefusedResult(t *testing.T) {
 	var acks []replication.LSN
 	var mu sync.Mutex
 	ls := testLanes(t, nil, 100, &acks, &mu)
-	ls.newWriter = func(string) laneWriter { return w }
-	rec := ls.tracker.begin(time.Time{})
+	ls.cfg.NewWriter = func(string) Writer { return w }
+	rec := ls.cfg.Tracker.Begin(time.Time{})
 	l := ls.get(r.Target.Name())
 	l.mu.Lock()
 	for i, v := range []string{"ok1", "bad", "ok3"} {
-		ls.tracker.add(rec)
+		ls.cfg.Tracker.Add(rec)
 		l.queue = append(l.queue, resultItem(r, i+1, done(functions.Result{Text: v}, nil), rec, state.Position{Commit: 10, Ord: int64(i+1) << eventBits}))
 	}
 	l.mu.Unlock()
 	l.signal()
-	ls.tracker.seal(rec, 11)
+	ls.cfg.Tracker.Seal(rec, 11)
 	waitFor(t, "the three rows, one at a time", func() bool { b, _ := w.written(); return len(b) == 3 })
 	batches, _ := w.written()
 	var values []any
@@ -375,7 +385,7 @@ func TestLaneIsolatesARefusedResult(t *testing.T) {
 // lane, or without a linger, it is taken at once.
 func TestLaneLinger(t *testing.T) {
 	r := testRule(t, functions.Complete, 0)
-	rec := &txnRecord{}
+	rec := &track.Txn{}
 	ok := functions.Result{Text: "x"}
 	t0 := time.Unix(1700000000, 0)
 	cases := []struct {
@@ -398,12 +408,12 @@ func TestLaneLinger(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &lane{maxOps: 100, linger: tc.linger, wake: make(chan struct{}, 1), closed: tc.closed}
+			l := &lane{ls: &Lanes{cfg: Config{MaxOps: 100, Linger: tc.linger}}, wake: make(chan struct{}, 1), closed: tc.closed}
 			if tc.maxOps > 0 {
-				l.maxOps = tc.maxOps
+				l.ls.cfg.MaxOps = tc.maxOps
 			}
-			l.queue = []item{resultItem(r, 1, done(ok, nil), rec, state.Position{Commit: 1}), resultItem(r, 2, done(ok, nil), rec, state.Position{Commit: 2})}
-			behind := &call{done: make(chan struct{})}
+			l.queue = []work.Item{resultItem(r, 1, done(ok, nil), rec, state.Position{Commit: 1}), resultItem(r, 2, done(ok, nil), rec, state.Position{Commit: 2})}
+			behind := work.NewCall(0, nil)
 			if tc.pending {
 				l.queue = append(l.queue, resultItem(r, 3, behind, rec, state.Position{Commit: 3}))
 			}
@@ -416,12 +426,12 @@ func TestLaneLinger(t *testing.T) {
 			if len(items) != tc.want || hold != tc.hold {
 				t.Fatalf("took %d items, hold %s; want %d, %s", len(items), hold, tc.want, tc.hold)
 			}
-			if hold > 0 && wait != behind.done {
+			if hold > 0 && wait != behind.Done {
 				t.Fatal("a held prefix does not wait for the call behind it")
 			}
 			if hold > 0 { // the call behind ends: all three go together
-				behind.result = ok
-				close(behind.done)
+				behind.Result = ok
+				close(behind.Done)
 				if items, _, _, _ := l.take(t0.Add(tc.at + time.Millisecond)); len(items) != 3 {
 					t.Fatalf("after the call behind ended: took %d items, want 3", len(items))
 				}
@@ -436,11 +446,11 @@ func TestLaneLinger(t *testing.T) {
 // began long before.
 func TestLaneLingerAgain(t *testing.T) {
 	r := testRule(t, functions.Complete, 0)
-	rec := &txnRecord{}
+	rec := &track.Txn{}
 	ok := functions.Result{Text: "x"}
 	t0 := time.Unix(1700000000, 0)
-	l := &lane{maxOps: 100, linger: 20 * time.Millisecond, wake: make(chan struct{}, 1)}
-	l.queue = []item{resultItem(r, 1, done(ok, nil), rec, state.Position{Commit: 1}), resultItem(r, 2, &call{done: make(chan struct{})}, rec, state.Position{Commit: 2})}
+	l := &lane{ls: &Lanes{cfg: Config{MaxOps: 100, Linger: 20 * time.Millisecond}}, wake: make(chan struct{}, 1)}
+	l.queue = []work.Item{resultItem(r, 1, done(ok, nil), rec, state.Position{Commit: 1}), resultItem(r, 2, work.NewCall(0, nil), rec, state.Position{Commit: 2})}
 	if items, _, hold, _ := l.take(t0); len(items) != 0 || hold != 20*time.Millisecond {
 		t.Fatalf("first prefix: took %d items, hold %s", len(items), hold)
 	}
@@ -448,8 +458,8 @@ func TestLaneLingerAgain(t *testing.T) {
 		t.Fatalf("first prefix after the linger: took %d items, want 1", len(items))
 	}
 	// Row 2 is still in flight; row 3 is ready behind it, row 4 in flight.
-	close(l.queue[0].call.done)
-	l.queue = append(l.queue, resultItem(r, 3, done(ok, nil), rec, state.Position{Commit: 3}), resultItem(r, 4, &call{done: make(chan struct{})}, rec, state.Position{Commit: 4}))
+	close(l.queue[0].Call.Done)
+	l.queue = append(l.queue, resultItem(r, 3, done(ok, nil), rec, state.Position{Commit: 3}), resultItem(r, 4, work.NewCall(0, nil), rec, state.Position{Commit: 4}))
 	at := t0.Add(time.Second)
 	if items, _, hold, _ := l.take(at); len(items) != 0 || hold != 20*time.Millisecond {
 		t.Fatalf("second prefix: took %d items, hold %s; want it held for the whole linger", len(items), hold)
@@ -464,16 +474,16 @@ func TestLaneRunLingers(t *testing.T) {
 	var acks []replication.LSN
 	var mu sync.Mutex
 	ls := testLanes(t, w, 100, &acks, &mu)
-	ls.linger = 50 * time.Millisecond
-	ls.budget.acquire(context.Background(), 3*itemOverhead)
-	rec := ls.tracker.begin(time.Time{})
+	ls.cfg.Linger = 50 * time.Millisecond
+	ls.cfg.Budget.Acquire(context.Background(), 3*itemCost)
+	rec := ls.cfg.Tracker.Begin(time.Time{})
 	ok := functions.Result{Text: "x"}
 	l := ls.get(r.Target.Name())
 	start := time.Now()
-	never := &call{done: make(chan struct{})}
+	never := work.NewCall(0, nil)
 	l.mu.Lock() // both before the lane looks
-	for i, c := range []*call{done(ok, nil), never} {
-		ls.tracker.add(rec)
+	for i, c := range []*work.Call{done(ok, nil), never} {
+		ls.cfg.Tracker.Add(rec)
 		l.queue = append(l.queue, resultItem(r, i+1, c, rec, state.Position{Commit: 1, Ord: int64(i+1) << eventBits}))
 	}
 	l.mu.Unlock()
@@ -491,10 +501,10 @@ func TestLaneRunLingers(t *testing.T) {
 	}
 	// Item 3 comes while the call is still in flight (the lane waits on
 	// it, nothing ready ahead), then the call ends: both in one write.
-	ls.tracker.add(rec)
+	ls.cfg.Tracker.Add(rec)
 	l.push(resultItem(r, 3, done(ok, nil), rec, state.Position{Commit: 1, Ord: 3 << eventBits}))
-	never.result = ok
-	close(never.done)
+	never.Result = ok
+	close(never.Done)
 	select {
 	case <-w.wrote:
 	case <-time.After(5 * time.Second):
@@ -513,14 +523,14 @@ func TestLaneCloseEndsLinger(t *testing.T) {
 	var acks []replication.LSN
 	var mu sync.Mutex
 	ls := testLanes(t, w, 100, &acks, &mu)
-	ls.linger = 10 * time.Second
-	ls.budget.acquire(context.Background(), 2*itemOverhead)
-	rec := ls.tracker.begin(time.Time{})
+	ls.cfg.Linger = 10 * time.Second
+	ls.cfg.Budget.Acquire(context.Background(), 2*itemCost)
+	rec := ls.cfg.Tracker.Begin(time.Time{})
 	l := ls.get(r.Target.Name())
-	never := &call{done: make(chan struct{})}
+	never := work.NewCall(0, nil)
 	l.mu.Lock()
-	for i, c := range []*call{done(functions.Result{Text: "x"}, nil), never} {
-		ls.tracker.add(rec)
+	for i, c := range []*work.Call{done(functions.Result{Text: "x"}, nil), never} {
+		ls.cfg.Tracker.Add(rec)
 		l.queue = append(l.queue, resultItem(r, i+1, c, rec, state.Position{Commit: 1, Ord: int64(i+1) << eventBits}))
 	}
 	l.mu.Unlock()

@@ -1,4 +1,4 @@
-package bridge
+package rules
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// byteaOID is the type OID of bytea.
-const byteaOID = 17
+// ByteaOID is the type OID of bytea.
+const ByteaOID = 17
 
 // config is the content of pgimageai.rules and pgimageai.models, kept equal
 // to the source's as of the WAL position the engine has reached.
@@ -41,19 +41,22 @@ type Rule struct {
 	// every column): results and permanent failures are remembered per
 	// ModelKey, so a changed model asks again.
 	ModelKey string
-	// Budget is the model's daily cap (shared by every rule of the model).
-	Budget     Budget
+	// Cap is the model's daily cap (shared by every rule of the model).
+	Cap        DailyCap
 	Prompt     string
 	Target     *sink.Target
 	KeyColumns []sink.KeyColumn
 	// Template is set when the prompt names columns of the source row.
-	Template *template
+	Template *Template
 	// Fingerprint identifies what the rule computes (source, image column,
 	// function, model, prompt, target): a change means a new backfill.
 	Fingerprint string
-	// Batch is set when the model's backfills go through a batch API
-	// (batchapi.go).
-	Batch provider.BatchAPI
+}
+
+// DailyCap caps what a model may spend per UTC day (its max_calls_per_day
+// and max_tokens_per_day options); 0 is no cap.
+type DailyCap struct {
+	Calls, Tokens int64
 }
 
 // InvalidRule is an enabled rule that cannot run, and why.
@@ -67,7 +70,8 @@ type InvalidRule struct {
 // run without --group.
 const DefaultGroup = "default"
 
-func groupOrDefault(g string) string {
+// GroupOrDefault returns g, or DefaultGroup when g is "".
+func GroupOrDefault(g string) string {
 	if g == "" {
 		return DefaultGroup
 	}
@@ -149,16 +153,16 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("source table %s has no column %q (column names are exact case)", source, rr.ImageColumn)
-	case col.TypeOID != byteaOID:
+	case col.TypeOID != ByteaOID:
 		return nil, fmt.Errorf("image column %s.%s is %s, not bytea", source, pgx.Identifier{rr.ImageColumn}.Sanitize(), col.Type)
 	case len(source.PrimaryKey) == 0:
 		return nil, fmt.Errorf("source table %s has no primary key; add one so results can be keyed", source)
 	}
 	// The prompt is checked before the target is ensured, so that an invalid
 	// rule leaves no target table behind.
-	var tpl *template
+	var tpl *Template
 	if rr.Prompt != nil {
-		if tpl, err = parseTemplate(*rr.Prompt, source); err != nil {
+		if tpl, err = ParseTemplate(*rr.Prompt, source); err != nil {
 			return nil, err
 		}
 	}
@@ -169,7 +173,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	case structured(m.Options):
 		typ = sink.JSONResult
 	}
-	target, err := sink.Ensure(ctx, tgt, rr.TargetTable, source, rr.TargetColumn, typ, sameDatabase(src, tgt))
+	target, err := sink.Ensure(ctx, tgt, rr.TargetTable, source, rr.TargetColumn, typ, SameDatabase(src, tgt))
 	if err != nil {
 		return nil, err
 	}
@@ -179,11 +183,10 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	row, _ := json.Marshal(m)
 	sum := sha256.Sum256(row)
 	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target, Template: tpl,
-		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Budget: Budget{Calls: opts.MaxCallsPerDay, Tokens: opts.MaxTokensPerDay}}
+		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Cap: DailyCap{Calls: opts.MaxCallsPerDay, Tokens: opts.MaxTokensPerDay}}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}
-	r.Batch = batchAPIOf(p, fn)
 	for _, k := range source.PrimaryKey {
 		c, _ := source.Column(k)
 		r.KeyColumns = append(r.KeyColumns, sink.KeyColumn{Name: c.Name, TypeOID: c.TypeOID})
@@ -196,8 +199,8 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	return r, nil
 }
 
-// sameDatabase reports whether two connections reach the same database.
-func sameDatabase(a, b *pgx.Conn) bool {
+// SameDatabase reports whether two connections reach the same database.
+func SameDatabase(a, b *pgx.Conn) bool {
 	ca, cb := a.Config(), b.Config()
 	return ca.Host == cb.Host && ca.Port == cb.Port && ca.Database == cb.Database
 }

@@ -1,9 +1,11 @@
-package bridge
+package apply
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/sink"
@@ -26,26 +28,26 @@ func TestBatchRuns(t *testing.T) {
 	a, b := testRule(t, functions.Complete, 0), testRule(t, functions.Complete, 0)
 	a.Name, a.Target = "a", target("c")
 	b.Name, b.Target = "b", target("d")
-	result := func(r *Rule, id int, text string, err error) item {
+	result := func(r *rules.Rule, id int, text string, err error) work.Item {
 		res := functions.Result{Text: text}
 		if err != nil {
 			res = functions.Result{Null: true}
 		}
-		return item{kind: itemResult, rule: r, target: r.Target, key: []any{id}, keyJSON: []byte(fmt.Sprintf(`{"id": %d}`, id)), call: done(res, err)}
+		return work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{id}, JSON: []byte(fmt.Sprintf(`{"id": %d}`, id))}, Call: done(res, err)}
 	}
 	fail := &functions.Error{Reason: functions.ProviderError, Detail: "HTTP 400", ImageBytes: 5}
 	tests := []struct {
 		name  string
-		items []item
+		items []work.Item
 		want  string // the ops, in order
 	}{
-		{"a run of rows", []item{result(a, 1, "x", nil), result(a, 2, "y", nil), result(a, 3, "", fail)},
+		{"a run of rows", []work.Item{result(a, 1, "x", nil), result(a, 2, "y", nil), result(a, 3, "", fail)},
 			"Upserts(c:1,2,3) ResultInputs(a:1,2,3) Resolves(a:1,2) Error(a:3)"},
-		{"two rules, two columns, one run", []item{result(a, 1, "x", nil), result(b, 1, "y", nil), result(a, 2, "z", nil)},
+		{"two rules, two columns, one run", []work.Item{result(a, 1, "x", nil), result(b, 1, "y", nil), result(a, 2, "z", nil)},
 			"Upserts(c:1,2) Upserts(d:1) ResultInputs(a:1,2) ResultInputs(b:1) Resolves(a:1,2) Resolves(b:1)"},
-		{"a row again ends the run", []item{result(a, 1, "x", nil), result(a, 2, "y", nil), result(a, 1, "z", nil)},
+		{"a row again ends the run", []work.Item{result(a, 1, "x", nil), result(a, 2, "y", nil), result(a, 1, "z", nil)},
 			"Upserts(c:1,2) ResultInputs(a:1,2) Resolves(a:1,2) Upserts(c:1) ResultInputs(a:1) Resolves(a:1)"},
-		{"a delete ends the run", []item{result(a, 1, "x", nil), {kind: itemDelete, rule: a, target: a.Target, key: []any{2}, keyJSON: []byte(`{"id": 2}`)}, result(a, 2, "y", nil)},
+		{"a delete ends the run", []work.Item{result(a, 1, "x", nil), {Kind: work.Delete, Rule: a, Dest: work.Dest{Target: a.Target}, Row: work.Row{Key: []any{2}, JSON: []byte(`{"id": 2}`)}}, result(a, 2, "y", nil)},
 			"Upserts(c:1) ResultInputs(a:1) Resolves(a:1) Delete ForgetRow Upserts(c:2) ResultInputs(a:2) Resolves(a:2)"},
 	}
 	for _, tt := range tests {

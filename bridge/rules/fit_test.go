@@ -1,4 +1,4 @@
-package bridge
+package rules
 
 import (
 	"strings"
@@ -21,25 +21,25 @@ func TestFitSchemaChanges(t *testing.T) {
 		ident   byte
 		misfits map[string]string // rule → substring of why
 	}{
-		{"fits", []replication.Column{col("id", int4, true), col("img", byteaOID, false), col("other", byteaOID, false)}, 'd', nil},
-		{"column added", []replication.Column{col("id", int4, true), col("img", byteaOID, false), col("other", byteaOID, false), col("x", text, false)}, 'd', nil},
-		{"key widened", []replication.Column{col("id", int8, true), col("img", byteaOID, false), col("other", byteaOID, false)}, 'd', nil},
-		{"replica identity full", []replication.Column{col("id", int4, true), col("img", byteaOID, true), col("other", byteaOID, true)}, 'f', nil},
-		{"image renamed", []replication.Column{col("id", int4, true), col("photo", byteaOID, false), col("other", byteaOID, false)}, 'd',
+		{"fits", []replication.Column{col("id", int4, true), col("img", ByteaOID, false), col("other", ByteaOID, false)}, 'd', nil},
+		{"column added", []replication.Column{col("id", int4, true), col("img", ByteaOID, false), col("other", ByteaOID, false), col("x", text, false)}, 'd', nil},
+		{"key widened", []replication.Column{col("id", int8, true), col("img", ByteaOID, false), col("other", ByteaOID, false)}, 'd', nil},
+		{"replica identity full", []replication.Column{col("id", int4, true), col("img", ByteaOID, true), col("other", ByteaOID, true)}, 'f', nil},
+		{"image renamed", []replication.Column{col("id", int4, true), col("photo", ByteaOID, false), col("other", ByteaOID, false)}, 'd',
 			map[string]string{"a": `no longer has image column "img"`}},
-		{"image retyped", []replication.Column{col("id", int4, true), col("img", text, false), col("other", byteaOID, false)}, 'd',
+		{"image retyped", []replication.Column{col("id", int4, true), col("img", text, false), col("other", ByteaOID, false)}, 'd',
 			map[string]string{"a": "no longer bytea"}},
-		{"key column dropped", []replication.Column{col("img", byteaOID, false), col("other", byteaOID, false)}, 'd',
+		{"key column dropped", []replication.Column{col("img", ByteaOID, false), col("other", ByteaOID, false)}, 'd',
 			map[string]string{"a": `primary key column "id" is gone`, "b": `primary key column "id" is gone`}},
-		{"key changed", []replication.Column{col("id", int4, true), col("img", byteaOID, false), col("other", byteaOID, false), col("k2", int4, true)}, 'd',
+		{"key changed", []replication.Column{col("id", int4, true), col("img", ByteaOID, false), col("other", ByteaOID, false), col("k2", int4, true)}, 'd',
 			map[string]string{"a": "primary key is no longer (id)", "b": "primary key is no longer (id)"}},
-		{"key moved to another column", []replication.Column{col("id", int4, false), col("img", byteaOID, false), col("other", byteaOID, false), col("k2", int4, true)}, 'd',
+		{"key moved to another column", []replication.Column{col("id", int4, false), col("img", ByteaOID, false), col("other", ByteaOID, false), col("k2", int4, true)}, 'd',
 			map[string]string{"a": "primary key is no longer", "b": "primary key is no longer"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rel := &replication.Relation{OID: 1, Namespace: "public", Name: "d", ReplicaIdentity: tc.ident, Columns: tc.cols}
-			got, misfits := fit(rel, rules)
+			got, misfits := Fit(rel, rules)
 			if len(misfits) != len(tc.misfits) {
 				t.Fatalf("misfits %v, want %v", misfits, tc.misfits)
 			}
@@ -48,7 +48,7 @@ func TestFitSchemaChanges(t *testing.T) {
 					t.Errorf("rule %s: %q, want it to say %q", rule, misfits[rule], want)
 				}
 			}
-			if len(tc.misfits) == 0 && (len(got.key) != 1 || got.key[0] != 0 || got.image["img"] != 1 || got.image["other"] != 2) {
+			if len(tc.misfits) == 0 && (len(got.Key) != 1 || got.Key[0] != 0 || got.Image["img"] != 1 || got.Image["other"] != 2) {
 				t.Errorf("positions %+v", got)
 			}
 		})

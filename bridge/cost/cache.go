@@ -1,52 +1,33 @@
-package bridge
+package cost
 
 import (
 	"container/list"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"sync"
 
+	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 )
 
-// cacheKey identifies identical work: the same function, model, prompt and
-// image bytes.
-type cacheKey [sha256.Size]byte
-
-func keyOf(fn functions.Name, model, prompt string, img []byte) cacheKey {
-	h := sha256.New()
-	for _, s := range []string{string(fn), model, prompt} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	h.Write(img)
-	var k cacheKey
-	h.Sum(k[:0])
-	return k
-}
-
-// cache remembers results (an LRU bounded by entries and by bytes) and
+// Cache remembers results (an LRU bounded by entries and by bytes) and
 // collapses identical calls in flight into one (single flight), so the same
 // (function, model, prompt, image) costs one provider call. Permanent
 // failures (functions.Permanent) are remembered too, so that a row whose
 // answer was unusable is not paid for again; transient ones are not: a later
 // identical call tries again. It is safe for concurrent use.
-type cache struct {
+type Cache struct {
 	mu       sync.Mutex
 	max      int
 	maxBytes int64
 	bytes    int64
 	lru      *list.List // of *entry, most recent first
-	entries  map[cacheKey]*list.Element
-	inflight map[cacheKey]*flight
+	entries  map[work.Key]*list.Element
+	inflight map[work.Key]*flight
 	hits     int64
 }
 
 type entry struct {
-	key    cacheKey
+	key    work.Key
 	result functions.Result
 	err    error // a permanent failure
 	size   int64
@@ -70,13 +51,15 @@ type flight struct {
 	err    error
 }
 
-func newCache(maxEntries int, maxBytes int64) *cache {
-	return &cache{max: maxEntries, maxBytes: maxBytes, lru: list.New(), entries: map[cacheKey]*list.Element{}, inflight: map[cacheKey]*flight{}}
+// NewCache returns a cache of at most maxEntries results and maxBytes bytes;
+// maxEntries 0 remembers nothing (identical calls in flight still collapse).
+func NewCache(maxEntries int, maxBytes int64) *Cache {
+	return &Cache{max: maxEntries, maxBytes: maxBytes, lru: list.New(), entries: map[work.Key]*list.Element{}, inflight: map[work.Key]*flight{}}
 }
 
-// do returns the cached result for k, waits for an identical call in flight,
+// Do returns the cached result for k, waits for an identical call in flight,
 // or runs call and caches its success. hit reports whether no call was made.
-func (c *cache) do(ctx context.Context, k cacheKey, call func() (functions.Result, error)) (r functions.Result, hit bool, err error) {
+func (c *Cache) Do(ctx context.Context, k work.Key, call func() (functions.Result, error)) (r functions.Result, hit bool, err error) {
 	c.mu.Lock()
 	if el, ok := c.entries[k]; ok {
 		c.lru.MoveToFront(el)
@@ -112,7 +95,7 @@ func (c *cache) do(ctx context.Context, k cacheKey, call func() (functions.Resul
 }
 
 // put remembers a result or a permanent failure. c.mu is held.
-func (c *cache) put(k cacheKey, r functions.Result, err error) {
+func (c *Cache) put(k work.Key, r functions.Result, err error) {
 	size := sizeOf(r, err)
 	if c.max <= 0 || size > c.maxBytes {
 		return
@@ -130,9 +113,9 @@ func (c *cache) put(k cacheKey, r functions.Result, err error) {
 	}
 }
 
-// fail remembers a permanent failure read back from the errors table, so
+// Fail remembers a permanent failure read back from the errors table, so
 // that it is not paid for again after a restart.
-func (c *cache) fail(k cacheKey, err error) {
+func (c *Cache) Fail(k work.Key, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.entries[k]; !ok {
@@ -140,9 +123,9 @@ func (c *cache) fail(k cacheKey, err error) {
 	}
 }
 
-// forget drops what the cache remembers for k: `pgimageai retry` asks for
+// Forget drops what the cache remembers for k: `pgimageai retry` asks for
 // the call again.
-func (c *cache) forget(k cacheKey) {
+func (c *Cache) Forget(k work.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.entries[k]; ok {
@@ -152,8 +135,8 @@ func (c *cache) forget(k cacheKey) {
 	}
 }
 
-// stats returns the number of hits so far and the entries held.
-func (c *cache) stats() (hits int64, size int) {
+// Stats returns the number of hits so far and the entries held.
+func (c *Cache) Stats() (hits int64, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.hits, c.lru.Len()

@@ -1,4 +1,4 @@
-package bridge
+package apply
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pgimageai/pgimageai/bridge/leader"
+	"github.com/pgimageai/pgimageai/bridge/track"
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
@@ -19,21 +21,27 @@ import (
 // re-read of transactions whose items the lanes then skip.
 const checkpointInterval = time.Second
 
-// checkpointer stores the slot's confirmed LSN (what every lane has made
+// Checkpointer stores the slot's confirmed LSN (what every lane has made
 // durable) in pgimageai.checkpoints, at most once per interval and once more
 // when it stops. It runs on its own goroutine with its own writer.
-type checkpointer struct {
+type Checkpointer struct {
 	w       *sink.Writer
-	tracker *tracker
+	tracker *track.Tracker
 	log     *slog.Logger
 	stored  replication.LSN
 }
 
-// run stores the checkpoint whenever it moved, at most once per interval,
+// NewCheckpointer returns the checkpointer of what tracker confirms,
+// storing through w; stored is the checkpoint stored already.
+func NewCheckpointer(w *sink.Writer, tracker *track.Tracker, log *slog.Logger, stored replication.LSN) *Checkpointer {
+	return &Checkpointer{w: w, tracker: tracker, log: log, stored: stored}
+}
+
+// Run stores the checkpoint whenever it moved, at most once per interval,
 // until ctx ends, then stores it a last time. A store behind another
-// instance's is ErrLeadershipLost; other failures are logged and tried
+// instance's is leader.ErrLeadershipLost; other failures are logged and tried
 // again.
-func (c *checkpointer) run(ctx context.Context) error {
+func (c *Checkpointer) Run(ctx context.Context) error {
 	var last time.Time
 	// retry brings a failed store back after an interval, even if the
 	// slot's position does not move again.
@@ -43,17 +51,14 @@ func (c *checkpointer) run(ctx context.Context) error {
 	for {
 		select {
 		case <-retry.C:
-			select {
-			case c.tracker.moved <- struct{}{}:
-			default:
-			}
-		case <-c.tracker.moved:
+			c.tracker.Poke()
+		case <-c.tracker.Moved():
 			if backoff.Wait(ctx, time.Until(last.Add(checkpointInterval))) != nil {
 				continue // stores below
 			}
 			last = time.Now()
 			if err := c.store(ctx); err != nil {
-				if errors.Is(err, ErrLeadershipLost) {
+				if errors.Is(err, leader.ErrLeadershipLost) {
 					return err
 				}
 				if ctx.Err() == nil {
@@ -71,13 +76,13 @@ func (c *checkpointer) run(ctx context.Context) error {
 // last one broke, for up to 10 s. A failure is logged, not returned: every
 // lane's own checkpoint is stored already, so a restart only reads again
 // what the lanes then skip.
-func (c *checkpointer) final(ctx context.Context) error {
+func (c *Checkpointer) final(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 	for {
 		err := c.store(ctx)
-		if err == nil || errors.Is(err, ErrLeadershipLost) {
+		if err == nil || errors.Is(err, leader.ErrLeadershipLost) {
 			return err
 		}
 		if bo.Sleep(ctx) != nil {
@@ -87,14 +92,14 @@ func (c *checkpointer) final(ctx context.Context) error {
 	}
 }
 
-func (c *checkpointer) store(ctx context.Context) error {
-	lsn, _, _ := c.tracker.state()
+func (c *Checkpointer) store(ctx context.Context) error {
+	lsn, _, _ := c.tracker.State()
 	if lsn <= c.stored {
 		return nil
 	}
 	if err := c.w.StoreCheckpoint(ctx, lsn); err != nil {
 		if errors.Is(err, state.ErrFenced) {
-			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+			return fmt.Errorf("%w: %w", leader.ErrLeadershipLost, err)
 		}
 		return err
 	}

@@ -1,4 +1,8 @@
-package bridge
+// Package leader holds the slot's leader lock: two `pgimageai run` on the
+// same slot must not both stream and write. The bridge takes the lock before
+// it leads and watches it while it does; it depends on nothing of the
+// bridge.
+package leader
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgimageai/pgimageai/internal/reconn"
 )
 
 // ErrLeadershipLost reports that another pgimageai took the slot's leader
@@ -36,24 +41,36 @@ FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted AND l.classid = hashtext('pgimageai.leader')::oid AND l.objid = hashtext($1)::oid AND l.objsubid = 2`
 )
 
-// leader holds the leader lock of one slot. acquire and watch run on one
-// goroutine at a time; held is safe for concurrent use.
-type leader struct {
-	dsn, slot string
-	log       *slog.Logger
-	poll      time.Duration // standby poll and lock check interval
-	conn      *pgx.Conn     // the session holding the lock; nil when none
-	pid       uint32        // its backend PID, to recognise our own stale session
-	held      atomic.Bool
+// Lock holds the leader lock of one slot. Acquire, Watch and Release run
+// on one goroutine at a time; Held and Standby are safe for concurrent use.
+type Lock struct {
+	slot string
+	log  *slog.Logger
+	poll time.Duration // standby poll and lock check interval
+	conn *reconn.Conn  // the session holding the lock
+	pid  uint32        // its backend PID, to recognise our own stale session
+	held atomic.Bool
 	// standby: waiting for the lock with a working connection to the source
 	// (another instance holds it); what /readyz calls a ready standby.
 	standby atomic.Bool
 }
 
-// acquire takes the lock, waiting as a standby while another instance holds
+// New returns the lock of slot on the source dsn, checked every poll.
+func New(dsn, slot string, log *slog.Logger, poll time.Duration) *Lock {
+	return &Lock{slot: slot, log: log, poll: poll, conn: reconn.New("source for the leader lock", dsn, nil)}
+}
+
+// Held reports whether this instance holds the lock.
+func (l *Lock) Held() bool { return l.held.Load() }
+
+// Standby reports whether this instance waits for the lock with a working
+// connection to the source (another instance holds it).
+func (l *Lock) Standby() bool { return l.standby.Load() }
+
+// Acquire takes the lock, waiting as a standby while another instance holds
 // it, until ctx ends. The first connection error is returned (a wrong DSN
 // must fail fast); later ones, while waiting, are logged and retried.
-func (l *leader) acquire(ctx context.Context) error {
+func (l *Lock) Acquire(ctx context.Context) error {
 	waiting, unreachable := false, false
 	for first := true; ; first = false {
 		if !first {
@@ -94,13 +111,13 @@ func (l *leader) acquire(ctx context.Context) error {
 // try connects if needed and tries the lock once. When the lock is held by
 // our own previous session (a connection we gave up for dead but the server
 // has not noticed yet), that session is terminated first.
-func (l *leader) try(ctx context.Context) (bool, error) {
-	if l.conn == nil || l.conn.IsClosed() {
-		conn, err := pgx.Connect(ctx, l.dsn)
-		if err != nil {
-			return false, fmt.Errorf("connect to source for the leader lock: %w", err)
+func (l *Lock) try(ctx context.Context) (bool, error) {
+	conn := l.conn.Current()
+	if conn == nil {
+		var err error
+		if conn, err = l.conn.Get(ctx); err != nil {
+			return false, err
 		}
-		l.conn = conn
 		old := l.pid
 		l.pid = conn.PgConn().PID()
 		if old != 0 {
@@ -111,7 +128,7 @@ AND classid = hashtext('pgimageai.leader')::oid AND objid = hashtext($2)::oid AN
 		}
 	}
 	var ok bool
-	if err := l.conn.QueryRow(ctx, leaderLockSQL, l.slot).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, leaderLockSQL, l.slot).Scan(&ok); err != nil {
 		l.drop()
 		return false, fmt.Errorf("take the leader lock of slot %s: %w", l.slot, err)
 	}
@@ -120,32 +137,33 @@ AND classid = hashtext('pgimageai.leader')::oid AND objid = hashtext($2)::oid AN
 }
 
 // owner describes the session holding the lock, for the standby's log.
-func (l *leader) owner(ctx context.Context) string {
-	if l.conn == nil {
+func (l *Lock) owner(ctx context.Context) string {
+	conn := l.conn.Current()
+	if conn == nil {
 		return "unknown"
 	}
-	info, found, err := Leader(ctx, l.conn, l.slot)
+	info, found, err := Owner(ctx, conn, l.slot)
 	if err != nil || !found {
 		return "unknown"
 	}
 	return info.String()
 }
 
-// LeaderInfo describes the session that holds a slot's leader lock: the
+// Info describes the session that holds a slot's leader lock: the
 // `pgimageai run` that streams it.
-type LeaderInfo struct {
+type Info struct {
 	PID         int32  // backend PID of the lock's session
 	Application string // its application_name
 	Client      string // its client address, "local" for a Unix socket
 }
 
-func (i LeaderInfo) String() string {
+func (i Info) String() string {
 	return fmt.Sprintf("pid %d, application %q, client %s", i.PID, i.Application, i.Client)
 }
 
-// Leader returns the session holding slot's leader lock on conn's database;
+// Owner returns the session holding slot's leader lock on conn's database;
 // found is false when no pgimageai run holds it.
-func Leader(ctx context.Context, conn *pgx.Conn, slot string) (info LeaderInfo, found bool, err error) {
+func Owner(ctx context.Context, conn *pgx.Conn, slot string) (info Info, found bool, err error) {
 	err = conn.QueryRow(ctx, leaderOwnerSQL, slot).Scan(&info.PID, &info.Application, &info.Client)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return info, false, nil
@@ -156,10 +174,10 @@ func Leader(ctx context.Context, conn *pgx.Conn, slot string) (info LeaderInfo, 
 	return info, true, nil
 }
 
-// watch checks the lock every poll until ctx ends. A lost connection is
+// Watch checks the lock every poll until ctx ends. A lost connection is
 // re-established and the lock taken again; when another instance got it
 // meanwhile, watch sends ErrLeadershipLost on lost and returns.
-func (l *leader) watch(ctx context.Context, lost chan<- error) {
+func (l *Lock) Watch(ctx context.Context, lost chan<- error) {
 	t := time.NewTicker(l.poll)
 	defer t.Stop()
 	unreachable := false
@@ -198,14 +216,15 @@ func (l *leader) watch(ctx context.Context, lost chan<- error) {
 }
 
 // check reports whether the lock session is alive and still holds the lock.
-func (l *leader) check(ctx context.Context) bool {
-	if l.conn == nil || l.conn.IsClosed() {
+func (l *Lock) check(ctx context.Context) bool {
+	conn := l.conn.Current()
+	if conn == nil {
 		return false
 	}
 	cctx, cancel := context.WithTimeout(ctx, max(l.poll, 5*time.Second))
 	defer cancel()
 	var ok bool
-	if err := l.conn.QueryRow(cctx, leaderHeldSQL, l.slot).Scan(&ok); err != nil {
+	if err := conn.QueryRow(cctx, leaderHeldSQL, l.slot).Scan(&ok); err != nil {
 		l.drop()
 		return false
 	}
@@ -213,17 +232,14 @@ func (l *leader) check(ctx context.Context) bool {
 }
 
 // drop closes the lock session; the server releases the lock when it notices.
-func (l *leader) drop() {
-	if l.conn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = l.conn.Close(ctx)
-		l.conn = nil
-	}
+func (l *Lock) drop() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	l.conn.Drop(ctx)
 }
 
-// release closes the session, which releases its advisory locks.
-func (l *leader) release() {
+// Release closes the session, which releases its advisory locks.
+func (l *Lock) Release() {
 	l.held.Store(false)
 	l.drop()
 }

@@ -1,14 +1,14 @@
-package bridge
+package apply
 
 import (
 	"sync"
 	"time"
 )
 
-// ownXacts holds the IDs of the bridge's own write-back transactions that
+// Own holds the IDs of the bridge's own write-back transactions that
 // the stream has not shown yet. Lanes add them (before the commit), the
 // engine takes them at their Begin. It is safe for concurrent use.
-type ownXacts struct {
+type Own struct {
 	mu sync.Mutex
 	m  map[uint32]time.Time
 }
@@ -17,16 +17,17 @@ type ownXacts struct {
 // (it rolled back): long enough for any backlog of the stream.
 const ownForget = 24 * time.Hour
 
-func newOwnXacts(xids []uint32) *ownXacts {
-	o := &ownXacts{m: map[uint32]time.Time{}}
+// NewOwn returns the IDs xids, stored by earlier runs (state.OwnXacts).
+func NewOwn(xids []uint32) *Own {
+	o := &Own{m: map[uint32]time.Time{}}
 	for _, x := range xids {
 		o.m[x] = time.Now()
 	}
 	return o
 }
 
-// add records the ID of an own transaction.
-func (o *ownXacts) add(xid uint32) {
+// Add records the ID of an own transaction.
+func (o *Own) Add(xid uint32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := time.Now()
@@ -40,8 +41,8 @@ func (o *ownXacts) add(xid uint32) {
 	o.m[xid] = now
 }
 
-// take reports whether xid is an own transaction, and forgets it.
-func (o *ownXacts) take(xid uint32) bool {
+// Take reports whether xid is an own transaction, and forgets it.
+func (o *Own) Take(xid uint32) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	_, ok := o.m[xid]

@@ -1,0 +1,13 @@
+// Package apply writes what the engine decided: each target table has a
+// lane that applies its items in source order, as their calls finish, in
+// target transactions of up to MaxOps items, each with the lane's
+// checkpoint (package sink runs the transaction). It turns items into sink
+// ops (batch.go), counts the items waiting per row (rows.go, for the
+// engine's never-pay-twice decisions), releases the byte budget once items
+// are written, tells the tracker what is durable, and stores the slot's
+// checkpoint (checkpoint.go). It knows the bridge's own write-back
+// transactions (own.go), so that the engine skips them in the WAL.
+//
+// It sits below bridge/engine, which pushes items; it calls down into
+// bridge/cost (the budget), bridge/track, sink and state only.
+package apply

@@ -1,0 +1,52 @@
+package rules
+
+import "github.com/pgimageai/pgimageai/replication"
+
+// Set is the valid rules as of one WAL position: built whole by Live at the
+// commit that changes the configuration, then swapped in by the engine and
+// never changed (lanes read it from their goroutines). It also caches, per
+// *replication.Relation, where the key and image columns of its rules are;
+// that cache is the engine goroutine's alone.
+type Set struct {
+	bySource map[uint32][]*Rule // by source table OID, in rule name order
+	byTarget map[string][]*Rule // by target table (lane)
+	byName   map[string]*Rule
+
+	// rels is filled lazily by the engine's goroutine only; a new set
+	// starts empty, so positions are computed again for the new rules.
+	rels map[*replication.Relation]*Relation
+}
+
+// NewSet indexes valid.
+func NewSet(valid []*Rule) *Set {
+	s := &Set{bySource: map[uint32][]*Rule{}, byTarget: map[string][]*Rule{}, byName: map[string]*Rule{},
+		rels: map[*replication.Relation]*Relation{}}
+	for _, r := range valid {
+		s.bySource[r.Source.OID] = append(s.bySource[r.Source.OID], r)
+		s.byTarget[r.Target.Name()] = append(s.byTarget[r.Target.Name()], r)
+		s.byName[r.Name] = r
+	}
+	return s
+}
+
+// ForSource returns the rules of source table oid, in rule name order.
+func (s *Set) ForSource(oid uint32) []*Rule { return s.bySource[oid] }
+
+// ForTarget returns the rules that write target table (lane) name.
+func (s *Set) ForTarget(name string) []*Rule { return s.byTarget[name] }
+
+// Named returns the rule called name, nil when it is not valid.
+func (s *Set) Named(name string) *Rule { return s.byName[name] }
+
+// Len is how many rules the set holds.
+func (s *Set) Len() int { return len(s.byName) }
+
+// Relation returns where r holds the columns of the set's rules, computed
+// once per Relation by the engine's goroutine; ok is false before.
+func (s *Set) Relation(r *replication.Relation) (rel *Relation, ok bool) {
+	rel, ok = s.rels[r]
+	return rel, ok
+}
+
+// Remember caches rel as r's positions (see Relation).
+func (s *Set) Remember(r *replication.Relation, rel *Relation) { s.rels[r] = rel }

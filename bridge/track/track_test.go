@@ -1,0 +1,60 @@
+package track
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/replication"
+)
+
+// TestTrackerConfirmsContiguous: the slot moves only past transactions whose
+// items are all durable and that are sealed, in commit order.
+func TestTrackerConfirmsContiguous(t *testing.T) {
+	var acks []replication.LSN
+	tr := New(func(l replication.LSN) { acks = append(acks, l) })
+	a, b, c := tr.Begin(time.Unix(1, 0)), tr.Begin(time.Unix(2, 0)), tr.Begin(time.Unix(3, 0))
+	tr.Add(a)
+	tr.Add(b)
+	tr.Add(b)
+	tr.Seal(a, 10)
+	tr.Seal(b, 20)
+	tr.Seal(c, 30) // no items: complete once the ones before it are
+	if len(acks) != 0 {
+		t.Fatalf("acks before any item was done: %v", acks)
+	}
+	tr.Done(b, 2) // b is complete but a is not: nothing moves
+	if len(acks) != 0 {
+		t.Fatalf("acked past a pending transaction: %v", acks)
+	}
+	tr.Done(a, 1)
+	if len(acks) != 1 || acks[0] != 30 {
+		t.Fatalf("acks = %v, want [30]", acks)
+	}
+	lsn, at, open := tr.State()
+	if lsn != 30 || !at.Equal(time.Unix(3, 0)) || open != 0 {
+		t.Fatalf("State = %s %v %d", lsn, at, open)
+	}
+	select {
+	case <-tr.Moved():
+	default:
+		t.Fatal("Moved not signalled")
+	}
+}
+
+// TestTrackerAbandon: an abandoned transaction does not move the position
+// itself, but is passed by the next one.
+func TestTrackerAbandon(t *testing.T) {
+	tr := New(nil)
+	a := tr.Begin(time.Time{})
+	tr.Add(a)
+	tr.Abandon(a)
+	tr.Done(a, 1)
+	if lsn, _, _ := tr.State(); lsn != 0 {
+		t.Fatalf("abandoned transaction confirmed %s", lsn)
+	}
+	b := tr.Begin(time.Time{})
+	tr.Seal(b, 42)
+	if lsn, _, _ := tr.State(); lsn != 42 {
+		t.Fatalf("confirmed %s, want 0/2A", lsn)
+	}
+}

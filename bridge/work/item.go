@@ -1,0 +1,104 @@
+package work
+
+import (
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/track"
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// Kind is what an item does to the target.
+type Kind uint8
+
+const (
+	Result   Kind = iota + 1 // write a function result (or NULL) for a row
+	Move                     // re-key a target row
+	Delete                   // delete a target row
+	Truncate                 // empty a target table
+	Backfill                 // record a backfill page's progress
+	Resolve                  // resolve a row's open errors (its source row is gone)
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Result:
+		return "result"
+	case Move:
+		return "move"
+	case Delete:
+		return "delete"
+	case Truncate:
+		return "truncate"
+	case Backfill:
+		return "backfill"
+	case Resolve:
+		return "resolve"
+	}
+	return "invalid"
+}
+
+// Row is a source row's primary key, as values and as source_key JSON.
+type Row struct {
+	Key  []any
+	JSON []byte
+}
+
+// Dest is where an item goes: a target table (its lane), the rules that
+// write it (whose errors a delete resolves) and the source table.
+type Dest struct {
+	Target      *sink.Target
+	Rules       []string
+	SourceTable string
+}
+
+// Item is one effect of a source change on one target table (a lane), at a
+// position of the stream. The engine makes it; its lane writes it.
+type Item struct {
+	Kind     Kind
+	Rule     *rules.Rule // Result, Backfill, Resolve
+	Dest     Dest
+	Row      Row // the row's (new) key
+	Old      Row // Move: the old key
+	LSN      replication.LSN
+	Call     *Call                  // Result with a provider call; nil = a NULL image
+	Waits    []*Call                // Move: the calls it must not be written before
+	Progress state.BackfillProgress // Backfill
+
+	Pos  state.Position // where in the stream; a lane's checkpoint after writing it
+	Txn  *track.Txn     // its source transaction, for confirming the slot
+	Cost int64          // budget bytes held until the item is written
+}
+
+// Ready reports whether the item's call (if any) has finished.
+func (it *Item) Ready() bool { return it.NotReady() == nil }
+
+// NotReady returns a call the item waits for, or nil when it is ready.
+func (it *Item) NotReady() *Call {
+	if it.Call != nil && !it.Call.Ready() {
+		return it.Call
+	}
+	for _, c := range it.Waits {
+		if !c.Ready() {
+			return c
+		}
+	}
+	return nil
+}
+
+// Rows returns the rows an item touches: its key (and old key), or every
+// row (AllRows) for a truncate; none for bookkeeping items.
+func (it *Item) Rows() [][]byte {
+	switch it.Kind {
+	case Result, Delete:
+		return [][]byte{it.Row.JSON}
+	case Move:
+		return [][]byte{it.Row.JSON, it.Old.JSON}
+	case Truncate:
+		return [][]byte{[]byte(AllRows)}
+	}
+	return nil
+}
+
+// AllRows stands for every row of a lane (a truncate).
+const AllRows = "*"
