@@ -1,4 +1,4 @@
-package bridge
+package backfill
 
 import (
 	"bytes"
@@ -14,15 +14,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/backoff"
+	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
 
 // A backfill of a rule whose model has batch_api: true goes through the
-// provider's Batch API (issue 15: half the price), in three steps, each of
+// provider's Batch API (half the price), in three steps, each of
 // which a restart resumes where it stopped, from pgimageai.backfill_batches:
 //
 //  1. collect: read the rule's source rows in keyset pages, as a backfill
@@ -37,7 +40,7 @@ import (
 //  2. poll each batch until it is final, then download its output and error
 //     files into pgimageai.batch_answers: per row, the answer and the input
 //     it answers (the custom_id is the input digest and the row's key).
-//  3. apply: the ordinary backfill (backfill.go) over the same rows, with
+//  3. apply: the ordinary backfill (pages.go) over the same rows, with
 //     each page's answers attached. A row whose current input is the one
 //     answered gets the answer, without a call; any other row is what a
 //     backfill makes of it — a row changed since is left to the stream (the
@@ -48,41 +51,39 @@ import (
 //
 // Live changes never use the Batch API.
 
-// batchAPIOf returns p's batch API when the model asks for it and fn can use
-// it (AI_IMAGE_COMPLETE: the chat completions endpoint).
-func batchAPIOf(p provider.Provider, fn *functions.Function) provider.BatchAPI {
-	b, ok := p.(provider.BatchAPI)
-	if !ok || !b.BatchEnabled() || fn.Name() != functions.Complete {
-		return nil
-	}
-	return b
-}
-
 // batchAnswersPerSave is how many answers one transaction stores.
 const batchAnswersPerSave = 500
+
+// Reserver counts a model's calls against its daily cap (cost.Daily): a
+// batch request is a call when it goes into the file.
+type Reserver interface {
+	Reserve(model string, cap rules.DailyCap) error
+	Settle(model string, cap rules.DailyCap, answered bool, tokens int64)
+}
 
 // batchRun is the collect and poll steps of one rule's batch backfill. It
 // runs on the backfill worker's goroutine, with connections of its own.
 type batchRun struct {
 	log     *slog.Logger
-	r       *Rule
+	r       *rules.Rule
 	api     provider.BatchAPI
 	srcDSN  string
-	tgtDSN  string
-	budgets *budgets
-	tgt     *pgx.Conn
-	src     *sourcePages
+	budgets Reserver
+	tgt     *reconn.Conn
+	db      *pgx.Conn // tgt's connection, for one prepare
+	src     *Pages
 	// submitted: a batch of this backfill may exist at the provider (it
 	// has an ID, or its creation may have happened). From then on a
 	// refusal is no reason to call synchronously: that batch is paid for.
 	submitted bool
 }
 
-// batchBackfill runs r's backfill through its batch API: collect and poll,
-// retried with backoff until they succeed or ctx ends, then w applies the
-// answers page by page.
-func (e *engine) batchBackfill(ctx context.Context, w *backfillWorker, r *Rule, last, stop []byte) {
-	b := &batchRun{log: e.log, r: r, api: r.Batch, srcDSN: e.bf.srcDSN, tgtDSN: e.live.tgtDSN, budgets: e.budgets}
+// Batch runs r's backfill through its batch API (r.Fn.BatchAPI()): collect
+// and poll, retried with backoff until they succeed or ctx ends, then w
+// applies the answers page by page. budgets counts the requests against
+// the model's daily cap; nil counts nothing.
+func Batch(ctx context.Context, log *slog.Logger, w *Worker, r *rules.Rule, last, stop []byte, srcDSN, tgtDSN string, budgets Reserver) {
+	b := &batchRun{log: log, r: r, api: r.Fn.BatchAPI(), srcDSN: srcDSN, tgt: reconn.New("target", tgtDSN, nil), budgets: budgets}
 	defer b.close(context.WithoutCancel(ctx))
 	bo := backoff.Backoff{Min: time.Second, Max: time.Minute}
 	for {
@@ -98,19 +99,19 @@ func (e *engine) batchBackfill(ctx context.Context, w *backfillWorker, r *Rule, 
 			// The provider refuses for good (a key without access to the
 			// Batch API, say): the synchronous calls give each row its
 			// own outcome.
-			e.log.Error("the batch API refused the backfill; the rows it did not answer get synchronous calls", "rule", r.Name, "err", err)
+			log.Error("the batch API refused the backfill; the rows it did not answer get synchronous calls", "rule", r.Name, "err", err)
 			break
 		}
 		if batchRefused(err) {
-			e.log.Error("the batch API refused a request of a backfill whose batches it runs; retrying, not calling its rows again", "rule", r.Name, "err", err)
+			log.Error("the batch API refused a request of a backfill whose batches it runs; retrying, not calling its rows again", "rule", r.Name, "err", err)
 		} else {
-			e.log.Warn("backfill through the batch API failed; retrying", "rule", r.Name, "err", err)
+			log.Warn("backfill through the batch API failed; retrying", "rule", r.Name, "err", err)
 		}
 		_ = bo.Sleep(ctx)
 	}
 	b.close(ctx)
-	w.src = &answerPages{pageSource: w.src, dsn: e.live.tgtDSN}
-	w.work(ctx, r, last, stop) // its last page deletes the answers (state.BackfillProgress)
+	w.src = &answerPages{Source: w.src, conn: reconn.New("target", tgtDSN, nil)}
+	w.Work(ctx, r, last, stop) // its last page deletes the answers (state.BackfillProgress)
 }
 
 // batchRefused reports whether err is the provider's permanent refusal.
@@ -126,10 +127,7 @@ func notFound(err error) bool {
 }
 
 func (b *batchRun) close(ctx context.Context) {
-	if b.tgt != nil {
-		b.tgt.Close(ctx)
-		b.tgt = nil
-	}
+	b.tgt.Drop(ctx)
 	if b.src != nil {
 		b.src.close(ctx)
 		b.src = nil
@@ -140,11 +138,11 @@ func (b *batchRun) close(ctx context.Context) {
 // downloads every batch of the backfill.
 func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
 	var err error
-	if b.tgt, err = pgx.Connect(ctx, b.tgtDSN); err != nil {
-		return fmt.Errorf("connect to target: %w", err)
+	if b.db, err = b.tgt.Get(ctx); err != nil {
+		return err
 	}
-	b.src = &sourcePages{dsn: b.srcDSN}
-	batches, err := state.LoadBatches(ctx, b.tgt, b.r.Name)
+	b.src = NewPages(b.srcDSN, "")
+	batches, err := state.LoadBatches(ctx, b.db, b.r.Name)
 	if err != nil {
 		return err
 	}
@@ -155,7 +153,7 @@ func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
 	}
 	for _, bt := range batches {
 		if bt.Fingerprint != b.r.Fingerprint { // of an earlier backfill
-			if err := state.ForgetBatches(ctx, b.tgt, b.r.Name); err != nil {
+			if err := state.ForgetBatches(ctx, b.db, b.r.Name); err != nil {
 				return err
 			}
 			batches = nil
@@ -216,7 +214,7 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 	defer func() {
 		if !saved {
 			for range reserved {
-				b.budgets.settle(b.r.Model, b.r.Budget, false, 0)
+				b.budgets.Settle(b.r.Model, b.r.Cap, false, 0)
 			}
 		}
 	}()
@@ -238,7 +236,7 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 						break
 					}
 					b.log.Warn("batch: a request larger than batch_max_bytes; the row gets the synchronous call", "rule", b.r.Name, "bytes", n)
-				} else if b.budgets != nil && b.budgets.reserve(b.r.Model, b.r.Budget) != nil {
+				} else if b.budgets != nil && b.budgets.Reserve(b.r.Model, b.r.Cap) != nil {
 					// over the daily budget: no request
 				} else {
 					if b.budgets != nil {
@@ -258,9 +256,9 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 					size += n
 				}
 			}
-			cursor = row.keyJSON
+			cursor = row.KeyJSON
 		}
-		if !full && (len(rows) == 0 || (total < backfillPage && len(rows) == total)) {
+		if !full && (len(rows) == 0 || (total < PageRows && len(rows) == total)) {
 			bt.Final = true
 			break
 		}
@@ -275,7 +273,7 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 		}
 		bt.InputFileID, bt.Status = id, "uploaded"
 	}
-	if err := state.SaveBatch(ctx, b.tgt, bt); err != nil {
+	if err := state.SaveBatch(ctx, b.db, bt); err != nil {
 		return bt, err
 	}
 	saved = true
@@ -287,26 +285,26 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 // lines returns the batch request of each row that needs a call; nil for
 // the others. Rows whose stored result is of the same input are left to the
 // apply step, which makes no call for them.
-func (b *batchRun) lines(ctx context.Context, rows []pageRow) ([][]byte, error) {
+func (b *batchRun) lines(ctx context.Context, rows []Row) ([][]byte, error) {
 	out := make([][]byte, len(rows))
 	var keys []string
 	var idx []int
-	inputs := make([]cacheKey, len(rows))
+	inputs := make([]work.Key, len(rows))
 	for i, row := range rows {
-		if !row.valid || row.over {
+		if !row.Valid || row.Over {
 			continue
 		}
-		if _, err := b.r.Fn.Check(row.img); err != nil {
+		if _, err := b.r.Fn.Check(row.Img); err != nil {
 			continue
 		}
-		inputs[i] = keyOf(b.r.Fn.Name(), b.r.ModelKey, row.prompt, row.img)
-		keys = append(keys, string(row.keyJSON))
+		inputs[i] = work.KeyOf(b.r.Fn.Name(), b.r.ModelKey, row.Prompt, row.Img)
+		keys = append(keys, string(row.KeyJSON))
 		idx = append(idx, i)
 	}
 	if len(keys) == 0 {
 		return out, nil
 	}
-	stored, err := state.StoredInputs(ctx, b.tgt, b.r.Name, keys)
+	stored, err := state.StoredInputs(ctx, b.db, b.r.Name, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -315,8 +313,8 @@ func (b *batchRun) lines(ctx context.Context, rows []pageRow) ([][]byte, error) 
 		if bytes.Equal(stored[j], inputs[i][:]) {
 			continue
 		}
-		format, _ := magic.Detect(row.img)
-		line, err := b.api.BatchLine(customID(inputs[i], row.keyJSON), provider.Image{Data: row.img, MIME: format.MIME()}, row.prompt)
+		format, _ := magic.Detect(row.Img)
+		line, err := b.api.BatchLine(customID(inputs[i], row.KeyJSON), provider.Image{Data: row.Img, MIME: format.MIME()}, row.Prompt)
 		if err != nil {
 			b.log.Warn("batch: a row gets the synchronous call", "rule", b.r.Name, "err", err)
 			continue
@@ -329,7 +327,7 @@ func (b *batchRun) lines(ctx context.Context, rows []pageRow) ([][]byte, error) 
 var newline = []byte{'\n'}
 
 // customID names a row's request: the input digest and the row's key.
-func customID(input cacheKey, keyJSON []byte) string {
+func customID(input work.Key, keyJSON []byte) string {
 	return hex.EncodeToString(input[:]) + "/" + string(keyJSON)
 }
 
@@ -340,7 +338,7 @@ func parseCustomID(id string) (input, keyJSON []byte, ok bool) {
 		return nil, nil, false
 	}
 	input, err := hex.DecodeString(h)
-	if err != nil || len(input) != len(cacheKey{}) || !json.Valid([]byte(k)) {
+	if err != nil || len(input) != len(work.Key{}) || !json.Valid([]byte(k)) {
 		return nil, nil, false
 	}
 	return input, []byte(k), true
@@ -413,7 +411,7 @@ func (b *batchRun) submit(ctx context.Context, bt *state.BackfillBatch, fresh bo
 	}
 	b.submitted = true
 	b.record(bt, job)
-	if err := state.SaveBatch(ctx, b.tgt, *bt); err != nil {
+	if err := state.SaveBatch(ctx, b.db, *bt); err != nil {
 		return err
 	}
 	b.log.Info("batch submitted", "rule", b.r.Name, "seq", bt.Seq, "batch", bt.BatchID, "requests", bt.Requests)
@@ -439,7 +437,7 @@ func (b *batchRun) poll(ctx context.Context, bt *state.BackfillBatch) error {
 			// synchronous calls.
 			b.log.Warn("batch not found at the provider; its rows get synchronous calls", "rule", b.r.Name, "batch", bt.BatchID)
 			bt.Status = "not_found"
-			return state.SaveBatch(ctx, b.tgt, *bt)
+			return state.SaveBatch(ctx, b.db, *bt)
 		}
 		if err != nil {
 			if !provider.Retryable(err) {
@@ -450,7 +448,7 @@ func (b *batchRun) poll(ctx context.Context, bt *state.BackfillBatch) error {
 			changed := job.Status != bt.Status || job.Completed != bt.Completed || job.Failed != bt.Failed
 			b.record(bt, job)
 			if changed {
-				if err := state.SaveBatch(ctx, b.tgt, *bt); err != nil {
+				if err := state.SaveBatch(ctx, b.db, *bt); err != nil {
 					return err
 				}
 			}
@@ -478,7 +476,7 @@ func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error 
 		if len(buf) == 0 {
 			return nil
 		}
-		err := state.SaveAnswers(ctx, b.tgt, b.r.Name, buf)
+		err := state.SaveAnswers(ctx, b.db, b.r.Name, buf)
 		buf = buf[:0]
 		return err
 	}
@@ -526,7 +524,7 @@ func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error 
 		}
 	}
 	bt.Downloaded = true
-	if err := state.SaveBatch(ctx, b.tgt, *bt); err != nil {
+	if err := state.SaveBatch(ctx, b.db, *bt); err != nil {
 		return err
 	}
 	b.log.Info("batch answers stored", "rule", b.r.Name, "batch", bt.BatchID, "status", bt.Status,
@@ -534,43 +532,40 @@ func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error 
 	return nil
 }
 
-// answerPages is the pageSource of the apply step: the backfill's pages,
+// answerPages is the Source of the apply step: the backfill's pages,
 // each row with its batch answer.
 type answerPages struct {
-	pageSource
-	dsn  string
-	conn *pgx.Conn
+	Source
+	conn *reconn.Conn
 }
 
-func (a *answerPages) read(ctx context.Context, r *Rule, last, stop []byte) ([]pageRow, int, error) {
-	rows, total, err := a.pageSource.read(ctx, r, last, stop)
+func (a *answerPages) read(ctx context.Context, r *rules.Rule, last, stop []byte) ([]Row, int, error) {
+	rows, total, err := a.Source.read(ctx, r, last, stop)
 	if err != nil {
 		return nil, 0, err
 	}
 	var keys []string
 	var idx []int
 	for i, row := range rows {
-		if row.valid && !row.over {
-			keys = append(keys, string(row.keyJSON))
+		if row.Valid && !row.Over {
+			keys = append(keys, string(row.KeyJSON))
 			idx = append(idx, i)
 		}
 	}
 	if len(keys) == 0 {
 		return rows, total, nil
 	}
-	if a.conn == nil || a.conn.IsClosed() {
-		if a.conn, err = pgx.Connect(ctx, a.dsn); err != nil {
-			return nil, 0, fmt.Errorf("connect to target: %w", err)
-		}
-	}
-	answers, covered, err := state.LoadAnswers(ctx, a.conn, r.Name, keys, pageBytes)
-	if err != nil {
-		a.conn.Close(ctx)
-		a.conn = nil
+	var answers []*state.BatchAnswer
+	var covered int
+	if err := a.conn.Do(ctx, func(conn *pgx.Conn) error {
+		var err error
+		answers, covered, err = state.LoadAnswers(ctx, conn, r.Name, keys, PageBytes)
+		return err
+	}); err != nil {
 		return nil, 0, err
 	}
 	for j, i := range idx[:covered] {
-		rows[i].answer = answers[j]
+		rows[i].Answer = answers[j]
 	}
 	if covered < len(idx) {
 		// The answers held are bounded like a page's images: the page
@@ -582,55 +577,6 @@ func (a *answerPages) read(ctx context.Context, r *Rule, last, stop []byte) ([]p
 }
 
 func (a *answerPages) close(ctx context.Context) {
-	a.pageSource.close(ctx)
-	if a.conn != nil {
-		a.conn.Close(ctx)
-		a.conn = nil
-	}
-}
-
-// answeredCall returns the finished call of a backfill row whose batch
-// answer is for the row's current input, or nil: the row is then handled
-// like in any backfill. A row whose stored result already is of this input
-// (the page applied again after a crash) writes nothing, so usage is not
-// counted twice.
-func (e *engine) answeredCall(r *Rule, row pageRow, look *lookup) *call {
-	a := row.answer
-	if a == nil {
-		return nil
-	}
-	if _, err := r.Fn.Check(row.img); err != nil {
-		return nil
-	}
-	k := keyOf(r.Fn.Name(), r.ModelKey, row.prompt, row.img)
-	if !bytes.Equal(a.InputKey, k[:]) {
-		return nil // the row changed since it was asked about
-	}
-	c := &call{done: make(chan struct{}), size: len(row.img), head: magic.Head(row.img, 16), key: &k, held: callOverhead}
-	if a.Answer != nil {
-		c.result = functions.Result{Text: *a.Answer, Usage: provider.Usage{PromptTokens: a.PromptTokens, CompletionTokens: a.CompletionTokens}}
-		if e.budgets != nil { // the call was counted when it went into the batch; its tokens now
-			e.budgets.settle(r.Model, r.Budget, true, int64(a.PromptTokens+a.CompletionTokens))
-		}
-	} else {
-		c.result = functions.Result{Null: true}
-		kind := provider.Permanent
-		if a.Reason == string(functions.BadResponse) {
-			kind = provider.BadResponse
-		}
-		c.err = &functions.Error{Reason: functions.Reason(a.Reason), Detail: a.Detail, Status: a.Status,
-			ImageBytes: len(row.img), ImageHead: c.head, Err: &provider.Error{Kind: kind, Status: a.Status, Message: a.Detail}}
-	}
-	if e.lookups == nil || look == nil || a.Answer == nil {
-		close(c.done)
-		return c
-	}
-	e.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() { // as the calls' comparisons are
-		if e.lookups.same(e.callCtx, r, look, k[:]) {
-			c.unchanged, c.hit = true, true
-			c.result = functions.Result{Null: true}
-		}
-		close(c.done)
-	})
-	return c
+	a.Source.close(ctx)
+	a.conn.Drop(ctx)
 }

@@ -1,4 +1,4 @@
-package bridge
+package backfill
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/internal/backoff"
 )
 
@@ -36,7 +37,7 @@ func TestDescending(t *testing.T) {
 }
 
 // fakePages serves rows 1..n in pages of at most per rows (a byte cut when
-// per < backfillPage), failing the reads listed in fail once each.
+// per < PageRows), failing the reads listed in fail once each.
 type fakePages struct {
 	n, per int
 	fail   map[int]bool // read number → fail it
@@ -46,7 +47,7 @@ type fakePages struct {
 	onRead func() // called at each read, when set
 }
 
-func (f *fakePages) read(_ context.Context, _ *Rule, last, _ []byte) ([]pageRow, int, error) {
+func (f *fakePages) read(_ context.Context, _ *rules.Rule, last, _ []byte) ([]Row, int, error) {
 	f.reads++
 	if f.onRead != nil {
 		f.onRead()
@@ -59,10 +60,10 @@ func (f *fakePages) read(_ context.Context, _ *Rule, last, _ []byte) ([]pageRow,
 		fmt.Sscanf(string(last), `{"id": %d}`, &from)
 		from++
 	}
-	total := min(backfillPage, max(f.n-from+1, 0)) // what the row limit alone gives
-	var rows []pageRow
+	total := min(PageRows, max(f.n-from+1, 0)) // what the row limit alone gives
+	var rows []Row
 	for id := from; id <= f.n && len(rows) < min(f.per, total); id++ {
-		rows = append(rows, pageRow{keyJSON: []byte(fmt.Sprintf(`{"id": %d}`, id))})
+		rows = append(rows, Row{KeyJSON: []byte(fmt.Sprintf(`{"id": %d}`, id))})
 	}
 	return rows, total, nil
 }
@@ -81,32 +82,32 @@ func TestBackfillWorker(t *testing.T) {
 		fail      map[int]bool
 		wantPages []int // rows per page
 	}{
-		{"empty table", 0, backfillPage, nil, []int{0}},
-		{"one short page", 5, backfillPage, nil, []int{5}},
-		{"row limit: a full page, then the rest", backfillPage + 3, backfillPage, nil, []int{backfillPage, 3}},
-		{"exactly a full page: an empty last page says done", backfillPage, backfillPage, nil, []int{backfillPage, 0}},
+		{"empty table", 0, PageRows, nil, []int{0}},
+		{"one short page", 5, PageRows, nil, []int{5}},
+		{"row limit: a full page, then the rest", PageRows + 3, PageRows, nil, []int{PageRows, 3}},
+		{"exactly a full page: an empty last page says done", PageRows, PageRows, nil, []int{PageRows, 0}},
 		{"cut by bytes: short pages that are not the last", 10, 4, nil, []int{4, 4, 2}},
-		{"a failed read is read again", 5, backfillPage, map[int]bool{1: true}, []int{5}},
+		{"a failed read is read again", 5, PageRows, map[int]bool{1: true}, []int{5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := &fakePages{n: tt.n, per: tt.per, fail: tt.fail}
 			var got []int
 			var seen []int
-			w := &backfillWorker{log: slog.New(slog.DiscardHandler), src: src, bo: backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond},
-				hand: func(_ context.Context, p *page) error {
-					got = append(got, len(p.rows))
-					for _, r := range p.rows {
+			w := &Worker{log: slog.New(slog.DiscardHandler), src: src, bo: backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond},
+				hand: func(_ context.Context, p *Page) error {
+					got = append(got, len(p.Rows))
+					for _, r := range p.Rows {
 						var id int
-						fmt.Sscanf(string(r.keyJSON), `{"id": %d}`, &id)
+						fmt.Sscanf(string(r.KeyJSON), `{"id": %d}`, &id)
 						seen = append(seen, id)
 					}
-					close(p.applied) // the engine applied it at its marker
+					close(p.Applied) // the engine applied it at its marker
 					return nil
 				}}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			w.work(ctx, &Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+			w.Work(ctx, &rules.Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
 			if ctx.Err() != nil {
 				t.Fatal("the worker did not finish")
 			}
@@ -126,22 +127,22 @@ func TestBackfillWorker(t *testing.T) {
 }
 
 // TestBackfillReadsAhead: the worker reads the next page while the engine
-// has not applied the last one yet, with at most backfillAhead pages not
+// has not applied the last one yet, with at most readAhead pages not
 // applied, and still hands every row once, in order.
 func TestBackfillReadsAhead(t *testing.T) {
-	const n = 10*backfillPage + 7
+	const n = 10*PageRows + 7
 	var unapplied, peak atomic.Int32
-	src := &fakePages{n: n, per: backfillPage}
+	src := &fakePages{n: n, per: PageRows}
 	src.onRead = func() {
 		if u := unapplied.Load(); u > peak.Load() {
 			peak.Store(u)
 		}
 	}
-	pages := make(chan *page, 100)
+	pages := make(chan *Page, 100)
 	var rows int
-	w := &backfillWorker{log: slog.New(slog.DiscardHandler), src: src, bo: backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond},
-		hand: func(_ context.Context, p *page) error {
-			rows += len(p.rows)
+	w := &Worker{log: slog.New(slog.DiscardHandler), src: src, bo: backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond},
+		hand: func(_ context.Context, p *Page) error {
+			rows += len(p.Rows)
 			unapplied.Add(1)
 			pages <- p
 			return nil
@@ -150,12 +151,12 @@ func TestBackfillReadsAhead(t *testing.T) {
 		for p := range pages {
 			time.Sleep(2 * time.Millisecond)
 			unapplied.Add(-1)
-			close(p.applied)
+			close(p.Applied)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	w.work(ctx, &Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+	w.Work(ctx, &rules.Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
 	close(pages)
 	if ctx.Err() != nil {
 		t.Fatal("the worker did not finish")
@@ -163,8 +164,8 @@ func TestBackfillReadsAhead(t *testing.T) {
 	if rows != n {
 		t.Errorf("%d rows handed, want %d", rows, n)
 	}
-	if p := peak.Load(); p < 1 || p > backfillAhead-1 {
-		t.Errorf("at a read, at most %d pages were not applied; want 1..%d (read ahead, bounded)", p, backfillAhead-1)
+	if p := peak.Load(); p < 1 || p > readAhead-1 {
+		t.Errorf("at a read, at most %d pages were not applied; want 1..%d (read ahead, bounded)", p, readAhead-1)
 	}
 	if u := unapplied.Load(); u != 0 {
 		t.Errorf("the worker returned with %d pages not applied", u)
