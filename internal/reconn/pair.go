@@ -22,15 +22,6 @@ func NewPair(srcDSN, tgtDSN string) *Pair {
 	return &Pair{Src: New("source", srcDSN, nil), Tgt: New("target", tgtDSN, nil)}
 }
 
-// Connect connects both, where they are not.
-func (p *Pair) Connect(ctx context.Context) error {
-	if _, err := p.Src.Get(ctx); err != nil {
-		return err
-	}
-	_, err := p.Tgt.Get(ctx)
-	return err
-}
-
 // Close closes both.
 func (p *Pair) Close(ctx context.Context) {
 	p.Src.Drop(ctx)
@@ -44,12 +35,12 @@ func (p *Pair) Close(ctx context.Context) {
 // restart, a network cut, writes refused — delays the caller, instead of
 // stopping it; each failure is logged as a warning naming what. f must be
 // safe to run again.
-func (p *Pair) Retrying(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+func (p *Pair) Retrying(ctx context.Context, log *slog.Logger, what string, f func(src, tgt *pgx.Conn) error) error {
 	bo := backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}
 	for attempt := 1; ; attempt++ {
-		err := p.Connect(ctx)
+		src, tgt, err := p.Conns(ctx)
 		if err == nil {
-			err = f()
+			err = f(src, tgt)
 		}
 		if err == nil {
 			return nil

@@ -1,10 +1,14 @@
-package bridge
+package engine
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/pgimageai/pgimageai/bridge/backfill"
+	"github.com/pgimageai/pgimageai/bridge/work"
+	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/state"
 
 	"github.com/pgimageai/pgimageai/replication"
@@ -18,22 +22,23 @@ type retryFilter struct {
 
 // retryRequest handles a row inserted into pgimageai.retry_requests, which
 // `pgimageai retry` writes: only roles granted INSERT on it (operators) can
-// ask the bridge to pay for calls again (SPEC §5b).
-func (e *engine) retryRequest(ctx context.Context, ch *replication.Change) error {
-	r := tupleReader{e.typeMap, ch.Relation, ch.New}
+// ask the bridge to pay for calls again.
+func (e *Engine) retryRequest(ctx context.Context, ch *replication.Change) error {
+	r := replication.TupleReader{M: e.typeMap, Rel: ch.Relation, T: ch.New}
 	var f retryFilter
 	var err error
-	if f.Rule, err = r.text("rule"); err != nil {
+	if f.Rule, err = r.Text("rule"); err != nil {
 		return fmt.Errorf("retry request at %s: %w", ch.LSN, err)
 	}
-	if f.Reason, err = r.text("reason"); err != nil {
+	if f.Reason, err = r.Text("reason"); err != nil {
 		return fmt.Errorf("retry request at %s: %w", ch.LSN, err)
 	}
 	return e.retry(ctx, f, ch.LSN)
 }
 
 // retryChunk is how many error keys one retry query is given; each query
-// then returns at most retryPage rows and pageBytes of images.
+// then returns at most backfill.RetryRows rows and backfill.PageBytes of
+// images.
 const retryChunk = 1000
 
 // retry reprocesses, inside the request's transaction, the current source
@@ -45,11 +50,11 @@ const retryChunk = 1000
 // too_large row), each page routed before the next is read. Every key has a
 // fixed position (its number in the list), so a page read again after a
 // failure routes nothing twice.
-func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) error {
+func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) error {
 	var batches []state.RuleKeys
-	err := e.live.retrying(ctx, "reading the errors to retry", func() error {
+	err := e.conns.Retrying(ctx, e.log, "reading the errors to retry", func(_, tgt *pgx.Conn) error {
 		var err error
-		batches, err = state.RetryKeys(ctx, e.live.tgt, f.Rule, f.Reason)
+		batches, err = state.RetryKeys(ctx, tgt, f.Rule, f.Reason)
 		return err
 	})
 	if err != nil {
@@ -57,7 +62,7 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 	}
 	n, sub := 0, 0
 	for _, b := range batches {
-		r := e.rules.byName[b.Rule]
+		r := e.rules.set.Named(b.Rule)
 		if r == nil {
 			sub += len(b.Keys)
 			continue // not running: its errors wait for the rule to be fixed
@@ -73,7 +78,7 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 			emitMissing := func(upTo int) error {
 				for ; next+1 < upTo; next++ {
 					if pos, ok := e.admit(lane, base+next); ok {
-						if err := e.emit(ctx, pos, item{kind: itemResolve, rule: r, target: r.Target, keyJSON: chunk[next]}); err != nil {
+						if err := e.emit(ctx, pos, work.Item{Kind: work.Resolve, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: chunk[next]}}); err != nil {
 							return err
 						}
 					}
@@ -82,22 +87,22 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 			}
 			var after int64
 			for {
-				var rows []pageRow
+				var rows []backfill.Row
 				var total int
-				err := e.live.retrying(ctx, "reading the rows to retry", func() error {
+				err := e.conns.Retrying(ctx, e.log, "reading the rows to retry", func(src, _ *pgx.Conn) error {
 					var err error
-					rows, total, err = readPage(ctx, e.live.src, r, byKeysSQL(r), string(keys), after)
+					rows, total, err = backfill.ReadPage(ctx, src, r, backfill.ByKeysSQL(r), string(keys), after)
 					return err
 				})
 				if err != nil {
 					return err
 				}
 				for _, row := range rows {
-					if err := emitMissing(int(row.ord)); err != nil {
+					if err := emitMissing(int(row.Ord)); err != nil {
 						return err
 					}
-					next = int(row.ord)
-					pos, ok := e.admit(lane, base+int(row.ord)-1)
+					next = int(row.Ord)
+					pos, ok := e.admit(lane, base+int(row.Ord)-1)
 					if !ok {
 						continue
 					}
@@ -105,7 +110,7 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 					if err != nil {
 						return err
 					}
-					it.lsn = lsn
+					it.LSN = lsn
 					if err := e.emit(ctx, pos, it); err != nil {
 						return err
 					}
@@ -113,10 +118,10 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 				}
 				// Done when neither the row limit nor the byte cut
 				// stopped the read.
-				if len(rows) == 0 || total < retryPage && len(rows) == total {
+				if len(rows) == 0 || total < backfill.RetryRows && len(rows) == total {
 					break
 				}
-				after = rows[len(rows)-1].ord
+				after = rows[len(rows)-1].Ord
 			}
 			if err := emitMissing(len(chunk) + 1); err != nil {
 				return err
@@ -126,4 +131,34 @@ func (e *engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 	}
 	e.log.Info("retry", "lsn", lsn.String(), "rule", f.Rule, "reason", f.Reason, "rows", n)
 	return nil
+}
+
+// RetryExhausted asks, once a new UTC day began, for a retry of the rows
+// refused for a spent budget: a row of pgimageai.retry_requests, so that the
+// retry happens at a WAL position like an operator's. A failure is tried
+// again at the next check.
+func (e *Engine) RetryExhausted(ctx context.Context) {
+	if e.calls.Daily.NewDay() {
+		e.retryBudgets = true
+	}
+	if !e.retryBudgets {
+		return
+	}
+	src, tgt, err := e.conns.Conns(ctx)
+	if err != nil {
+		e.log.Warn("retrying the rows refused for a spent budget failed; trying again at the next check", "err", err)
+		return
+	}
+	n, err := state.CountRetryable(ctx, tgt, "", functions.BudgetExhausted)
+	if err == nil && n > 0 {
+		_, err = state.RequestRetry(ctx, src, "", functions.BudgetExhausted)
+		if err == nil {
+			e.log.Info("a new UTC day: retrying the rows refused for a spent budget", "rows", n)
+		}
+	}
+	if err != nil {
+		e.log.Warn("retrying the rows refused for a spent budget failed; trying again at the next check", "err", err)
+		return
+	}
+	e.retryBudgets = false
 }

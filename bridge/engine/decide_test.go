@@ -1,4 +1,4 @@
-package bridge
+package engine
 
 import (
 	"bytes"
@@ -7,13 +7,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/replication"
 )
 
 func TestDecide(t *testing.T) {
-	plain := &Rule{Name: "plain", ImageColumn: "img", Prompt: "Describe."}
-	tpl := &Rule{Name: "tpl", ImageColumn: "img", Prompt: "Describe {{title}} by {{author}}.",
-		Template: &template{text: "Describe {{title}} by {{author}}.", columns: []string{"title", "author"}}}
+	plain := &rules.Rule{Name: "plain", ImageColumn: "img", Prompt: "Describe."}
+	tpl := &rules.Rule{Name: "tpl", ImageColumn: "img", Prompt: "Describe {{title}} by {{author}}.",
+		Template: mustTemplate(t, "Describe {{title}} by {{author}}.", "title", "author")}
 
 	png := []byte{0x89, 'P', 'N', 'G'}
 	bin := func(b []byte) replication.Value { return replication.Value{Kind: replication.Binary, Data: b} }
@@ -23,7 +25,7 @@ func TestDecide(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		rule    *Rule
+		rule    *rules.Rule
 		change  rowChange
 		want    decision
 		wantErr bool
@@ -133,8 +135,8 @@ func TestDecide(t *testing.T) {
 // TestDecideFetchDoesNotAlias checks that the columns to fetch are a new
 // slice: appending the image column must not write into the change's.
 func TestDecideFetchDoesNotAlias(t *testing.T) {
-	tpl := &Rule{Name: "tpl", ImageColumn: "img",
-		Template: &template{text: "{{a}} {{b}} {{c}}", columns: []string{"a", "b", "c"}}}
+	tpl := &rules.Rule{Name: "tpl", ImageColumn: "img",
+		Template: mustTemplate(t, "{{a}} {{b}} {{c}}", "a", "b", "c")}
 	unchanged := make([]string, 2, 8)
 	copy(unchanged, []string{"a", "b"})
 	c := rowChange{op: replication.Update, image: replication.Value{Kind: replication.Unchanged}, values: map[string]string{"c": "x"}, unchanged: unchanged}
@@ -175,4 +177,18 @@ func TestPromptMemoLast(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustTemplate parses prompt against a table that has columns.
+func mustTemplate(t testing.TB, prompt string, columns ...string) *rules.Template {
+	t.Helper()
+	table := &catalog.Table{Schema: "public", Name: "t"}
+	for _, c := range columns {
+		table.Columns = append(table.Columns, catalog.Column{Name: c, Type: "text"})
+	}
+	tpl, err := rules.ParseTemplate(prompt, table)
+	if err != nil || tpl == nil {
+		t.Fatalf("ParseTemplate(%q): %v", prompt, err)
+	}
+	return tpl
 }

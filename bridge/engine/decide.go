@@ -1,4 +1,4 @@
-package bridge
+package engine
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/replication"
 )
 
@@ -93,7 +94,7 @@ type decision struct {
 // an unchanged image whose rendered prompt is the row's last calls for
 // nothing, and anything else for a call (or a NULL result for a NULL image)
 // with the new prompt, remembered.
-func decide(r *Rule, c rowChange) (decision, error) {
+func decide(r *rules.Rule, c rowChange) (decision, error) {
 	prompt := r.Prompt
 	if r.Template == nil {
 		switch {
@@ -112,7 +113,7 @@ func decide(r *Rule, c rowChange) (decision, error) {
 	}
 
 	imageUnchanged := c.image.Kind == replication.Unchanged
-	if imageUnchanged && len(c.unchanged) == len(r.Template.columns) {
+	if imageUnchanged && len(c.unchanged) == len(r.Template.Columns()) {
 		return decision{act: actNone}, nil // nothing the rule reads arrived: nothing changed for it
 	}
 	if c.fetched == nil {
@@ -133,7 +134,7 @@ func decide(r *Rule, c rowChange) (decision, error) {
 			vals[name] = c.fetched.values[name]
 		}
 	}
-	prompt = r.Template.render(vals)
+	prompt = r.Template.Render(vals)
 	if imageUnchanged {
 		if c.lastPrompt != nil && *c.lastPrompt == sha256.Sum256([]byte(prompt)) {
 			return decision{act: actNone}, nil // same image, same prompt

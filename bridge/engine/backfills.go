@@ -1,0 +1,334 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/pgimageai/pgimageai/bridge/backfill"
+	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/work"
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// backfills is the engine's record of the running backfills. It is used by
+// the engine's goroutine only; workers reach it through pages.
+type backfills struct {
+	srcDSN  string                        // for the workers' connections
+	tgtDSN  string                        // for the workers' reads of stored inputs
+	ctx     context.Context               // workers outlive a graceful stop's cancellation
+	workers map[string]context.CancelFunc // running backfill workers by rule
+	pages   chan *backfill.Page           // pages read by workers, for the engine's goroutine
+	pending map[string]*backfill.Page     // pages waiting for their marker message
+	rows    map[string]int                // rows read by each running backfill, for the log
+	seen    map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
+	// truncated: the source tables with a backfill that were truncated
+	// since it started.
+	truncated map[uint32]bool
+	runs      map[string]string // the run of each rule's current backfill worker
+	// deferred holds the rules whose backfills wait for the slot: at the
+	// first start, rows are read only once the slot's consistent point is
+	// fixed, so that every row is either read or streamed.
+	deferred  []*rules.Rule
+	deferring bool
+}
+
+func newBackfills(srcDSN, tgtDSN string, ctx context.Context) backfills {
+	return backfills{srcDSN: srcDSN, tgtDSN: tgtDSN, ctx: ctx, workers: map[string]context.CancelFunc{}, pages: make(chan *backfill.Page),
+		pending: map[string]*backfill.Page{}, rows: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
+		truncated: map[uint32]bool{}, runs: map[string]string{}}
+}
+
+// keyDigest identifies a source row by a digest of its source_key JSON.
+type keyDigest [16]byte
+
+func digestKey(keyJSON []byte) keyDigest {
+	var d keyDigest
+	sum := sha256.Sum256(keyJSON)
+	copy(d[:], sum[:])
+	return d
+}
+
+// touch records that the stream changed the row keyed keyJSON of table oid,
+// while a backfill of that table runs: the backfill then leaves the row to
+// the stream, whose version is at least as new as any page's.
+func (b *backfills) touch(oid uint32, keyJSON []byte) {
+	if seen := b.seen[oid]; seen != nil {
+		seen[digestKey(keyJSON)] = true
+	}
+}
+
+// truncate records that table oid was truncated: pages of its running
+// backfills read before it must not bring rows back.
+func (b *backfills) truncate(oid uint32) {
+	if b.seen[oid] != nil {
+		b.truncated[oid] = true
+	}
+}
+
+// Pages receives the pages that backfill workers read; the engine's
+// goroutine passes each to Register.
+func (e *Engine) Pages() <-chan *backfill.Page { return e.bf.pages }
+
+// Register keeps a page read by a worker until its marker message arrives.
+func (e *Engine) Register(p *backfill.Page) { e.bf.pending[p.ID] = p }
+
+// startBackfill starts or resumes the backfill of r, unless it is done for
+// what r computes (its fingerprint). While the engine defers (at the first
+// start, before the slot exists), it only records r.
+func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
+	if e.bf.deferring {
+		e.bf.deferred = append(e.bf.deferred, r)
+		return nil
+	}
+	src, tgt, err := e.conns.Conns(ctx)
+	if err != nil {
+		return err
+	}
+	b, found, err := state.LoadBackfill(ctx, tgt, r.Name)
+	if err != nil {
+		return err
+	}
+	last, stop := b.LastKey, b.StopKey
+	switch {
+	case found && b.Fingerprint == r.Fingerprint && b.State == "done":
+		return nil
+	case found && b.Fingerprint == r.Fingerprint:
+		e.log.Info("backfill resumed", "rule", r.Name, "after", string(last))
+	default:
+		// Rows beyond the greatest key of now are new: the stream has them.
+		last, stop = nil, nil
+		rows, err := backfill.ReadRows(ctx, src, r, backfill.LastRowSQL(r))
+		if err != nil {
+			return fmt.Errorf("start backfill of %s: %w", r.Name, err)
+		}
+		if len(rows) == 1 {
+			stop = rows[0].KeyJSON
+		}
+		if err := state.StartBackfill(ctx, tgt, r.Name, r.Fingerprint, stop, r.Source.OID); err != nil {
+			return err
+		}
+		if stop == nil { // an empty table: nothing to do
+			e.log.Info("backfill done", "rule", r.Name, "rows", 0)
+			return nil
+		}
+		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String(), "up_to", string(stop))
+	}
+	if e.bf.seen[r.Source.OID] == nil {
+		e.bf.seen[r.Source.OID] = map[keyDigest]bool{}
+	}
+	e.stopBackfill(r.Name) // one worker per rule, also after a reload that failed half-way
+	bctx, cancel := context.WithCancel(e.bf.ctx)
+	e.bf.workers[r.Name] = cancel
+	var nonce [16]byte
+	rand.Read(nonce[:])
+	run := hex.EncodeToString(nonce[:])
+	e.bf.runs[r.Name] = run
+	w := backfill.NewWorker(e.log, backfill.NewPages(e.bf.srcDSN, e.bf.tgtDSN), e.handPage, run)
+	if r.Fn.BatchAPI() != nil {
+		var daily backfill.Reserver
+		if e.calls.Daily != nil {
+			daily = e.calls.Daily
+		}
+		go backfill.Batch(bctx, e.log, w, r, last, stop, e.bf.srcDSN, e.bf.tgtDSN, daily)
+		return nil
+	}
+	go w.Work(bctx, r, last, stop)
+	return nil
+}
+
+// StartDeferred starts the backfills deferred until the slot existed.
+func (e *Engine) StartDeferred(ctx context.Context) error {
+	e.bf.deferring = false
+	for _, r := range e.bf.deferred {
+		if e.rules.set.Named(r.Name) == r {
+			if err := e.startBackfill(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
+	e.bf.deferred = nil
+	return nil
+}
+
+// stopBackfill stops the backfill worker of a rule, if one runs.
+func (e *Engine) stopBackfill(name string) {
+	if cancel, ok := e.bf.workers[name]; ok {
+		cancel()
+		delete(e.bf.workers, name)
+	}
+	delete(e.bf.runs, name)
+	for id, p := range e.bf.pending { // its pages are never applied
+		if p.Rule == name {
+			delete(e.bf.pending, id)
+			close(p.Applied)
+		}
+	}
+}
+
+// handPage hands a worker's page to the engine's goroutine.
+func (e *Engine) handPage(ctx context.Context, p *backfill.Page) error {
+	select {
+	case e.bf.pages <- p:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// page applies the backfill page whose marker message m is, inside m's
+// transaction: the rows as if inserted — except those whose version the
+// engine streamed itself — and the progress.
+func (e *Engine) page(ctx context.Context, m *replication.Message) error {
+	var marker struct{ Page string }
+	if json.Unmarshal(m.Content, &marker) != nil {
+		return nil
+	}
+	p := e.bf.pending[marker.Page]
+	if p == nil {
+		return nil // a page of an earlier run or of a stopped backfill
+	}
+	delete(e.bf.pending, marker.Page)
+	defer close(p.Applied)
+	r := e.rules.set.Named(p.Rule)
+	if r == nil || r.Fingerprint != p.Fingerprint || e.bf.runs[p.Rule] != p.Run {
+		return nil // the rule changed, went away or started again; its new backfill covers it
+	}
+	seen := e.bf.seen[r.Source.OID]
+	rows := p.Rows
+	if e.bf.truncated[r.Source.OID] {
+		// The table was truncated since the backfill started: what the
+		// page read before is gone, and every row since is streamed.
+		rows = nil
+	}
+	lane := r.Target.Name()
+	for i, row := range rows {
+		pos, ok := e.admit(lane, i)
+		if !ok || seen[digestKey(row.KeyJSON)] {
+			continue
+		}
+		it, err := e.resultItem(ctx, r, row, false)
+		if err != nil {
+			return err
+		}
+		it.LSN = m.LSN
+		if err := e.emit(ctx, pos, it); err != nil {
+			return err
+		}
+	}
+	if pos, ok := e.admit(lane, len(p.Rows)); ok {
+		err := e.emit(ctx, pos, work.Item{Kind: work.Backfill, Rule: r, Dest: work.Dest{Target: r.Target}, Progress: state.BackfillProgress{
+			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.LastKey, Rows: len(p.Rows), Done: p.Done,
+			Batch: r.Fn.BatchAPI() != nil}})
+		if err != nil {
+			return err
+		}
+	}
+	e.bf.rows[r.Name] += len(p.Rows)
+	if n := e.bf.rows[r.Name]; !p.Done && n/backfill.PageRows%10 == 0 {
+		e.log.Info("backfill progress", "rule", r.Name, "rows", n, "last_key", string(p.LastKey))
+	}
+	if p.Done {
+		e.log.Info("backfill done", "rule", r.Name, "rows", e.bf.rows[r.Name])
+		delete(e.bf.rows, r.Name)
+		e.stopBackfill(r.Name)
+		if !e.backfilling(r.Source.OID) {
+			delete(e.bf.seen, r.Source.OID)
+			delete(e.bf.truncated, r.Source.OID)
+		}
+	}
+	return nil
+}
+
+// backfilling reports whether a backfill of some rule on table oid runs.
+func (e *Engine) backfilling(oid uint32) bool {
+	for name := range e.bf.workers {
+		if r := e.rules.set.Named(name); r != nil && r.Source.OID == oid {
+			return true
+		}
+	}
+	return false
+}
+
+// resultItem starts the function call of a row read from the source.
+// fresh: see caller.start.
+func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row, fresh bool) (work.Item, error) {
+	it := work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: work.Row{Key: row.Key, JSON: row.KeyJSON}}
+	if r.Template != nil {
+		e.memo.set(r.Name, row.KeyJSON, row.Prompt)
+	}
+	switch {
+	case row.Over:
+		// Not fetched: a too_large errors row, with the length and head.
+		it.Call = work.Failed(r.Fn.TooLarge(row.Size, row.Head), row.Size, row.Head)
+	case row.Valid:
+		var err error
+		var look *cost.Lookup
+		if !row.Unstored && !e.lanes.Rows().Busy(r.Target.Name(), row.KeyJSON) {
+			look = &cost.Lookup{KeyJSON: row.KeyJSON, Key: row.Key}
+		}
+		if it.Call = e.calls.answered(r, row, look); it.Call != nil { // a batch answer
+			break
+		}
+		if it.Call, err = e.calls.start(ctx, r, look, row.Img, row.Prompt, fresh); err != nil {
+			return work.Item{}, err
+		}
+	}
+	return it, nil
+}
+
+// answered returns the finished call of a backfill row whose batch answer
+// is for the row's current input, or nil: the row is then handled like in
+// any backfill. A row whose stored result already is of this input (the
+// page applied again after a crash) writes nothing, so usage is not counted
+// twice.
+func (cl *caller) answered(r *rules.Rule, row backfill.Row, look *cost.Lookup) *work.Call {
+	a := row.Answer
+	if a == nil {
+		return nil
+	}
+	if _, err := r.Fn.Check(row.Img); err != nil {
+		return nil
+	}
+	k := work.KeyOf(r.Fn.Name(), r.ModelKey, row.Prompt, row.Img)
+	if !bytes.Equal(a.InputKey, k[:]) {
+		return nil // the row changed since it was asked about
+	}
+	c := work.NewCall(len(row.Img), magic.Head(row.Img, 16))
+	c.Key, c.Held = &k, callOverhead
+	if a.Answer != nil {
+		c.Result = functions.Result{Text: *a.Answer, Usage: provider.Usage{PromptTokens: a.PromptTokens, CompletionTokens: a.CompletionTokens}}
+		if cl.Daily != nil { // the call was counted when it went into the batch; its tokens now
+			cl.Daily.Settle(r.Model, r.Cap, true, int64(a.PromptTokens+a.CompletionTokens))
+		}
+	} else {
+		c.Result = functions.Result{Null: true}
+		kind := provider.Permanent
+		if a.Reason == string(functions.BadResponse) {
+			kind = provider.BadResponse
+		}
+		c.Err = &functions.Error{Reason: functions.Reason(a.Reason), Detail: a.Detail, Status: a.Status,
+			ImageBytes: len(row.Img), ImageHead: c.Head, Err: &provider.Error{Kind: kind, Status: a.Status, Message: a.Detail}}
+	}
+	if cl.Lookups == nil || look == nil || a.Answer == nil {
+		close(c.Done)
+		return c
+	}
+	cl.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() { // as the calls' comparisons are
+		if cl.Lookups.Same(cl.ctx, r, look, k[:]) {
+			c.Unchanged, c.Hit = true, true
+			c.Result = functions.Result{Null: true}
+		}
+		close(c.Done)
+	})
+	return c
+}

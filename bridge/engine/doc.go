@@ -1,0 +1,15 @@
+// Package engine turns the changes that replication reads into work: for
+// each row change and rule it decides, without I/O, what to do (decide.go),
+// reads what the decision needs, starts the calls through the cost control
+// (calls.go) on their model's workers (workers.go), and emits each effect
+// as an item to the lane of its target table, at its position in the
+// stream. It applies the configuration changes that the WAL shows at their
+// commit (config.go: a reload returns a diff that the engine applies),
+// coordinates backfills and applies their pages where their markers appear
+// (backfills.go), and reprocesses rows on an operator's retry request
+// (retry.go).
+//
+// It is driven by one goroutine, the bridge's pipeline. It calls down into
+// bridge/rules, bridge/cost, bridge/backfill, bridge/apply (Push and the
+// row counts) and bridge/work; nothing below calls it.
+package engine

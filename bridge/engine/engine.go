@@ -1,0 +1,556 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgimageai/pgimageai/bridge/apply"
+	"github.com/pgimageai/pgimageai/bridge/backfill"
+	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/track"
+	"github.com/pgimageai/pgimageai/bridge/work"
+	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/sink"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// callOverhead is what the byte budget charges for a call on top of twice its
+// image bytes (the image, and the request that carries it): the goroutine and
+// the answer, so that tiny images cannot make the number of calls in flight
+// unbounded. The image bytes are released when the call ends; the overhead
+// when its result is written.
+const callOverhead = 16 << 10
+
+// itemOverhead is what the byte budget charges for an item waiting in a lane
+// on top of its key: results and deletes of a lane behind a slow model stay
+// bounded by the budget like the images are.
+const itemOverhead = 1 << 10
+
+// placed is an item and its position, before it is emitted.
+type placed struct {
+	pos state.Position
+	it  work.Item
+}
+
+// openTxn is the source transaction being read, or the transaction of a
+// backfill page's or retry's marker message.
+type openTxn struct {
+	final      replication.LSN // Begin.FinalLSN: the commit LSN
+	commitTime time.Time
+	rec        *track.Txn
+	event      int64          // ordinal of the current change or message in the transaction
+	config     []rules.Change // changes of rules and models, applied at commit
+	own        bool           // the bridge's own write-back transaction: ignored
+}
+
+// eventBits is how many bits of a position's ordinal number the items of one
+// event (a change or message): up to 16M items, the rows of a backfill page
+// or a retry included.
+const eventBits = 24
+
+// Tables are the OIDs of the bridge's own tables whose changes the engine
+// reads from the WAL (state.TableOIDs).
+type Tables struct {
+	Rules, Models, Retries uint32
+}
+
+// config reports whether oid is pgimageai.rules or pgimageai.models.
+func (t Tables) config(oid uint32) bool { return oid != 0 && (oid == t.Rules || oid == t.Models) }
+
+// Cost is the cost control the engine asks before a call.
+type Cost struct {
+	Budget  *cost.Budget  // bytes of images and items in flight
+	Cache   *cost.Cache   // identical work once
+	Lookups *cost.Lookups // stored inputs; nil = not compared
+	Daily   *cost.Daily   // the models' daily caps
+}
+
+// Resume is where the stream stands when the engine starts.
+type Resume struct {
+	Tracker *track.Tracker
+	Own     *apply.Own                // the bridge's own write-back transactions
+	Routed  map[string]state.Position // per lane: the lane's stored checkpoint
+}
+
+// Deps is what an Engine is made of.
+type Deps struct {
+	Log       *slog.Logger
+	TypeMap   *pgtype.Map // the engine goroutine's own
+	Live      *rules.Live
+	Conns     *reconn.Pair // the engine goroutine's source and target connections
+	Tables    Tables
+	Cost      Cost
+	Metrics   *metrics.Metrics
+	CallCtx   context.Context // calls outlive a graceful stop's cancellation
+	Lanes     *apply.Lanes
+	Resume    Resume
+	SourceDSN string // for the backfill workers' connections
+	TargetDSN string
+}
+
+// Counters are the engine's counts, for logs, status and tests. They are
+// safe for concurrent use.
+type Counters struct {
+	Changes   atomic.Int64 // row changes read
+	Calls     atomic.Int64 // provider calls made
+	Hits      atomic.Int64 // calls saved by the cache or an identical call in flight
+	Unchanged atomic.Int64 // calls saved because the stored result had the same input
+}
+
+// ruleView is the valid rules, swapped whole at each configuration change
+// (see rules.Set): set for the engine's goroutine, current for the others,
+// and live, which makes new sets.
+type ruleView struct {
+	set     *rules.Set
+	current atomic.Pointer[rules.Set]
+	live    *rules.Live
+}
+
+// stream is where the engine stands in the stream: the transaction being
+// read, the one a reconnect cut off, what each lane was routed, and the
+// records that confirm the slot.
+type stream struct {
+	open    *openTxn
+	resumed *openTxn                  // the transaction cut off by a Reset, sent again next
+	routed  map[string]state.Position // per lane: the last position routed (or stored at start)
+	tracker *track.Tracker
+	own     *apply.Own // IDs of the bridge's own write-back transactions
+}
+
+// Engine reads events in commit order, decides what each change means for
+// each rule, starts the calls and routes the items to their lanes. It is
+// driven by one goroutine (the bridge's pipeline); calls run on their own
+// goroutines, lanes on theirs.
+type Engine struct {
+	log     *slog.Logger
+	typeMap *pgtype.Map
+	rules   ruleView
+	tables  Tables
+	conns   *reconn.Pair
+	pos     stream
+	calls   *caller
+	lanes   *apply.Lanes
+	bf      backfills  // the running backfills, coordinated on the engine's goroutine
+	memo    promptMemo // last prompt per rule and row, for prompt templates
+	count   *Counters
+	// retryBudgets is set when a UTC day began: the rows refused for a
+	// spent budget are to be retried (see RetryExhausted).
+	retryBudgets bool
+}
+
+// New returns the Engine of d, with no rules until Load.
+func New(d Deps) *Engine {
+	count := &Counters{}
+	e := &Engine{log: d.Log, typeMap: d.TypeMap, tables: d.Tables, conns: d.Conns, lanes: d.Lanes, count: count,
+		pos:   stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
+		bf:    newBackfills(d.SourceDSN, d.TargetDSN, d.CallCtx),
+		calls: &caller{Cost: d.Cost, metrics: d.Metrics, ctx: d.CallCtx, rows: d.Lanes.Rows(), count: count}}
+	if e.pos.routed == nil {
+		e.pos.routed = map[string]state.Position{}
+	}
+	e.rules.live = d.Live
+	e.swap(rules.NewSet(nil))
+	return e
+}
+
+// Counters returns the engine's counts.
+func (e *Engine) Counters() *Counters { return e.count }
+
+// Handle applies one event.
+func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
+	switch ev := ev.(type) {
+	case replication.Begin:
+		if r := e.pos.resumed; r != nil {
+			e.pos.resumed = nil
+			if r.final == ev.FinalLSN {
+				// The transaction cut off by the Reset, sent again: its
+				// items routed before are skipped by position.
+				e.pos.open = &openTxn{final: r.final, commitTime: r.commitTime, rec: r.rec, own: r.own}
+				return nil
+			}
+			e.log.Warn("the transaction cut off by a reconnect was not sent again", "commit_lsn", r.final.String(), "next", ev.FinalLSN.String())
+			e.pos.tracker.Abandon(r.rec)
+		}
+		e.pos.open = &openTxn{final: ev.FinalLSN, commitTime: ev.CommitTime, rec: e.pos.tracker.Begin(ev.CommitTime),
+			own: e.pos.own.Take(ev.XID)}
+	case *replication.Change:
+		if e.pos.open == nil {
+			return fmt.Errorf("change at %s outside a transaction", ev.LSN)
+		}
+		e.pos.open.event++
+		e.count.Changes.Add(1)
+		e.calls.metrics.Change(strings.ToLower(ev.Op.String()))
+		return e.change(ctx, ev)
+	case replication.Commit:
+		if e.pos.open == nil {
+			return fmt.Errorf("commit at %s without begin", ev.CommitLSN)
+		}
+		t := e.pos.open
+		e.pos.open = nil
+		if len(t.config) > 0 {
+			// The new configuration takes effect exactly here: after this
+			// transaction, before the next.
+			if err := e.commit(ctx, t); err != nil {
+				return err
+			}
+		}
+		e.pos.tracker.Seal(t.rec, ev.EndLSN)
+	case *replication.Message:
+		if e.pos.open == nil || !ev.Transactional {
+			return nil
+		}
+		e.pos.open.event++
+		if ev.Prefix == backfill.Prefix {
+			// Only a marker of a page the bridge read itself does
+			// anything; its ID holds a secret nonce (see page).
+			return e.page(ctx, ev)
+		}
+	case replication.Reset:
+		// The server sends the open transaction again after the reconnect;
+		// what was routed of it stays, and is skipped when read again.
+		if e.pos.open != nil {
+			e.pos.resumed, e.pos.open = e.pos.open, nil
+		}
+	}
+	return nil
+}
+
+// swap makes set the engine's rules, from the next change on.
+func (e *Engine) swap(set *rules.Set) {
+	e.rules.set = set
+	e.rules.current.Store(set)
+}
+
+// TargetRules returns the valid rules that write target table lane. It is
+// safe for concurrent use.
+func (e *Engine) TargetRules(lane string) []*rules.Rule {
+	if s := e.rules.current.Load(); s != nil {
+		return s.ForTarget(lane)
+	}
+	return nil
+}
+
+// position returns the position of item sub of the current event.
+func (e *Engine) position(sub int) state.Position {
+	return state.Position{Commit: e.pos.open.final, Ord: e.pos.open.event<<eventBits | int64(sub)}
+}
+
+// admit reports whether the item sub of the current event for lane must be
+// made: false when the lane has it already (stored before a restart, or
+// routed before a reconnect). It is asked before any call is started, so
+// that what was written costs no new call.
+func (e *Engine) admit(lane string, sub int) (state.Position, bool) {
+	pos := e.position(sub)
+	return pos, e.pos.routed[lane].Less(pos)
+}
+
+// emit routes an item at pos to its lane. It charges the budget for the item
+// while it waits there, which blocks the engine — and so the stream — when
+// the lanes hold the whole budget.
+func (e *Engine) emit(ctx context.Context, pos state.Position, it work.Item) error {
+	lane := it.Dest.Target.Name()
+	it.Pos, it.Txn = pos, e.pos.open.rec
+	it.Cost = itemOverhead + int64(len(it.Row.JSON)+len(it.Old.JSON))
+	if it.Call != nil {
+		it.Cost += it.Call.Held
+	}
+	if err := e.calls.Budget.Acquire(ctx, it.Cost); err != nil {
+		return err
+	}
+	e.pos.routed[lane] = pos
+	e.pos.tracker.Add(it.Txn)
+	e.lanes.Push(it)
+	return nil
+}
+
+func (e *Engine) change(ctx context.Context, ch *replication.Change) error {
+	if ch.Op == replication.Truncate {
+		return e.truncate(ctx, ch)
+	}
+	if e.tables.config(ch.Relation.OID) {
+		e.pos.open.config = append(e.pos.open.config, rules.Change{Models: ch.Relation.OID == e.tables.Models, Ch: ch})
+		return nil
+	}
+	if ch.Relation.OID == e.tables.Retries && e.tables.Retries != 0 {
+		if ch.Op != replication.Insert {
+			return nil
+		}
+		return e.retryRequest(ctx, ch)
+	}
+	if len(e.rules.set.ForSource(ch.Relation.OID)) == 0 || e.pos.open.own {
+		return nil
+	}
+	rel, rs, err := e.relation(ctx, ch.Relation)
+	if err != nil || len(rs) == 0 {
+		return err
+	}
+	src := rs[0].Source.String()
+	sub := 0
+	switch ch.Op {
+	case replication.Delete:
+		row, err := e.key(ch.Relation, ch.Old, rel, rs[0])
+		if err != nil {
+			return err
+		}
+		e.bf.touch(ch.Relation.OID, row.JSON)
+		for _, t := range targets(rs) {
+			pos, ok := e.admit(t.Name(), sub)
+			sub++
+			if !ok {
+				continue
+			}
+			it := work.Item{Kind: work.Delete, Dest: work.Dest{Target: t, Rules: rulesOf(rs, t), SourceTable: src}, Row: row, LSN: ch.LSN}
+			if err := e.emit(ctx, pos, it); err != nil {
+				return err
+			}
+		}
+		return nil
+	case replication.Insert, replication.Update:
+		row, err := e.key(ch.Relation, ch.New, rel, rs[0])
+		if err != nil {
+			return err
+		}
+		e.bf.touch(ch.Relation.OID, row.JSON)
+		var emits []placed // in position order: moves first, then results
+		// Where each lane's stored input is compared (cost.Lookups): at
+		// the row's key, or — for a key move, whose Move carries the result
+		// and its input along — at its old key; while an earlier change of
+		// the row waits in the lane, with that change's input instead.
+		// An INSERT has nothing stored to compare with: a row's stored
+		// input goes with its DELETE (and moves with its key), so the read
+		// would only cost a round trip per new row.
+		look := map[string]*cost.Lookup{}
+		rows := e.lanes.Rows()
+		for _, r := range rs {
+			if lane := r.Target.Name(); ch.Op == replication.Update {
+				look[lane] = rows.At(lane, row.JSON, row.Key)
+			}
+		}
+		if ch.Op == replication.Update && ch.Old != nil && !sameKey(ch.Old, ch.New, rel.Key) {
+			old, err := e.key(ch.Relation, ch.Old, rel, rs[0])
+			if err != nil {
+				return err
+			}
+			e.bf.touch(ch.Relation.OID, old.JSON)
+			for _, r := range rs {
+				if lane := r.Target.Name(); !r.Target.WriteBack && look[lane] != nil && !look[lane].Busy {
+					look[lane] = rows.At(lane, old.JSON, old.Key)
+				} else if !r.Target.WriteBack {
+					look[lane] = nil
+				}
+			}
+			for _, t := range targets(rs) {
+				pos, ok := e.admit(t.Name(), sub)
+				sub++
+				if !ok {
+					continue
+				}
+				emits = append(emits, placed{pos, work.Item{Kind: work.Move, Dest: work.Dest{Target: t, Rules: rulesOf(rs, t), SourceTable: src},
+					Row: row, Old: old, LSN: ch.LSN}})
+			}
+		}
+		moves := len(emits)
+		for _, r := range rs {
+			pos, ok := e.admit(r.Target.Name(), sub)
+			sub++
+			if !ok {
+				continue
+			}
+			it, ok, err := e.rowResult(ctx, ch, rel, r, row, look[r.Target.Name()])
+			if err != nil {
+				return err
+			}
+			if ok {
+				emits = append(emits, placed{pos, it})
+			}
+		}
+		// A Move waits for the calls of its row's results in its lane:
+		// their stored inputs are compared at the old key, which the Move
+		// changes once written.
+		for i := range emits[:moves] {
+			for _, p := range emits[moves:] {
+				if p.it.Call != nil && p.it.Dest.Target.Name() == emits[i].it.Dest.Target.Name() {
+					emits[i].it.Waits = append(emits[i].it.Waits, p.it.Call)
+				}
+			}
+		}
+		for _, p := range emits {
+			if err := e.emit(ctx, p.pos, p.it); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rowResult does what an INSERT or UPDATE means for rule r (see decide): a
+// call, a NULL result, or nothing (ok false) when neither the image nor a
+// column its prompt names changed. It reads what decide asks for from the
+// source row, and starts the call.
+func (e *Engine) rowResult(ctx context.Context, ch *replication.Change, rel *rules.Relation, r *rules.Rule, row work.Row, look *cost.Lookup) (work.Item, bool, error) {
+	idx := rel.Image[r.ImageColumn]
+	c := rowChange{op: ch.Op, image: ch.New[idx]}
+	if ch.Old != nil {
+		c.oldImage = &ch.Old[idx]
+	}
+	if r.Template != nil {
+		var err error
+		if c.values, c.unchanged, err = e.templateValues(ch.Relation, ch.New, r.Template); err != nil {
+			return work.Item{}, false, fmt.Errorf("rule %s at %s: %w", r.Name, ch.LSN, err)
+		}
+		c.lastPrompt = e.memo.last(r.Name, row.JSON)
+	}
+	d, err := decide(r, c)
+	if err == nil && d.act == actFetch {
+		// Unchanged TOAST is not empty: read the values from the row.
+		var f map[string]any
+		if f, err = e.fetch(ctx, r, row.JSON, d.fetch); err != nil {
+			return work.Item{}, false, err
+		}
+		if f == nil {
+			return work.Item{}, false, nil // deleted since; its DELETE follows
+		}
+		c.fetched = &fetchedRow{values: map[string]string{}}
+		for _, name := range c.unchanged {
+			col, _ := r.Source.Column(name)
+			if c.fetched.values[name], err = rules.TextOf(e.typeMap, col.TypeOID, f[name]); err != nil {
+				return work.Item{}, false, err
+			}
+		}
+		if img, ok := f[r.ImageColumn].([]byte); ok {
+			c.fetched.image = img
+		} else {
+			c.fetched.imageNull = true
+		}
+		d, err = decide(r, c)
+	}
+	if err != nil {
+		return work.Item{}, false, fmt.Errorf("%s.%s at %s: %w", r.Source, r.ImageColumn, ch.LSN, err)
+	}
+	if d.remember {
+		e.memo.set(r.Name, row.JSON, d.prompt)
+	}
+	it := work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: row, LSN: ch.LSN}
+	switch d.act {
+	case actNull:
+		// NULL image: NULL result, no call.
+	case actCall:
+		if it.Call, err = e.calls.start(ctx, r, look, d.image, d.prompt, false); err != nil {
+			return work.Item{}, false, err
+		}
+	default:
+		return work.Item{}, false, nil
+	}
+	return it, true, nil
+}
+
+func (e *Engine) truncate(ctx context.Context, ch *replication.Change) error {
+	sub := 0
+	for _, r := range ch.Truncated {
+		if e.tables.config(r.OID) {
+			e.pos.open.config = append(e.pos.open.config, rules.Change{Models: r.OID == e.tables.Models, Ch: &replication.Change{Op: replication.Truncate}})
+			continue
+		}
+		rs := e.rules.set.ForSource(r.OID)
+		e.bf.truncate(r.OID) // pages read before it must not bring rows back
+		for _, t := range targets(rs) {
+			pos, ok := e.admit(t.Name(), sub)
+			sub++
+			if !ok {
+				continue
+			}
+			it := work.Item{Kind: work.Truncate, Dest: work.Dest{Target: t, Rules: rulesOf(rs, t), SourceTable: rs[0].Source.String()}, LSN: ch.LSN}
+			if err := e.emit(ctx, pos, it); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// relation returns the column positions of r, computed once per Relation,
+// and the rules of its table. A rule that the table no longer fits (its image
+// column renamed, dropped or no longer bytea, or the primary key changed)
+// becomes invalid_rule here, at this WAL position, while the other rules go
+// on (see rules.Live.Misfit).
+func (e *Engine) relation(ctx context.Context, r *replication.Relation) (*rules.Relation, []*rules.Rule, error) {
+	for {
+		rs := e.rules.set.ForSource(r.OID)
+		if rel, ok := e.rules.set.Relation(r); ok || len(rs) == 0 {
+			return rel, rs, nil
+		}
+		rel, misfits := rules.Fit(r, rs)
+		if len(misfits) == 0 {
+			e.rules.set.Remember(r, rel)
+			return rel, rs, nil
+		}
+		if err := e.misfit(ctx, misfits); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// key decodes the primary key of a tuple into Go values and source_key JSON.
+func (e *Engine) key(r *replication.Relation, t replication.Tuple, rel *rules.Relation, rule *rules.Rule) (work.Row, error) {
+	if t == nil {
+		return work.Row{}, fmt.Errorf("table %s.%s: change without the key tuple (check REPLICA IDENTITY)", r.Namespace, r.Name)
+	}
+	vals := make([]any, len(rel.Key))
+	for i, idx := range rel.Key {
+		v, err := replication.DecodeValue(e.typeMap, r.Columns[idx], t[idx])
+		if err != nil {
+			return work.Row{}, fmt.Errorf("table %s.%s key column %s: %w", r.Namespace, r.Name, r.Columns[idx].Name, err)
+		}
+		vals[i] = v
+	}
+	js, err := sink.KeyJSON(e.typeMap, rule.KeyColumns, vals)
+	if err != nil {
+		return work.Row{}, err
+	}
+	return work.Row{Key: vals, JSON: js}, nil
+}
+
+// rulesOf returns the names of the rules of target t.
+func rulesOf(rs []*rules.Rule, t *sink.Target) []string {
+	var out []string
+	for _, r := range rs {
+		if r.Target.Name() == t.Name() {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// targets returns the distinct target tables of rs, in rule order, that
+// follow the source's deletes, key moves and truncates: not the write-back
+// ones, whose rows are the source's own.
+func targets(rs []*rules.Rule) []*sink.Target {
+	var out []*sink.Target
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if !r.Target.WriteBack && !seen[r.Target.Name()] {
+			seen[r.Target.Name()] = true
+			out = append(out, r.Target)
+		}
+	}
+	return out
+}
+
+func sameKey(a, b replication.Tuple, idx []int) bool {
+	for _, i := range idx {
+		if a[i].Kind != b[i].Kind || !bytes.Equal(a[i].Data, b[i].Data) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/replication"
+)
+
+// templateValues returns the named columns of a tuple as text, and the names
+// that arrived as unchanged TOAST (their values are not in the tuple).
+func (e *Engine) templateValues(rel *replication.Relation, t replication.Tuple, tpl *rules.Template) (map[string]string, []string, error) {
+	vals := map[string]string{}
+	var unchanged []string
+	for _, name := range tpl.Columns() {
+		i := rel.ColumnIndex(name)
+		if i < 0 {
+			return nil, nil, fmt.Errorf("table %s.%s no longer has column %q named by a prompt", rel.Namespace, rel.Name, name)
+		}
+		if t[i].Kind == replication.Unchanged {
+			unchanged = append(unchanged, name)
+			continue
+		}
+		v, err := replication.DecodeValue(e.typeMap, rel.Columns[i], t[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("column %s: %w", name, err)
+		}
+		if vals[name], err = rules.TextOf(e.typeMap, rel.Columns[i].TypeOID, v); err != nil {
+			return nil, nil, fmt.Errorf("column %s: %w", name, err)
+		}
+	}
+	return vals, unchanged, nil
+}
+
+// fetch reads columns of r's source row keyed keyJSON from the source: the
+// values a change did not carry (unchanged TOAST). It returns nil when the
+// row no longer exists.
+func (e *Engine) fetch(ctx context.Context, r *rules.Rule, keyJSON []byte, columns []string) (map[string]any, error) {
+	var out map[string]any
+	err := e.conns.Retrying(ctx, e.log, "reading unchanged TOAST values", func(src, _ *pgx.Conn) error {
+		var err error
+		out, err = e.fetchOnce(ctx, src, r, keyJSON, columns)
+		return err
+	})
+	return out, err
+}
+
+func (e *Engine) fetchOnce(ctx context.Context, src *pgx.Conn, r *rules.Rule, keyJSON []byte, columns []string) (map[string]any, error) {
+	var sk, kk, sel []string
+	for _, k := range r.KeyColumns {
+		name := pgx.Identifier{k.Name}.Sanitize()
+		sk, kk = append(sk, "s."+name), append(kk, "k."+name)
+	}
+	for _, c := range columns {
+		sel = append(sel, "s."+pgx.Identifier{c}.Sanitize())
+	}
+	table := r.Source.Identifier().Sanitize()
+	sql := fmt.Sprintf(`SELECT %s FROM %s AS s WHERE (%s) = (SELECT %s FROM jsonb_populate_record(NULL::%s, $1::jsonb) AS k)`,
+		strings.Join(sel, ", "), table, strings.Join(sk, ", "), strings.Join(kk, ", "), table)
+	rows, err := src.Query(ctx, sql, string(keyJSON))
+	if err != nil {
+		return nil, fmt.Errorf("read %s of %s %s: %w", strings.Join(columns, ", "), r.Source, keyJSON, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	vals, err := rows.Values()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for i, c := range columns {
+		out[c] = vals[i]
+	}
+	return out, nil
+}
+
+// promptMemo remembers the last prompt digest per rule and row, so that an
+// UPDATE which leaves the image and the rendered prompt as they were costs no
+// call. It is bounded: when full it starts over, which only costs calls that
+// the result cache then usually absorbs.
+type promptMemo struct {
+	m map[[sha256.Size]byte][sha256.Size]byte
+}
+
+const promptMemoMax = 100_000
+
+func memoKey(rule string, keyJSON []byte) [sha256.Size]byte {
+	return sha256.Sum256(append([]byte(rule+"\x00"), keyJSON...))
+}
+
+// last returns the digest of the row's last prompt for rule, or nil when
+// none is remembered.
+func (p *promptMemo) last(rule string, keyJSON []byte) *[sha256.Size]byte {
+	d, ok := p.m[memoKey(rule, keyJSON)]
+	if !ok {
+		return nil
+	}
+	return &d
+}
+
+func (p *promptMemo) set(rule string, keyJSON []byte, prompt string) {
+	if p.m == nil || len(p.m) >= promptMemoMax {
+		p.m = map[[sha256.Size]byte][sha256.Size]byte{}
+	}
+	p.m[memoKey(rule, keyJSON)] = sha256.Sum256([]byte(prompt))
+}
