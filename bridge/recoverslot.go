@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/bridge/leader"
+	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
@@ -98,12 +100,12 @@ func RecoverSlot(ctx context.Context, cfg RecoverConfig) (Recovery, error) {
 	// bridge streams or writes for this slot (a standby waits). A bridge
 	// between two connections of its stream holds it too, although its slot
 	// looks inactive then.
-	var locked bool
-	if err := src.QueryRow(ctx, leaderLockSQL, cfg.Slot).Scan(&locked); err != nil {
-		return rec, fmt.Errorf("take the leader lock of slot %s: %w", cfg.Slot, err)
+	locked, err := leader.TryOn(ctx, src, cfg.Slot)
+	if err != nil {
+		return rec, err
 	}
 	if !locked {
-		owner := (&leader{conn: src, slot: cfg.Slot}).owner(ctx)
+		owner := leader.Describe(ctx, src, cfg.Slot)
 		return rec, fmt.Errorf("%w: a pgimageai run on slot %s holds its leader lock (%s); stop it first (on an invalidated slot it stops by itself)",
 			replication.ErrSlotActive, cfg.Slot, owner)
 	}
@@ -121,11 +123,11 @@ func RecoverSlot(ctx context.Context, cfg RecoverConfig) (Recovery, error) {
 		return rec, fmt.Errorf("publication %s does not exist in the source database: pgimageai run has never set this source up, so there is nothing to recover; check --publication, or start pgimageai run",
 			pgx.Identifier{cfg.Publication}.Sanitize())
 	}
-	rules, err := enabledRules(ctx, src, groupOrDefault(cfg.Group))
+	enabled, err := enabledRules(ctx, src, rules.GroupOrDefault(cfg.Group))
 	if err != nil {
 		return rec, err
 	}
-	for _, r := range rules {
+	for _, r := range enabled {
 		rec.Rules = append(rec.Rules, r.Name)
 	}
 
@@ -156,7 +158,7 @@ func RecoverSlot(ctx context.Context, cfg RecoverConfig) (Recovery, error) {
 	}
 
 	// Step 4: the results of rows deleted while the slot was lost.
-	if rec.Targets, err = deleteOrphans(ctx, src, tgt, rules); err != nil {
+	if rec.Targets, err = deleteOrphans(ctx, src, tgt, enabled); err != nil {
 		return rec, fmt.Errorf("%w (the slot is re-created: run pgimageai recover-slot --force to finish before pgimageai run)", err)
 	}
 	return rec, nil
@@ -200,20 +202,20 @@ func checkOldSlot(ctx context.Context, src *pgx.Conn, cfg RecoverConfig, rec *Re
 
 // enabledRules reads the enabled rules of group from the source.
 func enabledRules(ctx context.Context, src *pgx.Conn, group string) ([]state.RuleRow, error) {
-	rules, err := state.Rules(ctx, src, group, true)
+	rs, err := state.Rules(ctx, src, group, true)
 	if err != nil {
 		return nil, fmt.Errorf("%w (run pgimageai migrate first?)", err)
 	}
-	return rules, nil
+	return rs, nil
 }
 
 // deleteOrphans runs sink.DeleteOrphans on each target table of the rules,
 // once per table. A rule that cannot run is reported, not fatal: its target
 // is what the bridge left, and the bridge reports the rule itself.
-func deleteOrphans(ctx context.Context, src, tgt *pgx.Conn, rules []state.RuleRow) ([]OrphanCleanup, error) {
+func deleteOrphans(ctx context.Context, src, tgt *pgx.Conn, enabled []state.RuleRow) ([]OrphanCleanup, error) {
 	var out []OrphanCleanup
 	seen := map[string]int{} // target table as named → index in out
-	for _, rr := range rules {
+	for _, rr := range enabled {
 		if i, ok := seen[rr.TargetTable]; ok {
 			out[i].Rules = append(out[i].Rules, rr.Name)
 			continue
@@ -232,7 +234,7 @@ func deleteOrphans(ctx context.Context, src, tgt *pgx.Conn, rules []state.RuleRo
 			return out, err
 		case err != nil:
 			c.Skipped = err.Error()
-		case target.OID == source.OID && sameDatabase(src, tgt):
+		case target.OID == source.OID && rules.SameDatabase(src, tgt):
 			c.Skipped = "write-back"
 		case len(source.PrimaryKey) == 0:
 			c.Skipped = fmt.Sprintf("source table %s has no primary key", source)

@@ -101,7 +101,7 @@ func TestBudgets(t *testing.T) {
 	var mu sync.Mutex
 	clock := time.Now().UTC()
 	cfg := s.config(t)
-	cfg.RecheckInterval = 200 * time.Millisecond
+	cfg.Timing.RecheckInterval = 200 * time.Millisecond
 	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	_, stop := s.start(t, cfg)
 	want := map[int]string{}

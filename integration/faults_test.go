@@ -306,7 +306,7 @@ func TestFaultTargetRefusesWrites(t *testing.T) {
 	cfg.TargetDSN = tdb.DSN()
 	// A small byte budget: results waiting in the lane hold it, so the
 	// engine stops reading after ~100 of them.
-	cfg.ByteBudget = 2 << 20
+	cfg.Limits.ByteBudget = 2 << 20
 	s.start(t, cfg)
 
 	want := map[int]string{}

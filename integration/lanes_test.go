@@ -90,7 +90,7 @@ func TestLaneSlowModelBesideFast(t *testing.T) {
 	s.rule(t, "caption", "fast", "public.captions", "caption")
 	s.slowRule(t, "slow")
 	cfg := s.config(t)
-	cfg.DrainTimeout = 30 * time.Second
+	cfg.Timing.DrainTimeout = 30 * time.Second
 	_, stop := s.start(t, cfg)
 
 	want := map[int]string{}
@@ -250,7 +250,7 @@ func TestSchemaChangeInvalidatesRule(t *testing.T) {
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('d', 'public.d', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe', 'public.d_out', 'caption')`)
 	cfg := s.config(t)
-	cfg.RecheckInterval = 500 * time.Millisecond
+	cfg.Timing.RecheckInterval = 500 * time.Millisecond
 	_, stop := s.start(t, cfg)
 
 	want := map[int]string{}

@@ -27,7 +27,7 @@ func TestLeaderStepsDown(t *testing.T) {
 
 	var logA syncBuffer
 	cfgA := s.config(t)
-	cfgA.LeaderPoll = 3 * time.Second // A checks its lock seldom: B wins the race
+	cfgA.Timing.LeaderPoll = 3 * time.Second // A checks its lock seldom: B wins the race
 	cfgA.Logger = slog.New(slog.NewTextHandler(&logA, nil))
 	_, stopA := s.start(t, cfgA)
 	want := map[int]string{}
@@ -35,7 +35,7 @@ func TestLeaderStepsDown(t *testing.T) {
 	s.sync(t, 30*time.Second)
 
 	cfgB := s.config(t)
-	cfgB.LeaderPoll = 100 * time.Millisecond
+	cfgB.Timing.LeaderPoll = 100 * time.Millisecond
 	ctxB, cancelB := context.WithCancel(context.Background())
 	doneB := make(chan error, 1)
 	go func() { doneB <- bridge.New(cfgB).Run(ctxB) }()

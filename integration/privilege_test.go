@@ -72,7 +72,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	}
 	u.User = url.UserPassword(role, password)
 	cfg.SourceDSN = u.String()
-	cfg.RecheckInterval = 300 * time.Millisecond
+	cfg.Timing.RecheckInterval = 300 * time.Millisecond
 	_, stop := s.start(t, cfg)
 
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (3, $1)", pngImage(t, 3))

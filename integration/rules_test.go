@@ -84,7 +84,7 @@ func TestInvalidRuleRecheck(t *testing.T) {
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('late', 'public.late_photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.late_captions', 'caption')`)
 	cfg := s.config(t)
-	cfg.RecheckInterval = 300 * time.Millisecond
+	cfg.Timing.RecheckInterval = 300 * time.Millisecond
 	s.start(t, cfg)
 	waitFor(t, 30*time.Second, "the invalid_rule row", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'late' AND reason = 'invalid_rule' AND resolved_at IS NULL`) == 1

@@ -80,8 +80,8 @@ func (s *source) config(t testing.TB) bridge.Config {
 	reg.Register("openai", openai.Factory)
 	return bridge.Config{
 		SourceDSN: s.db.DSN(), Slot: s.slot, Publication: s.slot, Registry: reg, Env: os.LookupEnv,
-		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		StatusInterval: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Timing: bridge.Timing{StatusInterval: 500 * time.Millisecond},
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/pgimageai/pgimageai/functions"
 )
 
-
 // batchPNG is a PNG signature and three bytes: an image by its magic.
 var batchPNG = []byte{0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3}
 

@@ -142,11 +142,7 @@ func (l *Lock) owner(ctx context.Context) string {
 	if conn == nil {
 		return "unknown"
 	}
-	info, found, err := Owner(ctx, conn, l.slot)
-	if err != nil || !found {
-		return "unknown"
-	}
-	return info.String()
+	return Describe(ctx, conn, l.slot)
 }
 
 // Info describes the session that holds a slot's leader lock: the
@@ -242,4 +238,24 @@ func (l *Lock) drop() {
 func (l *Lock) Release() {
 	l.held.Store(false)
 	l.drop()
+}
+
+// TryOn tries slot's leader lock once on conn, a session of the caller's
+// that holds it, when taken, until it closes (pgimageai recover-slot).
+func TryOn(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
+	var ok bool
+	if err := conn.QueryRow(ctx, leaderLockSQL, slot).Scan(&ok); err != nil {
+		return false, fmt.Errorf("take the leader lock of slot %s: %w", slot, err)
+	}
+	return ok, nil
+}
+
+// Describe describes the session holding slot's leader lock on conn's
+// database, "unknown" when it cannot tell.
+func Describe(ctx context.Context, conn *pgx.Conn, slot string) string {
+	info, found, err := Owner(ctx, conn, slot)
+	if err != nil || !found {
+		return "unknown"
+	}
+	return info.String()
 }

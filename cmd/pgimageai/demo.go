@@ -202,8 +202,8 @@ func (s *demoSession) stream(ctx context.Context, conn *pgx.Conn) (time.Duration
 	}
 	b := bridge.New(bridge.Config{
 		SourceDSN: s.cl.DSN(), Slot: demoSlot, Publication: demoSlot,
-		Registry: registry(s.cfg.KeyEnv), Env: os.LookupEnv, ByteBudget: s.cfg.ByteBudget,
-		Logger: slog.New(h), StatusInterval: 200 * time.Millisecond, DrainTimeout: 30 * time.Second,
+		Registry: registry(s.cfg.KeyEnv), Env: os.LookupEnv, Limits: bridge.Limits{ByteBudget: s.cfg.ByteBudget},
+		Logger: slog.New(h), Timing: bridge.Timing{StatusInterval: 200 * time.Millisecond, DrainTimeout: 30 * time.Second},
 	})
 	bctx, stopBridge := context.WithCancel(ctx)
 	done := make(chan error, 1)

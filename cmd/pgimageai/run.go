@@ -94,7 +94,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Publication: c.Publication,
 		Registry:    registry(c.KeyEnv),
 		Env:         os.LookupEnv,
-		ByteBudget:  c.ByteBudget,
+		Limits:      bridge.Limits{ByteBudget: c.ByteBudget},
 		Logger:      log,
 		Metrics:     m,
 	})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/bridge/leader"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -41,7 +41,7 @@ type slotStatus struct {
 	CurrentLSN replication.LSN
 	// Leader is the pgimageai run holding the slot's leader lock; nil when
 	// none does (stopped, or between two leaders).
-	Leader *bridge.LeaderInfo
+	Leader *leader.Info
 }
 
 // Lag is the WAL in bytes that the slot has not confirmed yet.
@@ -194,7 +194,7 @@ FROM pg_replication_slots s WHERE s.slot_name = $1`
 
 func readSlotStatus(ctx context.Context, source *database, name string) (slotStatus, error) {
 	s := slotStatus{Slot: replication.Slot{Name: name}}
-	leader, leads, err := bridge.Leader(ctx, source.conn, name)
+	leader, leads, err := leader.Owner(ctx, source.conn, name)
 	if err != nil {
 		return s, source.explain("read the leader lock", err)
 	}

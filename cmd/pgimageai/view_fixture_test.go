@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/bridge/leader"
 	"github.com/pgimageai/pgimageai/replication"
 )
 
@@ -23,7 +23,7 @@ func sampleStatus() statusReport {
 				RestartLSN: 0x1A2B000, ConfirmedFlushLSN: 0x1A2B3C0, WALStatus: "reserved",
 			},
 			Found: true, ActivePID: 4242, HasSafeWALSize: true, CurrentLSN: 0x1A2B3C0 + 5<<20 + 1234,
-			Leader: &bridge.LeaderInfo{PID: 4240, Application: "pgimageai", Client: "10.0.0.5"},
+			Leader: &leader.Info{PID: 4240, Application: "pgimageai", Client: "10.0.0.5"},
 		},
 		Checkpoint: &checkpoint{LSN: 0x1A2B3C0, UpdatedAt: fixtureTime},
 		Rules: []ruleStatus{

@@ -1,0 +1,165 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pgimageai/pgimageai/bridge/apply"
+	"github.com/pgimageai/pgimageai/bridge/engine"
+	"github.com/pgimageai/pgimageai/bridge/leader"
+	"github.com/pgimageai/pgimageai/bridge/track"
+	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/sink"
+)
+
+// engineErr is what stopped the engine: the failure of the stage that
+// cancelled it (see failEngine), unless ctx itself ended.
+func engineErr(ctx, engCtx context.Context, err error) error {
+	if ctx.Err() == nil {
+		if cause := context.Cause(engCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
+		}
+	}
+	return err
+}
+
+// errCheckpoint marks a failure of the checkpointer, which has stopped.
+var errCheckpoint = errors.New("checkpoint")
+
+// pipeline is one leadership's stages: stream → engine → lanes, with the
+// checkpointer and the leader lock's watch beside them.
+type pipeline struct {
+	log     *slog.Logger
+	timing  Timing
+	eng     *engine.Engine
+	lanes   *apply.Lanes
+	tracker *track.Tracker
+	lock    *leader.Lock
+}
+
+// run runs the pipeline until ctx ends or a stage fails.
+func (p *pipeline) run(ctx, hard context.Context, stream *replication.Stream, checkpoint replication.LSN, cpw *sink.Writer) error {
+	streamCtx, stopStream := context.WithCancel(hard)
+	defer stopStream()
+	eng := p.eng
+	// The engine's work ends with ctx, or as soon as a stage it may be
+	// waiting on fails: a dead lane holding budget, a lost leadership, a
+	// failed checkpointer — so that the engine, blocked on the budget, does
+	// not wait forever for what will never come.
+	engCtx, failEngine := context.WithCancelCause(ctx)
+	defer failEngine(nil)
+	p.lanes.OnFail(failEngine)
+
+	events := make(chan replication.Event, 16)
+	streamErr := make(chan error, 1)
+	go func() { streamErr <- stream.Run(streamCtx, checkpoint, events) }()
+	cp := apply.NewCheckpointer(cpw, p.tracker, p.log, checkpoint)
+	cpCtx, stopCheckpointer := context.WithCancel(hard)
+	defer stopCheckpointer()
+	cpErr := make(chan error, 1)
+	go func() {
+		err := cp.Run(cpCtx)
+		if err != nil {
+			failEngine(fmt.Errorf("%w: %w", errCheckpoint, err))
+		}
+		cpErr <- err
+	}()
+	lost, watched := make(chan error, 1), make(chan error, 1)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		p.lock.Watch(streamCtx, watched)
+	}()
+	go func() {
+		select {
+		case err := <-watched:
+			failEngine(err)
+			lost <- err
+		case <-streamCtx.Done():
+		}
+	}()
+	defer func() { // the lock's connection is the watcher's until it returns
+		stopStream()
+		<-watching
+	}()
+
+	recheck := time.NewTicker(p.timing.RecheckInterval)
+	defer recheck.Stop()
+
+	var err error
+loop:
+	for {
+		select {
+		case <-recheck.C:
+			if err = eng.Recheck(engCtx); err != nil {
+				err = engineErr(ctx, engCtx, err)
+				break loop
+			}
+			eng.RetryExhausted(engCtx)
+		case ev := <-events:
+			if err = eng.Handle(engCtx, ev); err != nil {
+				err = engineErr(ctx, engCtx, err)
+				break loop
+			}
+		case pg := <-eng.Pages():
+			eng.Register(pg)
+		case lane := <-p.lanes.Repaired():
+			if err = eng.Rebackfill(engCtx, lane); err != nil {
+				err = engineErr(ctx, engCtx, err)
+				break loop
+			}
+		case err = <-streamErr:
+			if !errors.Is(err, replication.ErrSlotInvalidated) { // says it all, with what to do
+				err = fmt.Errorf("replication: %w", err)
+			}
+			break loop
+		case err = <-p.lanes.Failed():
+			err = fmt.Errorf("apply: %w", err)
+			break loop
+		case err = <-cpErr:
+			err = fmt.Errorf("%w: %w", errCheckpoint, err)
+			break loop
+		case err = <-lost:
+			// Another instance leads now: stop at once, without a drain;
+			// it reads again what this one had not confirmed.
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	graceful := ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled))
+	if !graceful {
+		if !errors.Is(err, ErrLeadershipLost) && !errors.Is(err, errCheckpoint) {
+			// What the lanes made durable is where the next run starts.
+			stopCheckpointer()
+			<-cpErr
+		}
+		return err
+	}
+	// Graceful stop: the lanes write what they hold, the checkpoint is
+	// stored and confirmed, then the stream closes.
+	drained := make(chan struct{})
+	go func() { p.lanes.Drain(); close(drained) }()
+	timer := time.NewTimer(p.timing.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-drained:
+		select {
+		case err = <-p.lanes.Failed():
+			err = fmt.Errorf("apply: %w", err)
+		default:
+		}
+	case <-timer.C:
+		err = fmt.Errorf("graceful stop: calls still running after %s; unfinished transactions will be read again on restart", p.timing.DrainTimeout)
+	}
+	stopCheckpointer()
+	if cerr := <-cpErr; err == nil && cerr != nil {
+		err = fmt.Errorf("checkpoint: %w", cerr)
+	}
+	stopStream()
+	<-streamErr
+	return err
+}
