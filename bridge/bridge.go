@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge/apply"
+	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/engine"
 	"github.com/pgimageai/pgimageai/bridge/leader"
@@ -204,7 +205,8 @@ type running struct {
 	budget  *cost.Budget
 	tracker *track.Tracker
 	lanes   *apply.Lanes
-	count   *engine.Counters
+	engine  *engine.Engine
+	calls   *calls.Counters
 }
 
 // setStream records the stream of the current leadership (nil: none), for
@@ -300,12 +302,12 @@ func (b *Bridge) lead(ctx context.Context) error {
 	})
 	lookups := cost.NewLookups(cfg.TargetDSN, 4)
 	defer lookups.Close(context.WithoutCancel(ctx))
-	eng = engine.New(engine.Deps{
+	caller := calls.New(hard, calls.Cost{Budget: budget, Cache: cache, Lookups: lookups,
+		Daily: cost.NewDaily(cfg.Now, day, spent, cfg.Metrics)}, cfg.Metrics, lanes.Rows())
+	eng = engine.New(hard, engine.Deps{
 		Log: log, TypeMap: tgt.TypeMap(), Live: live, Conns: conns,
 		Tables: engine.Tables{Rules: rulesOID, Models: modelsOID, Retries: retriesOID},
-		Cost: engine.Cost{Budget: budget, Cache: cache, Lookups: lookups,
-			Daily: cost.NewDaily(cfg.Now, day, spent, cfg.Metrics)},
-		Metrics: cfg.Metrics, CallCtx: hard, Lanes: lanes,
+		Calls:  caller, Metrics: cfg.Metrics, Lanes: lanes,
 		Resume:    engine.Resume{Tracker: tracker, Own: own, Routed: routed},
 		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN,
 	})
@@ -324,7 +326,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	log.Info("streaming", "slot", cfg.Slot, "publication", cfg.Publication, "rules", valid,
 		"invalid_rules", invalid, "checkpoint", checkpoint.String(), "lanes", len(routed))
 
-	b.run.Store(&running{budget: budget, tracker: tracker, lanes: lanes, count: eng.Counters()})
+	b.run.Store(&running{budget: budget, tracker: tracker, lanes: lanes, engine: eng, calls: caller.Counters()})
 	b.setStream(stream)
 	defer b.setStream(nil)
 	p := &pipeline{log: log, timing: cfg.Timing, eng: eng, lanes: lanes, tracker: tracker, lock: b.lock}
@@ -363,8 +365,8 @@ func (b *Bridge) Stats() Stats {
 		return Stats{}
 	}
 	_, peak := r.budget.InUse()
-	s := Stats{Changes: r.count.Changes.Load(), Calls: r.count.Calls.Load(), CacheHits: r.count.Hits.Load(), PeakBytes: peak,
-		Unchanged: r.count.Unchanged.Load()}
+	s := Stats{Changes: r.engine.Changes(), Calls: r.calls.Calls.Load(), CacheHits: r.calls.Hits.Load(), PeakBytes: peak,
+		Unchanged: r.calls.Unchanged.Load()}
 	s.OpsWritten, s.Batches, s.Errors = r.lanes.Totals()
 	return s
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,9 +12,6 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/work"
-	"github.com/pgimageai/pgimageai/functions"
-	"github.com/pgimageai/pgimageai/magic"
-	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -260,7 +256,7 @@ func (e *Engine) backfilling(oid uint32) bool {
 }
 
 // resultItem starts the function call of a row read from the source.
-// fresh: see caller.start.
+// fresh: see calls.Caller.Start.
 func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row, fresh bool) (work.Item, error) {
 	it := work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: work.Row{Key: row.Key, JSON: row.KeyJSON}}
 	if r.Template != nil {
@@ -276,59 +272,12 @@ func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row
 		if !row.Unstored && !e.lanes.Rows().Busy(r.Target.Name(), row.KeyJSON) {
 			look = &cost.Lookup{KeyJSON: row.KeyJSON, Key: row.Key}
 		}
-		if it.Call = e.calls.answered(r, row, look); it.Call != nil { // a batch answer
+		if it.Call = e.calls.Answered(r, row, look); it.Call != nil { // a batch answer
 			break
 		}
-		if it.Call, err = e.calls.start(ctx, r, look, row.Img, row.Prompt, fresh); err != nil {
+		if it.Call, err = e.calls.Start(ctx, r, look, row.Img, row.Prompt, fresh); err != nil {
 			return work.Item{}, err
 		}
 	}
 	return it, nil
-}
-
-// answered returns the finished call of a backfill row whose batch answer
-// is for the row's current input, or nil: the row is then handled like in
-// any backfill. A row whose stored result already is of this input (the
-// page applied again after a crash) writes nothing, so usage is not counted
-// twice.
-func (cl *caller) answered(r *rules.Rule, row backfill.Row, look *cost.Lookup) *work.Call {
-	a := row.Answer
-	if a == nil {
-		return nil
-	}
-	if _, err := r.Fn.Check(row.Img); err != nil {
-		return nil
-	}
-	k := work.KeyOf(r.Fn.Name(), r.ModelKey, row.Prompt, row.Img)
-	if !bytes.Equal(a.InputKey, k[:]) {
-		return nil // the row changed since it was asked about
-	}
-	c := work.NewCall(len(row.Img), magic.Head(row.Img, 16))
-	c.Key, c.Held = &k, callOverhead
-	if a.Answer != nil {
-		c.Result = functions.Result{Text: *a.Answer, Usage: provider.Usage{PromptTokens: a.PromptTokens, CompletionTokens: a.CompletionTokens}}
-		if cl.Daily != nil { // the call was counted when it went into the batch; its tokens now
-			cl.Daily.Settle(r.Model, r.Cap, true, int64(a.PromptTokens+a.CompletionTokens))
-		}
-	} else {
-		c.Result = functions.Result{Null: true}
-		kind := provider.Permanent
-		if a.Reason == string(functions.BadResponse) {
-			kind = provider.BadResponse
-		}
-		c.Err = &functions.Error{Reason: functions.Reason(a.Reason), Detail: a.Detail, Status: a.Status,
-			ImageBytes: len(row.Img), ImageHead: c.Head, Err: &provider.Error{Kind: kind, Status: a.Status, Message: a.Detail}}
-	}
-	if cl.Lookups == nil || look == nil || a.Answer == nil {
-		close(c.Done)
-		return c
-	}
-	cl.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() { // as the calls' comparisons are
-		if cl.Lookups.Same(cl.ctx, r, look, k[:]) {
-			c.Unchanged, c.Hit = true, true
-			c.Result = functions.Result{Null: true}
-		}
-		close(c.Done)
-	})
-	return c
 }

@@ -27,7 +27,9 @@ func (e *Engine) Load(ctx context.Context) error {
 }
 
 // configTables returns the OIDs of pgimageai.rules and pgimageai.models.
-func (e *Engine) configTables() []uint32 { return []uint32{e.tables.Rules, e.tables.Models} }
+func (e *Engine) configTables() []uint32 {
+	return []uint32{e.rules.tables.Rules, e.rules.tables.Models}
+}
 
 // apply makes the engine follow a reload's diff: the new rules from the next
 // change on, the backfills of changed and removed rules stopped, those of

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge/apply"
 	"github.com/pgimageai/pgimageai/bridge/backfill"
+	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/track"
@@ -23,13 +24,6 @@ import (
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
 )
-
-// callOverhead is what the byte budget charges for a call on top of twice its
-// image bytes (the image, and the request that carries it): the goroutine and
-// the answer, so that tiny images cannot make the number of calls in flight
-// unbounded. The image bytes are released when the call ends; the overhead
-// when its result is written.
-const callOverhead = 16 << 10
 
 // itemOverhead is what the byte budget charges for an item waiting in a lane
 // on top of its key: results and deletes of a lane behind a slow model stay
@@ -67,14 +61,6 @@ type Tables struct {
 // config reports whether oid is pgimageai.rules or pgimageai.models.
 func (t Tables) config(oid uint32) bool { return oid != 0 && (oid == t.Rules || oid == t.Models) }
 
-// Cost is the cost control the engine asks before a call.
-type Cost struct {
-	Budget  *cost.Budget  // bytes of images and items in flight
-	Cache   *cost.Cache   // identical work once
-	Lookups *cost.Lookups // stored inputs; nil = not compared
-	Daily   *cost.Daily   // the models' daily caps
-}
-
 // Resume is where the stream stands when the engine starts.
 type Resume struct {
 	Tracker *track.Tracker
@@ -89,31 +75,23 @@ type Deps struct {
 	Live      *rules.Live
 	Conns     *reconn.Pair // the engine goroutine's source and target connections
 	Tables    Tables
-	Cost      Cost
+	Calls     *calls.Caller
 	Metrics   *metrics.Metrics
-	CallCtx   context.Context // calls outlive a graceful stop's cancellation
 	Lanes     *apply.Lanes
 	Resume    Resume
 	SourceDSN string // for the backfill workers' connections
 	TargetDSN string
 }
 
-// Counters are the engine's counts, for logs, status and tests. They are
-// safe for concurrent use.
-type Counters struct {
-	Changes   atomic.Int64 // row changes read
-	Calls     atomic.Int64 // provider calls made
-	Hits      atomic.Int64 // calls saved by the cache or an identical call in flight
-	Unchanged atomic.Int64 // calls saved because the stored result had the same input
-}
-
 // ruleView is the valid rules, swapped whole at each configuration change
-// (see rules.Set): set for the engine's goroutine, current for the others,
-// and live, which makes new sets.
+// (see rules.Set): set for the engine's goroutine, current for the others;
+// live, which makes new sets; and the tables whose changes are
+// configuration changes.
 type ruleView struct {
 	set     *rules.Set
 	current atomic.Pointer[rules.Set]
 	live    *rules.Live
+	tables  Tables
 }
 
 // stream is where the engine stands in the stream: the transaction being
@@ -135,36 +113,35 @@ type Engine struct {
 	log     *slog.Logger
 	typeMap *pgtype.Map
 	rules   ruleView
-	tables  Tables
 	conns   *reconn.Pair
 	pos     stream
-	calls   *caller
+	calls   *calls.Caller
+	metrics *metrics.Metrics
 	lanes   *apply.Lanes
-	bf      backfills  // the running backfills, coordinated on the engine's goroutine
-	memo    promptMemo // last prompt per rule and row, for prompt templates
-	count   *Counters
+	bf      backfills    // the running backfills, coordinated on the engine's goroutine
+	memo    promptMemo   // last prompt per rule and row, for prompt templates
+	changes atomic.Int64 // row changes read
 	// retryBudgets is set when a UTC day began: the rows refused for a
 	// spent budget are to be retried (see RetryExhausted).
 	retryBudgets bool
 }
 
-// New returns the Engine of d, with no rules until Load.
-func New(d Deps) *Engine {
-	count := &Counters{}
-	e := &Engine{log: d.Log, typeMap: d.TypeMap, tables: d.Tables, conns: d.Conns, lanes: d.Lanes, count: count,
-		pos:   stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
-		bf:    newBackfills(d.SourceDSN, d.TargetDSN, d.CallCtx),
-		calls: &caller{Cost: d.Cost, metrics: d.Metrics, ctx: d.CallCtx, rows: d.Lanes.Rows(), count: count}}
+// New returns the Engine of d, with no rules until Load. Backfill workers
+// run under ctx, which outlives a graceful stop's cancellation.
+func New(ctx context.Context, d Deps) *Engine {
+	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics,
+		pos: stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
+		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx)}
 	if e.pos.routed == nil {
 		e.pos.routed = map[string]state.Position{}
 	}
-	e.rules.live = d.Live
+	e.rules.live, e.rules.tables = d.Live, d.Tables
 	e.swap(rules.NewSet(nil))
 	return e
 }
 
-// Counters returns the engine's counts.
-func (e *Engine) Counters() *Counters { return e.count }
+// Changes returns how many row changes the engine read.
+func (e *Engine) Changes() int64 { return e.changes.Load() }
 
 // Handle applies one event.
 func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
@@ -188,8 +165,8 @@ func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
 			return fmt.Errorf("change at %s outside a transaction", ev.LSN)
 		}
 		e.pos.open.event++
-		e.count.Changes.Add(1)
-		e.calls.metrics.Change(strings.ToLower(ev.Op.String()))
+		e.changes.Add(1)
+		e.metrics.Change(strings.ToLower(ev.Op.String()))
 		return e.change(ctx, ev)
 	case replication.Commit:
 		if e.pos.open == nil {
@@ -277,11 +254,11 @@ func (e *Engine) change(ctx context.Context, ch *replication.Change) error {
 	if ch.Op == replication.Truncate {
 		return e.truncate(ctx, ch)
 	}
-	if e.tables.config(ch.Relation.OID) {
-		e.pos.open.config = append(e.pos.open.config, rules.Change{Models: ch.Relation.OID == e.tables.Models, Ch: ch})
+	if e.rules.tables.config(ch.Relation.OID) {
+		e.pos.open.config = append(e.pos.open.config, rules.Change{Models: ch.Relation.OID == e.rules.tables.Models, Ch: ch})
 		return nil
 	}
-	if ch.Relation.OID == e.tables.Retries && e.tables.Retries != 0 {
+	if ch.Relation.OID == e.rules.tables.Retries && e.rules.tables.Retries != 0 {
 		if ch.Op != replication.Insert {
 			return nil
 		}
@@ -445,7 +422,7 @@ func (e *Engine) rowResult(ctx context.Context, ch *replication.Change, rel *rul
 	case actNull:
 		// NULL image: NULL result, no call.
 	case actCall:
-		if it.Call, err = e.calls.start(ctx, r, look, d.image, d.prompt, false); err != nil {
+		if it.Call, err = e.calls.Start(ctx, r, look, d.image, d.prompt, false); err != nil {
 			return work.Item{}, false, err
 		}
 	default:
@@ -457,8 +434,8 @@ func (e *Engine) rowResult(ctx context.Context, ch *replication.Change, rel *rul
 func (e *Engine) truncate(ctx context.Context, ch *replication.Change) error {
 	sub := 0
 	for _, r := range ch.Truncated {
-		if e.tables.config(r.OID) {
-			e.pos.open.config = append(e.pos.open.config, rules.Change{Models: r.OID == e.tables.Models, Ch: &replication.Change{Op: replication.Truncate}})
+		if e.rules.tables.config(r.OID) {
+			e.pos.open.config = append(e.pos.open.config, rules.Change{Models: r.OID == e.rules.tables.Models, Ch: &replication.Change{Op: replication.Truncate}})
 			continue
 		}
 		rs := e.rules.set.ForSource(r.OID)

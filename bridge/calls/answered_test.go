@@ -1,4 +1,4 @@
-package engine
+package calls
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func completeRule(t testing.TB) *rules.Rule {
 func TestAnsweredCall(t *testing.T) {
 	r := completeRule(t)
 	r.ModelKey = "m@1"
-	cl := &caller{ctx: context.Background()}
+	cl := &Caller{ctx: context.Background()}
 	k := work.KeyOf(functions.Complete, r.ModelKey, "p", batchPNG)
 	text := "a caption"
 	other := work.KeyOf(functions.Complete, r.ModelKey, "p", append(append([]byte{}, batchPNG...), 9))
@@ -57,7 +57,7 @@ func TestAnsweredCall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			row := row
 			row.Answer = tt.answer
-			c := cl.answered(r, row, nil)
+			c := cl.Answered(r, row, nil)
 			if (c == nil) != tt.wantNil {
 				t.Fatalf("call = %v, want nil %v", c, tt.wantNil)
 			}

@@ -1,0 +1,216 @@
+// Package calls starts the function calls of the engine's items: it asks
+// the cost control (bridge/cost: the byte budget, the stored inputs, the
+// cache, the daily caps) before each, and runs them on their model's
+// workers, at most the model's parallelism at once, in the order they were
+// started. It also makes the finished call of a row that a batch API
+// answered.
+//
+// It sits below bridge/engine, which calls Start and Answered from its
+// goroutine; calls run on the workers' goroutines. It calls down into
+// bridge/cost, bridge/work and functions only.
+package calls
+
+import (
+	"bytes"
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgimageai/pgimageai/bridge/backfill"
+	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/work"
+	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// callOverhead is what the byte budget charges for a call on top of twice its
+// image bytes (the image, and the request that carries it): the goroutine and
+// the answer, so that tiny images cannot make the number of calls in flight
+// unbounded. The image bytes are released when the call ends; the overhead
+// (Call.Held) when its item is written.
+const callOverhead = 16 << 10
+
+// Cost is the cost control asked before a call.
+type Cost struct {
+	Budget  *cost.Budget  // bytes of images and items in flight
+	Cache   *cost.Cache   // identical work once
+	Lookups *cost.Lookups // stored inputs; nil = not compared
+	Daily   *cost.Daily   // the models' daily caps; nil = none
+}
+
+// Follower finds the call that a change at a busy row follows
+// (apply.RowCounts.Pending).
+type Follower interface {
+	Pending(at *cost.Lookup, rule string, k work.Key) *work.Call
+}
+
+// Counters are the calls' counts. They are safe for concurrent use.
+type Counters struct {
+	Calls     atomic.Int64 // provider calls made
+	Hits      atomic.Int64 // calls saved by the cache or an identical call in flight
+	Unchanged atomic.Int64 // calls saved because the stored result had the same input
+}
+
+// Caller starts function calls. Start and Answered are called by the
+// engine's goroutine; the calls run on the workers'.
+type Caller struct {
+	Cost
+	workers workers // run the calls, per model
+	metrics *metrics.Metrics
+	ctx     context.Context // calls outlive a graceful stop's cancellation
+	rows    Follower
+	count   Counters
+}
+
+// New returns a Caller of c whose calls run under ctx (which outlives a
+// graceful stop's cancellation), following calls that rows finds.
+func New(ctx context.Context, c Cost, m *metrics.Metrics, rows Follower) *Caller {
+	return &Caller{Cost: c, metrics: m, ctx: ctx, rows: rows}
+}
+
+// Counters returns the calls' counts.
+func (cl *Caller) Counters() *Counters { return &cl.count }
+
+// Start begins one function call. Images that need no provider (empty,
+// unknown, too large, unsupported) finish at once without budget; the others
+// wait for budget — which stops the engine reading: the stream's
+// backpressure — and then run on their model's workers.
+//
+// fresh asks the provider even when the cache remembers a permanent failure
+// of the same call (pgimageai retry).
+//
+// look, when set, is where the stored input is compared first (see
+// cost.Lookups): a match makes no call; at a busy row, an earlier change of
+// the same input still waiting makes none either: c follows its call.
+func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, img []byte, prompt string, fresh bool) (*work.Call, error) {
+	c := work.NewCall(len(img), magic.Head(img, 16))
+	if _, err := r.Fn.Check(img); err != nil {
+		c.Result, c.Err = functions.Result{Null: true}, err
+		close(c.Done)
+		return c, nil
+	}
+	// The image is charged twice: its bytes, and the request that carries
+	// it (base64, JSON) while the call runs; and what the provider holds in
+	// this process to answer (the local provider decodes the image).
+	imgCost := 2*int64(len(img)) + r.Fn.CallMemory(img)
+	// The call's overhead is charged when its item is emitted (Held): a
+	// change whose rules start several big calls must not wait, holding
+	// overhead of its own, for budget that only its own items would free.
+	if err := cl.Budget.Acquire(ctx, imgCost); err != nil {
+		return nil, err
+	}
+	c.Held = callOverhead
+	k := work.KeyOf(r.Fn.Name(), r.ModelKey, prompt, img)
+	c.Key = &k
+	if fresh {
+		cl.Cache.Forget(k)
+	}
+	compare := !fresh && cl.Lookups != nil && look != nil && !look.Busy
+	var prev *work.Call // at a busy row, the earlier change's call of the same input
+	if !fresh && look != nil && look.Busy {
+		prev = cl.rows.Pending(look, r.Name, k)
+	}
+	cl.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() {
+		defer cl.Budget.Release(imgCost)
+		// prev was queued first on this model's workers: it runs or is done.
+		if prev != nil && c.Follow(prev) {
+			cl.count.Hits.Add(1)
+			cl.metrics.CacheHit(r.Name)
+			close(c.Done)
+			return
+		}
+		if compare && cl.Lookups.Same(cl.ctx, r, look, k[:]) {
+			c.Unchanged, c.Hit = true, true
+			cl.count.Unchanged.Add(1)
+			close(c.Done)
+			return
+		}
+		c.Result, c.Hit, c.Err = cl.Cache.Do(cl.ctx, k, func() (functions.Result, error) {
+			if err := cl.Daily.Reserve(r.Model, r.Cap); err != nil {
+				return functions.Result{Null: true}, err // not cached: not permanent
+			}
+			cl.count.Calls.Add(1)
+			res, err := cl.call(r, img, prompt)
+			cl.Daily.Settle(r.Model, r.Cap, err == nil, int64(res.Usage.PromptTokens+res.Usage.CompletionTokens))
+			return res, err
+		})
+		if c.Hit {
+			cl.count.Hits.Add(1)
+			cl.metrics.CacheHit(r.Name)
+		}
+		close(c.Done)
+	})
+	return c, nil
+}
+
+// call calls r's function at the provider, observing it for metrics.
+func (cl *Caller) call(r *rules.Rule, img []byte, prompt string) (functions.Result, error) {
+	ctx := cl.ctx
+	if m := cl.metrics; m != nil {
+		ctx = provider.WithTrace(ctx, &provider.Trace{Retry: func(int, error, time.Duration) { m.Retry(r.Model) }})
+	}
+	t0 := time.Now()
+	res, err := r.Fn.CallPrompt(ctx, img, true, prompt)
+	outcome := "ok"
+	switch {
+	case err != nil && cl.ctx.Err() != nil:
+		outcome = "canceled"
+	case err != nil:
+		outcome = string(functions.ProviderError)
+		if reason := functions.ReasonOf(err); reason != "" {
+			outcome = string(reason)
+		}
+	}
+	cl.metrics.Call(r.Name, r.Model, outcome, time.Since(t0))
+	return res, err
+}
+
+// Answered returns the finished call of a backfill row whose batch answer
+// is for the row's current input, or nil: the row is then handled like in
+// any backfill. A row whose stored result already is of this input (the
+// page applied again after a crash) writes nothing, so usage is not counted
+// twice.
+func (cl *Caller) Answered(r *rules.Rule, row backfill.Row, look *cost.Lookup) *work.Call {
+	a := row.Answer
+	if a == nil {
+		return nil
+	}
+	if _, err := r.Fn.Check(row.Img); err != nil {
+		return nil
+	}
+	k := work.KeyOf(r.Fn.Name(), r.ModelKey, row.Prompt, row.Img)
+	if !bytes.Equal(a.InputKey, k[:]) {
+		return nil // the row changed since it was asked about
+	}
+	c := work.NewCall(len(row.Img), magic.Head(row.Img, 16))
+	c.Key, c.Held = &k, callOverhead
+	if a.Answer != nil {
+		c.Result = functions.Result{Text: *a.Answer, Usage: provider.Usage{PromptTokens: a.PromptTokens, CompletionTokens: a.CompletionTokens}}
+		if cl.Daily != nil { // the call was counted when it went into the batch; its tokens now
+			cl.Daily.Settle(r.Model, r.Cap, true, int64(a.PromptTokens+a.CompletionTokens))
+		}
+	} else {
+		c.Result = functions.Result{Null: true}
+		kind := provider.Permanent
+		if a.Reason == string(functions.BadResponse) {
+			kind = provider.BadResponse
+		}
+		c.Err = &functions.Error{Reason: functions.Reason(a.Reason), Detail: a.Detail, Status: a.Status,
+			ImageBytes: len(row.Img), ImageHead: c.Head, Err: &provider.Error{Kind: kind, Status: a.Status, Message: a.Detail}}
+	}
+	if cl.Lookups == nil || look == nil || a.Answer == nil {
+		close(c.Done)
+		return c
+	}
+	cl.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() { // as the calls' comparisons are
+		if cl.Lookups.Same(cl.ctx, r, look, k[:]) {
+			c.Unchanged, c.Hit = true, true
+			c.Result = functions.Result{Null: true}
+		}
+		close(c.Done)
+	})
+	return c
+}
