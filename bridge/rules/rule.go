@@ -59,6 +59,16 @@ type DailyCap struct {
 	Calls, Tokens int64
 }
 
+// CapOf returns the daily cap of model options opts (provider.ParseOptions).
+// The bridge enforces it, pgimageai status shows it: one reading of the
+// options for both.
+func CapOf(opts provider.Options) DailyCap {
+	return DailyCap{Calls: opts.MaxCallsPerDay, Tokens: opts.MaxTokensPerDay}
+}
+
+// Unlimited reports whether c caps nothing.
+func (c DailyCap) Unlimited() bool { return c.Calls == 0 && c.Tokens == 0 }
+
 // InvalidRule is an enabled rule that cannot run, and why.
 type InvalidRule struct {
 	Name        string
@@ -183,7 +193,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	row, _ := json.Marshal(m)
 	sum := sha256.Sum256(row)
 	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target, Template: tpl,
-		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Cap: DailyCap{Calls: opts.MaxCallsPerDay, Tokens: opts.MaxTokensPerDay}}
+		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Cap: CapOf(opts)}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}

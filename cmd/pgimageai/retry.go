@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -76,21 +77,16 @@ func countRetryable(ctx context.Context, target *database, q queryFlags) (int64,
 // database, never reaches the bridge. active reports whether a bridge is
 // streaming from it now.
 func checkRetrySlot(ctx context.Context, source *database, name string) (active bool, err error) {
-	slot, found, err := replication.ReadSlot(ctx, source.conn, name)
-	if err != nil {
-		return false, fmt.Errorf("%s database %s: %w", source.role, source.where, err)
-	}
-	var db string
-	if err := source.conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
-		return false, source.explain("read current database", err)
-	}
+	slot, err := replication.ReadSlotHere(ctx, source.conn, name)
 	switch {
-	case !found:
+	case errors.Is(err, replication.ErrNoSlot):
 		return false, fmt.Errorf("slot %s does not exist on the %s database %s: start pgimageai run first (a retry request written before the slot exists would never reach the bridge)",
 			name, source.role, source.where)
-	case slot.Database != db:
+	case errors.Is(err, replication.ErrSlotMismatch):
 		return false, fmt.Errorf("slot %s belongs to database %q, not to the source database %s: check --slot and --dsn",
 			name, slot.Database, source.where)
+	case err != nil:
+		return false, fmt.Errorf("%s database %s: %w", source.role, source.where, err)
 	}
 	return slot.Active, nil
 }

@@ -57,7 +57,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 			return fmt.Errorf("%w: --metrics-addr: %v", errUsage, err)
 		}
 		m = metrics.New()
-		slots := &slotReader{dsn: c.DSN, slot: c.Slot}
+		slots := newSlotReader(c.DSN, c.Slot)
 		defer slots.close()
 		m.SetSlotSource(slots.read)
 		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}

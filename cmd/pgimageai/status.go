@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge/leader"
 	"github.com/pgimageai/pgimageai/replication"
@@ -185,13 +182,6 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 	return r, nil
 }
 
-// slotExtras reads what replication.Slot leaves out. to_jsonb spares a query
-// per server version: safe_wal_size exists from PostgreSQL 13 on.
-const slotExtras = `SELECT coalesce(s.active_pid, 0), to_jsonb(s) ? 'safe_wal_size',
-  (to_jsonb(s) ->> 'safe_wal_size')::bigint,
-  coalesce(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, '0/0')
-FROM pg_replication_slots s WHERE s.slot_name = $1`
-
 func readSlotStatus(ctx context.Context, source *database, name string) (slotStatus, error) {
 	s := slotStatus{Slot: replication.Slot{Name: name}}
 	leader, leads, err := leader.Owner(ctx, source.conn, name)
@@ -208,13 +198,14 @@ func readSlotStatus(ctx context.Context, source *database, name string) (slotSta
 	if !found {
 		return s, nil
 	}
-	err = source.conn.QueryRow(ctx, slotExtras, name).Scan(&s.ActivePID, &s.HasSafeWALSize, &s.SafeWALSize, &s.CurrentLSN)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s, nil // dropped between the two queries
-	}
+	u, found, err := replication.ReadSlotUsage(ctx, source.conn, name)
 	if err != nil {
 		return s, source.explain("read slot "+name, err)
 	}
+	if !found {
+		return s, nil // dropped between the two queries
+	}
+	s.ActivePID, s.HasSafeWALSize, s.SafeWALSize, s.CurrentLSN = u.ActivePID, u.HasSafeWALSize, u.SafeWALSize, u.CurrentLSN
 	s.Slot, s.Found = slot, true
 	return s, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -81,12 +82,16 @@ func readBudgets(ctx context.Context, source, target *database) ([]budgetStatus,
 	var out []budgetStatus
 	for _, m := range models {
 		opts, err := provider.ParseOptions(m.Options)
-		if err != nil || opts.MaxCallsPerDay == 0 && opts.MaxTokensPerDay == 0 {
+		if err != nil {
 			continue // an invalid model is reported with its rules
+		}
+		c := rules.CapOf(opts)
+		if c.Unlimited() {
+			continue
 		}
 		s := spent[m.Name]
 		out = append(out, budgetStatus{Model: m.Name, Day: day, Calls: s.Calls, Tokens: s.Tokens,
-			MaxCalls: opts.MaxCallsPerDay, MaxTokens: opts.MaxTokensPerDay})
+			MaxCalls: c.Calls, MaxTokens: c.Tokens})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
 	return out, nil
