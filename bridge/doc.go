@@ -1,28 +1,44 @@
-// Package bridge is the orchestration between replication and sink: it loads
-// and validates the rules, matches each change to the rules of its table,
-// calls the AI functions concurrently (bounded per model by the providers and
-// overall by a byte budget), de-duplicates identical work through a bounded
-// cache, and routes every effect to the lane of its target table, which
-// writes it in source order, one target transaction per chunk. The slot is
-// confirmed (acks flow back to replication) only at what every lane made
-// durable.
+// Package bridge wires the orchestration between replication and sink: it
+// takes the slot's leader lock (bridge/leader), prepares one leadership —
+// connections, the rules as the WAL shows them, the slot, the lanes, the
+// engine — and runs its pipeline (pipeline.go): the stream's events go to
+// the engine, the lanes write, the checkpointer stores what the tracker
+// confirms, and acks flow back to replication. It also recovers a lost slot
+// (recoverslot.go). It holds no decision of its own.
 //
-// One INSERT, from the WAL to the target, crosses five files:
+// The packages below it, each importing only those further down:
 //
-//  1. replication/decode.go turns pgoutput's Insert into a *replication.Change.
-//  2. engine.go (handle, change) finds the rules of its table and asks, per
-//     rule, what to do;
-//  3. decide.go answers, with no I/O: a call, a NULL result, or nothing;
-//     engine.go then starts the call and emits the item to its lane (emit).
-//  4. lane.go writes the ready prefix of the lane as a batch of sink ops,
-//     with the lane's checkpoint, and marks the items done in the tracker;
-//  5. sink/writer.go runs that batch in one target transaction.
+//	engine    changes → decisions → items; configuration changes at their
+//	          commit; backfill pages and retry requests applied in the stream
+//	calls     starts the calls of items, asking cost first; per-model workers
+//	backfill  reads existing rows in keyset pages; the Batch API
+//	apply     lanes: items → sink ops, one target transaction per chunk,
+//	          in source order per target table; the checkpointer
+//	cost      the byte budget, daily caps, the result cache, stored inputs
+//	rules     rules, their compilation and the WAL's view of them (a reload
+//	          returns a diff), templates, how a relation fits its rules
+//	work      the unit of work: Item, Call, Key
+//	track     the slot's position: what every lane made durable
+//	leader    the slot's leader lock
+//
+// One INSERT, from the WAL to the target, takes six steps; the files named
+// are every file of the bridge it crosses, besides the cost package:
+//
+//  1. replication/decode.go turns pgoutput's Insert into a
+//     *replication.Change, which pipeline.go hands to Engine.Handle.
+//  2. engine/engine.go finds the rules of its table (change) and asks, per
+//     rule, what to do: engine/decide.go answers with no I/O — a call, a
+//     NULL result, or nothing.
+//  3. calls/calls.go starts the call: it charges the byte budget, compares
+//     the stored input and asks the cache and the daily cap (all in cost),
+//     then queues it on its model's workers; engine/engine.go emits the
+//     item to its lane (apply.Lanes.Push).
+//  4. apply/lane.go writes the ready prefix of the lane, turned into sink
+//     ops by apply/batch.go, with the lane's checkpoint,
+//  5. through sink/writer.go, in one target transaction;
+//  6. then the lane tells track/track.go that the items are durable, which
+//     confirms the slot past every transaction all lanes have written.
 //
 // Everything on pgimageai.* tables — checkpoints, errors, backfills, usage —
-// is written through package state; the configuration as the WAL shows it is
-// compiled into an immutable ruleSet (ruleset.go) swapped in at the commit
-// that changes it (live.go); backfills read through a pageSource
-// (backfill.go), and a model with batch_api backfills through the provider's
-// batch API first (batchapi.go); the slot's position is the tracker's (tracker.go), stored by
-// the checkpointer (checkpoint.go).
+// is written through package state.
 package bridge
