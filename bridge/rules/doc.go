@@ -1,0 +1,15 @@
+// Package rules owns the rules as the WAL shows them: it compiles rows of
+// pgimageai.rules and pgimageai.models into immutable Rules (rule.go) —
+// each bound to its function, source table and target table, which it
+// creates or validates — and indexes them into an immutable Set (set.go)
+// that the engine swaps in at the commit that changes them. Live (live.go)
+// keeps the configuration tables' content at the engine's WAL position,
+// keeps the publication equal to the rules' source tables and the
+// invalid_rule rows equal to what is invalid; a reload returns a Diff of
+// the rules to stop and to start, which the engine applies. It also parses
+// prompt templates (template.go) and says where a relation holds its
+// rules' columns, or why it no longer fits them (fit.go).
+//
+// It sits below bridge/engine and calls down into functions, provider,
+// catalog, sink (targets), state and replication only.
+package rules
