@@ -15,6 +15,11 @@ import (
 // before its publication existed, so the publication goes first).
 func (e *Engine) Load(ctx context.Context) error {
 	e.bf.deferring = true
+	return e.reload(ctx)
+}
+
+// reload reloads the rules and applies the diff, once.
+func (e *Engine) reload(ctx context.Context) error {
 	d, err := e.rules.live.Reload(ctx, e.configTables())
 	if err != nil {
 		return err
@@ -57,15 +62,7 @@ func (e *Engine) reconfigure(ctx context.Context, what string, prepare func() er
 				return err
 			}
 		}
-		d, err := e.rules.live.Reload(ctx, e.configTables())
-		if err != nil {
-			return err
-		}
-		if err := e.apply(ctx, d); err != nil {
-			return err
-		}
-		e.rules.live.Accept(d)
-		return nil
+		return e.reload(ctx)
 	})
 }
 
@@ -110,13 +107,7 @@ func (e *Engine) Recheck(ctx context.Context) error {
 		return nil
 	}
 	restore := e.rules.live.Recheck()
-	d, err := e.rules.live.Reload(ctx, e.configTables())
-	if err == nil {
-		if err = e.apply(ctx, d); err == nil {
-			e.rules.live.Accept(d)
-		}
-	}
-	if err != nil {
+	if err := e.reload(ctx); err != nil {
 		restore() // so that the next check runs again
 		if ctx.Err() != nil {
 			return ctx.Err()
