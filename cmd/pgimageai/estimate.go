@@ -140,43 +140,26 @@ type imageScan struct {
 // table up to exactRows, else a sample of about sampleRows.
 func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, column string) (imageScan, error) {
 	var s imageScan
-	var estimated float64
-	if err := conn.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE oid = $1", table.OID).Scan(&estimated); err != nil {
-		return s, err
-	}
-	name := table.Identifier().Sanitize()
-	col := pgx.Identifier{column}.Sanitize()
-	sql := fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d) FROM %s", col, headerBytes, name)
-	if estimated > exactRows {
-		s.Sampled, s.Rows = true, int64(estimated)
-		pct := math.Min(100, 100*sampleRows/estimated*1.2)
-		sql = fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d) FROM %s TABLESAMPLE SYSTEM (%g) LIMIT %d", col, headerBytes, name, pct, sampleRows)
-	} else if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+name).Scan(&s.Rows); err != nil {
-		return s, err
-	}
-	rows, err := conn.Query(ctx, sql)
-	if err != nil {
-		return s, err
-	}
-	var head []byte
-	_, err = pgx.ForEachRow(rows, []any{&head}, func() error {
-		s.Read++
-		if head == nil {
+	var err error
+	s.Rows, s.Sampled, err = state.SampleImageHeads(ctx, conn, table.OID, table.Identifier(), column,
+		state.ImageSample{ExactRows: exactRows, SampleRows: sampleRows, HeadBytes: headerBytes}, func(head []byte) error {
+			s.Read++
+			if head == nil {
+				return nil
+			}
+			s.WithImage++
+			if _, err := magic.Detect(head); err != nil {
+				s.Unknown++
+				return nil
+			}
+			cfg, _, err := image.DecodeConfig(bytes.NewReader(head))
+			if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
+				s.Unknown++
+				return nil
+			}
+			s.Sizes = append(s.Sizes, image.Pt(cfg.Width, cfg.Height))
 			return nil
-		}
-		s.WithImage++
-		if _, err := magic.Detect(head); err != nil {
-			s.Unknown++
-			return nil
-		}
-		cfg, _, err := image.DecodeConfig(bytes.NewReader(head))
-		if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
-			s.Unknown++
-			return nil
-		}
-		s.Sizes = append(s.Sizes, image.Pt(cfg.Width, cfg.Height))
-		return nil
-	})
+		})
 	return s, err
 }
 
