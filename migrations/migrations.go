@@ -1,5 +1,5 @@
 // Package migrations holds the versioned SQL that creates the pgimageai schema
-// (SPEC §2) and applies it. It imports no other package of pgimageai.
+// and applies it. It imports no other package of pgimageai.
 //
 // Apply is idempotent and safe when several processes run it at once: all
 // pending versions are applied in one transaction that first takes a

@@ -2,7 +2,7 @@
 // deletes, primary-key moves and truncates of one lane's chunk, in ONE target
 // transaction with the lane's checkpoint (queued by package state, with the
 // errors rows and progress that belong with the results), so that a chunk is
-// durable whole or not at all (SPEC §5).
+// durable whole or not at all.
 //
 // It also creates missing target tables and columns and validates existing
 // ones, and deletes results whose source row is gone (recover-slot). Every

@@ -264,7 +264,7 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE %s`,
 		// Many rows in one statement: the keys as source_key JSON, each
 		// column cast from its text form, the values as text (see Upserts).
 		// Not vectors: as text they take three times their binary size, and
-		// a lane's write holds its whole batch (SPEC §5's memory bound).
+		// a lane's write holds its whole batch (the memory bound).
 		var fromJSON []string
 		for i, k := range t.Key {
 			typ := "text"

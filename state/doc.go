@@ -8,5 +8,5 @@
 //
 // The ops (Error, Resolve, BackfillProgress, …) implement sink.Op: they are
 // queued in a lane's target transaction beside the results they belong with,
-// so that results, errors and progress commit together (SPEC §5).
+// so that results, errors and progress commit together.
 package state

@@ -273,8 +273,8 @@ func refused(err error) bool {
 }
 
 // isolate writes items one at a time after the target refused them
-// together, so that one row the target cannot take never holds the lane (SPEC
-// §5: one bad row never blocks the stream): a result it refuses is written
+// together, so that one row the target cannot take never holds the lane
+// (one bad row never blocks the stream): a result it refuses is written
 // as a NULL with a bad_response errors row saying why. Any other item it
 // refuses stops the lane: dropping a delete or a move would lose a change.
 func (l *lane) isolate(ctx context.Context, items []work.Item, err error) error {

@@ -285,7 +285,7 @@ type Worker struct {
 	bo   backoff.Backoff
 	// run names the worker's pages: a secret nonce (any role may emit a
 	// logical decoding message with the marker's prefix, but none can name
-	// a page the bridge read, SPEC §5b), new for every start of a
+	// a page the bridge read), new for every start of a
 	// backfill, so a page of a stopped worker is never applied to the next.
 	run string
 }

@@ -12,7 +12,7 @@ import "sync"
 // when its queue is empty, so a model that is replaced or deleted leaves
 // nothing behind. Queues are FIFO, so calls start in the order the stream
 // read them and lanes' prefixes become ready in order. Models never share a
-// queue: a slow model's backlog does not delay another's calls (SPEC §5).
+// queue: a slow model's backlog does not delay another's calls.
 type workers struct {
 	mu     sync.Mutex
 	queues map[string]*workQueue // by Rule.ModelKey

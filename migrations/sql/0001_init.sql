@@ -1,4 +1,4 @@
--- pgimageai configuration and bookkeeping (SPEC §2).
+-- pgimageai configuration and bookkeeping.
 
 CREATE TABLE pgimageai.models (
   name        text PRIMARY KEY CHECK (name <> ''),

@@ -1,4 +1,4 @@
--- Backfill progress per rule (SPEC §2: a new or re-enabled rule processes the
+-- Backfill progress per rule (a new or re-enabled rule processes the
 -- rows that already exist). Written in the same target transaction as the
 -- results of each page, so a restart resumes after the last page applied.
 CREATE TABLE pgimageai.backfills (

@@ -1,4 +1,4 @@
--- Provider usage per rule, model and UTC day (SPEC §4): the calls that got an
+-- Provider usage per rule, model and UTC day: the calls that got an
 -- answer and the tokens those answers reported. Written in the same target
 -- transaction as the results they produced, so a crash never counts twice.
 CREATE TABLE pgimageai.usage (

@@ -1,4 +1,4 @@
--- Progress per lane (SPEC §5): a lane is a target table, and the rules that
+-- Progress per lane: a lane is a target table, and the rules that
 -- write it apply their changes in source commit order. Each lane stores how
 -- far it has applied the stream, as the commit LSN of a source transaction
 -- and the ordinal of a change inside it, in the same target transaction as
@@ -15,7 +15,7 @@ CREATE TABLE pgimageai.lane_checkpoints (
   PRIMARY KEY (slot, lane)
 );
 
--- The call behind a permanent failure (SPEC §5: identical work is done once):
+-- The call behind a permanent failure (identical work is done once):
 -- a digest of (function, model row, prompt, image bytes). A restart reads the
 -- open ones back, so that a row whose answer was unusable is not paid for
 -- again until the model or prompt changes or pgimageai retry asks for it.

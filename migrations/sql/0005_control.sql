@@ -1,4 +1,4 @@
--- Control is a privilege (SPEC §5b): nothing that a role which may only write a
+-- Control is a privilege: nothing that a role which may only write a
 -- source table can do steers the bridge.
 --
 -- A retry request is a row here, in the publication like pgimageai.rules: the

@@ -1,4 +1,4 @@
--- What each result was computed from (issue 15: never pay twice for the same
+-- What each result was computed from (never pay twice for the same
 -- image): per rule and source row, a digest of (function, model row, prompt as
 -- rendered, image bytes), written in the same target transaction as the
 -- result. A change whose digest equals the stored one makes no call — after a

@@ -1,4 +1,4 @@
--- Budgets per model (issue 15): a row that would call a model whose daily
+-- Budgets per model: a row that would call a model whose daily
 -- budget is spent gets an errors row with the new reason budget_exhausted.
 -- The check of 0001 is named by PostgreSQL's default, errors_reason_check.
 ALTER TABLE pgimageai.errors DROP CONSTRAINT errors_reason_check;

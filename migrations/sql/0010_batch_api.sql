@@ -1,5 +1,5 @@
--- Backfills through a provider's Batch API (issue 15, model option
--- batch_api): the batches of a rule's backfill, so that a restart resumes
+-- Backfills through a provider's Batch API (model option batch_api): the
+-- batches of a rule's backfill, so that a restart resumes
 -- polling them instead of submitting again, and the answers downloaded from
 -- them, which the backfill's pages then apply with its version guard.
 CREATE TABLE pgimageai.backfill_batches (
