@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/pgimageai/pgimageai/bridge/backfill"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
@@ -39,7 +38,6 @@ func TestAnsweredCall(t *testing.T) {
 	k := work.KeyOf(functions.Complete, r.ModelKey, "p", batchPNG)
 	text := "a caption"
 	other := work.KeyOf(functions.Complete, r.ModelKey, "p", append(append([]byte{}, batchPNG...), 9))
-	row := backfill.Row{KeyJSON: []byte(`{"id": 1}`), Img: batchPNG, Valid: true, Size: len(batchPNG), Prompt: "p"}
 	tests := []struct {
 		name     string
 		answer   *state.BatchAnswer
@@ -55,9 +53,7 @@ func TestAnsweredCall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			row := row
-			row.Answer = tt.answer
-			c := cl.Answered(r, row, nil)
+			c := cl.Answered(r, batchPNG, "p", tt.answer, nil)
 			if (c == nil) != tt.wantNil {
 				t.Fatalf("call = %v, want nil %v", c, tt.wantNil)
 			}

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pgimageai/pgimageai/bridge/backfill"
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/work"
@@ -24,6 +23,7 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // callOverhead is what the byte budget charges for a call on top of twice its
@@ -168,24 +168,23 @@ func (cl *Caller) call(r *rules.Rule, img []byte, prompt string) (functions.Resu
 	return res, err
 }
 
-// Answered returns the finished call of a backfill row whose batch answer
-// is for the row's current input, or nil: the row is then handled like in
-// any backfill. A row whose stored result already is of this input (the
+// Answered returns the finished call of a backfill row (its image and
+// prompt) whose batch answer a is for the row's current input, or nil: the
+// row is then handled like in any backfill. A row whose stored result already is of this input (the
 // page applied again after a crash) writes nothing, so usage is not counted
 // twice.
-func (cl *Caller) Answered(r *rules.Rule, row backfill.Row, look *cost.Lookup) *work.Call {
-	a := row.Answer
+func (cl *Caller) Answered(r *rules.Rule, img []byte, prompt string, a *state.BatchAnswer, look *cost.Lookup) *work.Call {
 	if a == nil {
 		return nil
 	}
-	if _, err := r.Fn.Check(row.Img); err != nil {
+	if _, err := r.Fn.Check(img); err != nil {
 		return nil
 	}
-	k := work.KeyOf(r.Fn.Name(), r.ModelKey, row.Prompt, row.Img)
+	k := work.KeyOf(r.Fn.Name(), r.ModelKey, prompt, img)
 	if !bytes.Equal(a.InputKey, k[:]) {
 		return nil // the row changed since it was asked about
 	}
-	c := work.NewCall(len(row.Img), magic.Head(row.Img, 16))
+	c := work.NewCall(len(img), magic.Head(img, 16))
 	c.Key, c.Held = &k, callOverhead
 	if a.Answer != nil {
 		c.Result = functions.Result{Text: *a.Answer, Usage: provider.Usage{PromptTokens: a.PromptTokens, CompletionTokens: a.CompletionTokens}}
@@ -199,7 +198,7 @@ func (cl *Caller) Answered(r *rules.Rule, row backfill.Row, look *cost.Lookup) *
 			kind = provider.BadResponse
 		}
 		c.Err = &functions.Error{Reason: functions.Reason(a.Reason), Detail: a.Detail, Status: a.Status,
-			ImageBytes: len(row.Img), ImageHead: c.Head, Err: &provider.Error{Kind: kind, Status: a.Status, Message: a.Detail}}
+			ImageBytes: len(img), ImageHead: c.Head, Err: &provider.Error{Kind: kind, Status: a.Status, Message: a.Detail}}
 	}
 	if cl.Lookups == nil || look == nil || a.Answer == nil {
 		close(c.Done)

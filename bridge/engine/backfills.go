@@ -272,7 +272,7 @@ func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row
 		if !row.Unstored && !e.lanes.Rows().Busy(r.Target.Name(), row.KeyJSON) {
 			look = &cost.Lookup{KeyJSON: row.KeyJSON, Key: row.Key}
 		}
-		if it.Call = e.calls.Answered(r, row, look); it.Call != nil { // a batch answer
+		if it.Call = e.calls.Answered(r, row.Img, row.Prompt, row.Answer, look); it.Call != nil { // a batch answer
 			break
 		}
 		if it.Call, err = e.calls.Start(ctx, r, look, row.Img, row.Prompt, fresh); err != nil {
