@@ -309,3 +309,16 @@ FROM pgimageai.usage WHERE model = $1`, model).Scan(&u.Calls, &u.PromptTokens, &
 	}
 	return u, nil
 }
+
+// RulePrompt reads the prompt of rule name (nil for SQL NULL); found is false
+// when there is no such rule.
+func RulePrompt(ctx context.Context, conn *pgx.Conn, name string) (prompt *string, found bool, err error) {
+	err = conn.QueryRow(ctx, "SELECT prompt FROM pgimageai.rules WHERE name = $1", name).Scan(&prompt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read the prompt of rule %s: %w", name, err)
+	}
+	return prompt, true, nil
+}

@@ -147,11 +147,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	if err != nil {
 		return nil, err
 	}
-	opts, err := provider.ParseOptions(m.Options)
-	if err != nil {
-		return nil, fmt.Errorf("model %q: %w", m.Name, err)
-	}
-	fn, err := functions.Bind(functions.Name(rr.Function), m.Name, p, opts, rr.Prompt)
+	fn, opts, err := bind(p, m, rr.Function, rr.Prompt)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +203,29 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	}
 	r.Fingerprint = hex.EncodeToString(fp.Sum(nil)[:12])
 	return r, nil
+}
+
+// bind binds function (its SQL name) with prompt to model m served by p.
+func bind(p provider.Provider, m provider.Model, function string, prompt *string) (*functions.Function, provider.Options, error) {
+	opts, err := provider.ParseOptions(m.Options)
+	if err != nil {
+		return nil, opts, fmt.Errorf("model %q: %w", m.Name, err)
+	}
+	fn, err := functions.Bind(functions.Name(function), m.Name, p, opts, prompt)
+	return fn, opts, err
+}
+
+// Bind builds model m's provider from reg with the keys of env and binds
+// function with prompt to it, as the bridge does when it loads a rule: what
+// pgimageai estimate asks of a rule (its capabilities, whether its backfill
+// goes through a batch API) gets the bridge's answer.
+func Bind(reg *provider.Registry, env provider.Env, m provider.Model, function string, prompt *string) (*functions.Function, error) {
+	p, err := reg.New(m, env)
+	if err != nil {
+		return nil, err
+	}
+	fn, _, err := bind(p, m, function, prompt)
+	return fn, err
 }
 
 // SameDatabase reports whether two connections reach the same database.

@@ -11,10 +11,12 @@ import (
 	_ "image/png"
 	"io"
 	"math"
+	"os"
 
 	"github.com/jackc/pgx/v5"
 	_ "golang.org/x/image/webp"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/magic"
@@ -40,14 +42,14 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return err
 	}
 	defer closeAll()
-	rules, err := state.AllRules(ctx, source.conn)
+	listed, err := state.AllRules(ctx, source.conn)
 	if err != nil {
 		return source.explain("read rules", err)
 	}
 	var rule *state.RuleListing
-	for i := range rules {
-		if rules[i].Name == c.Query.Rule {
-			rule = &rules[i]
+	for i := range listed {
+		if listed[i].Name == c.Query.Rule {
+			rule = &listed[i]
 		}
 	}
 	if rule == nil {
@@ -73,7 +75,6 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 	var extra struct {
 		Detail    string `json:"detail"`
 		MaxTokens int64  `json:"max_tokens"`
-		BatchAPI  bool   `json:"batch_api"`
 	}
 	_ = json.Unmarshal(model.Options, &extra)
 
@@ -118,10 +119,19 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 		e.OutputPerCall = math.NaN()
 	}
 	e.PriceIn, e.PriceOut = opts.PricePer1MInputTokens, opts.PricePer1MOutputTokens
-	// A batch_api model's backfills go through OpenAI's Batch API, at half
-	// the price (https://platform.openai.com/docs/guides/batch); its live
-	// changes do not.
-	e.BatchBackfill = model.Provider == "openai" && extra.BatchAPI && rule.Function == string(functions.Complete)
+	// A batch_api model's backfills go through the provider's Batch API, at
+	// half the price (https://platform.openai.com/docs/guides/batch); its
+	// live changes do not. Whether they do is the bridge's answer: the rule
+	// bound as the bridge binds it.
+	prompt, _, err := state.RulePrompt(ctx, source.conn, rule.Name)
+	if err != nil {
+		return source.explain("read the rule's prompt", err)
+	}
+	fn, err := rules.Bind(registry(c.KeyEnv), os.LookupEnv, *model, rule.Function, prompt)
+	if err != nil {
+		return fmt.Errorf("rule %s cannot run: %w", rule.Name, err)
+	}
+	e.BatchBackfill = fn.BatchAPI() != nil
 	_, err = io.WriteString(stdout, e.String())
 	return err
 }
