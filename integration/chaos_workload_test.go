@@ -2,8 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -84,12 +82,8 @@ func newWorkload(conn *pgx.Conn, seed uint64, interval time.Duration) *workload 
 }
 
 // chaosCaption is the fake provider's answer for an image: distinct per
-// image (the default answer, the data URL's tail, is the same for every PNG:
-// its IEND chunk).
-func chaosCaption(dataURL string) string {
-	sum := sha256.Sum256([]byte(dataURL))
-	return "caption:" + hex.EncodeToString(sum[:8])
-}
+// image.
+func chaosCaption(dataURL string) string { return captionOf(dataURL) }
 
 // newImage makes the bytes of a new image change.
 func (w *workload) newImage(t testing.TB) int {

@@ -1,6 +1,8 @@
 package integration_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/magic"
 )
 
 // aiRequest is one recorded chat completion request.
@@ -22,8 +26,8 @@ type aiRequest struct {
 }
 
 // fakeAI is an OpenAI-compatible /chat/completions server that records every
-// request. Its answer is "caption:" plus the data URL's last 12 characters,
-// so tests can tell which image a result came from; respond overrides that.
+// request. Its answer is captionOf the data URL — distinct per image, so
+// tests can tell which image a result came from; respond overrides that.
 type fakeAI struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -78,7 +82,7 @@ func (f *fakeAI) serve(w http.ResponseWriter, r *http.Request) {
 	if delay > 0 {
 		time.Sleep(delay)
 	}
-	status, text := http.StatusOK, "caption:"+tail(req.DataURL, 12)
+	status, text := http.StatusOK, captionOf(req.DataURL)
 	if respond != nil {
 		status, text = respond(req)
 	}
@@ -126,8 +130,13 @@ func (f *fakeAI) SetHook(hook func(w http.ResponseWriter, r *http.Request, req a
 }
 
 // captionOf returns the answer the default behaviour gives for an image's
-// data URL.
-func captionOf(dataURL string) string { return "caption:" + tail(dataURL, 12) }
+// data URL: a digest of the whole URL, so that a result written under
+// another row's key never passes for the row's own (the URL's tail, say, is
+// the same for every PNG: its IEND chunk).
+func captionOf(dataURL string) string {
+	sum := sha256.Sum256([]byte(dataURL))
+	return "caption:" + hex.EncodeToString(sum[:8])
+}
 
 func tail(s string, n int) string {
 	if len(s) <= n {
@@ -138,3 +147,18 @@ func tail(s string, n int) string {
 
 // hasPrefix reports whether a recorded data URL has the media type want.
 func hasPrefix(url, mime string) bool { return strings.HasPrefix(url, "data:"+mime+";base64,") }
+
+// TestFakeCaptionsDistinct: the fake's default answer tells every test image
+// apart, so a check that each row got its own caption fails when a result is
+// written under another row's key.
+func TestFakeCaptionsDistinct(t *testing.T) {
+	const n = 2000
+	seen := make(map[string]int, n)
+	for i := range n {
+		c := captionOf(magic.DataURL(magic.PNG, pngImage(t, i)))
+		if j, ok := seen[c]; ok {
+			t.Fatalf("images %d and %d get the same caption %q", j, i, c)
+		}
+		seen[c] = i
+	}
+}
