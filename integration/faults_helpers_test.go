@@ -44,6 +44,21 @@ func (s *source) waitStreamingAgain(t testing.TB, timeout time.Duration) time.Du
 	return time.Since(t0)
 }
 
+// waitNewWalsender waits until a walsender other than old streams s's slot
+// and returns its PID and how long that took: after a fault that must have
+// ended the old one (a pause past wal_sender_timeout, a network cut), the
+// stream is back only when a new one streams.
+func (s *source) waitNewWalsender(t testing.TB, timeout time.Duration, old int) (int, time.Duration) {
+	t.Helper()
+	t0 := time.Now()
+	var pid int
+	waitFor(t, timeout, fmt.Sprintf("a walsender other than %d to stream the slot", old), func() bool {
+		pid = s.walsenderPID(t)
+		return pid != 0 && pid != old
+	})
+	return pid, time.Since(t0)
+}
+
 // reconnect replaces s.conn, which died with the server or its network.
 func (s *source) reconnect(t testing.TB) {
 	t.Helper()

@@ -43,7 +43,7 @@ func TestFaultPausedServer(t *testing.T) {
 	}
 	t0 := time.Now()
 	insertRows(t, s, 201, 401, 10, want)
-	back := s.waitStreamingAgain(t, 60*time.Second)
+	after, back := s.waitNewWalsender(t, 60*time.Second, pid)
 	s.sync(t, 60*time.Second)
 	applied := time.Since(t0)
 
@@ -53,7 +53,7 @@ func TestFaultPausedServer(t *testing.T) {
 	}
 	assertCallBound(t, ai, 1, 401, faultConcurrency, "rows plus the calls in flight at the pause")
 	t.Logf("paused %s (wal_sender_timeout %s); walsender %d before, %d after; recovery after the unpause: stream back in %s, backlog applied in %s",
-		walSenderTimeout+3*time.Second, walSenderTimeout, pid, s.walsenderPID(t),
+		walSenderTimeout+3*time.Second, walSenderTimeout, pid, after,
 		back.Round(time.Millisecond), applied.Round(time.Millisecond))
 }
 
@@ -89,7 +89,7 @@ func TestFaultNetworkCut(t *testing.T) {
 	}
 	s.reconnect(t)
 	insertRows(t, s, 201, 401, 10, want)
-	back := s.waitStreamingAgain(t, 60*time.Second)
+	now, back := s.waitNewWalsender(t, 60*time.Second, pid)
 	s.sync(t, 60*time.Second)
 	applied := time.Since(t0)
 
@@ -98,9 +98,8 @@ func TestFaultNetworkCut(t *testing.T) {
 		t.Errorf("%d errors rows", n)
 	}
 	assertCallBound(t, ai, 1, 401, faultConcurrency, "rows plus the calls in flight at the cut")
-	now := s.walsenderPID(t)
-	if now == pid {
-		t.Error("the walsender of the cut connection still streams")
+	if s.walsenderPID(t) == pid {
+		t.Error("the walsender of the cut connection streams again")
 	}
 	t.Logf("network cut 3s; walsender %d before, %d after; recovery after the reconnect: stream back in %s, backlog applied in %s",
 		pid, now, back.Round(time.Millisecond), applied.Round(time.Millisecond))
