@@ -232,7 +232,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	}
 	// The checkpointer's writer stores the slot's checkpoint; each lane has
 	// a writer of its own.
-	cpw := sink.NewWriter(nil, cfg.TargetDSN, cfg.Slot, "")
+	cpw := sink.NewWriter(cfg.TargetDSN, cfg.Slot, "")
 	defer cpw.Close(context.WithoutCancel(ctx))
 
 	if err := replication.Preflight(ctx, src); err != nil {
@@ -295,7 +295,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	lanes := apply.New(laneCtx, apply.Config{
 		Log: log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,
 		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add,
-		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(nil, cfg.TargetDSN, cfg.Slot, lane) },
+		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
 		Repair: func(ctx context.Context, lane string) error {
 			return recreate(ctx, cfg.TargetDSN, eng.TargetRules(lane))
 		},

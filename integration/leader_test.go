@@ -78,9 +78,9 @@ func TestCheckpointFencing(t *testing.T) {
 	errOp := func(detail string) []sink.Op {
 		return []sink.Op{state.Error{Rule: "r", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Reason: "provider_error", Detail: detail}}
 	}
-	w := sink.NewWriter(s.db.Connect(t), s.db.DSN(), s.slot, "public.a")
-	stale := sink.NewWriter(nil, s.db.DSN(), s.slot, "public.a")
-	other := sink.NewWriter(nil, s.db.DSN(), s.slot, "public.b")
+	w := sink.NewWriter(s.db.DSN(), s.slot, "public.a")
+	stale := sink.NewWriter(s.db.DSN(), s.slot, "public.a")
+	other := sink.NewWriter(s.db.DSN(), s.slot, "public.b")
 	at := func(lsn replication.LSN, ord int64) state.Position { return state.Position{Commit: lsn, Ord: ord} }
 	if err := w.Write(ctx, []sink.Op{state.OwnWrites{}}, at(0x2000, 5), time.Now()); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -17,49 +18,30 @@ import (
 // Writer writes the batches of one lane to the target database. It is not
 // safe for concurrent use: one goroutine applies a lane's batches in order.
 type Writer struct {
-	dsn  string
-	conn *pgx.Conn
+	conn *reconn.Conn
 	slot string
 	lane string
 }
 
-// NewWriter returns a Writer for lane of slot on conn (nil: connect on first
-// use). When the connection breaks (a server restart, a network cut), the
-// next Write reconnects with dsn.
-func NewWriter(conn *pgx.Conn, dsn, slot, lane string) *Writer {
-	return &Writer{dsn: dsn, conn: conn, slot: slot, lane: lane}
+// NewWriter returns a Writer for lane of slot ("" for the slot's own
+// checkpoint) on the target dsn. It connects on first use, and again after
+// a failed write (a server restart, a network cut, a session that may be
+// broken).
+func NewWriter(dsn, slot, lane string) *Writer {
+	return &Writer{conn: reconn.New("target", dsn, nil), slot: slot, lane: lane}
 }
 
 // Close closes the writer's connection.
 func (w *Writer) Close(ctx context.Context) error {
-	if w.conn == nil {
-		return nil
-	}
-	err := w.conn.Close(ctx)
-	w.conn = nil
-	return err
-}
-
-// Conn returns a live connection, reconnecting after a broken one. It
-// belongs to the writer: the caller uses it between writes, on the writer's
-// goroutine.
-func (w *Writer) Conn(ctx context.Context) (*pgx.Conn, error) {
-	if w.conn != nil && !w.conn.IsClosed() {
-		return w.conn, nil
-	}
-	conn, err := pgx.Connect(ctx, w.dsn)
-	if err != nil {
-		return nil, fmt.Errorf("connect to target: %w", err)
-	}
-	w.conn = conn
-	return conn, nil
+	w.conn.Drop(ctx)
+	return nil
 }
 
 // Write applies ops and stores pos as the lane's checkpoint, all in one
 // transaction. When it returns nil the batch is durable; on error nothing of
 // it is applied. commitTime is the source commit time at pos.
 func (w *Writer) Write(ctx context.Context, ops []Op, pos state.Position, commitTime time.Time) (err error) {
-	conn, err := w.Conn(ctx)
+	conn, err := w.conn.Get(ctx)
 	if err != nil {
 		return err
 	}
@@ -103,7 +85,7 @@ func (w *Writer) Write(ctx context.Context, ops []Op, pos state.Position, commit
 // connection (see state.StoreCheckpoint); a failed store gets a fresh
 // session next time.
 func (w *Writer) StoreCheckpoint(ctx context.Context, lsn replication.LSN) error {
-	conn, err := w.Conn(ctx)
+	conn, err := w.conn.Get(ctx)
 	if err != nil {
 		return err
 	}
