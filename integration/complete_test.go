@@ -167,3 +167,28 @@ func TestJSONTargetColumn(t *testing.T) {
 		})
 	}
 }
+
+// TestNullImageNullResult: a NULL image gives a NULL result and no call — a
+// row inserted with a NULL image gets its target row with a NULL caption,
+// and an image set to NULL replaces the caption with NULL — with no errors
+// row.
+func TestNullImageNullResult(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, `INSERT INTO pgimageai.rules VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe.', 'public.captions', 'caption')`)
+	s.start(t, s.config(t))
+	img := pngImage(t, 1)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, NULL)", img)
+	s.sync(t, 30*time.Second)
+	assertCaptions(t, captions(t, s.conn), map[int]string{1: captionOf(magic.DataURL(magic.PNG, img)), 2: "<NULL>"})
+	s.exec(t, "UPDATE public.photos SET img = NULL WHERE id = 1")
+	s.sync(t, 30*time.Second)
+	assertCaptions(t, captions(t, s.conn), map[int]string{1: "<NULL>", 2: "<NULL>"})
+	if n := ai.Count(); n != 1 {
+		t.Errorf("%d provider calls, want 1: a NULL image makes none", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors"); n != 0 {
+		t.Errorf("%d errors rows for NULL images, want 0", n)
+	}
+}
