@@ -1,6 +1,7 @@
 package httpjson
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -70,6 +71,19 @@ func NewEndpoint(m provider.Model, env provider.Env, def string) (Endpoint, erro
 		return Endpoint{}, err
 	}
 	return Endpoint{Model: m.Model, BaseURL: base, Key: key}, nil
+}
+
+// Setup is what the New of every HTTP provider does first: the endpoint of
+// model row m (NewEndpoint, with the default base URL def) and its options
+// decoded, validated and defaulted by parse (the provider's ParseConfig).
+func Setup[C any](m provider.Model, env provider.Env, def string, parse func(json.RawMessage) (C, error)) (Endpoint, C, error) {
+	var cfg C
+	ep, err := NewEndpoint(m, env, def)
+	if err != nil {
+		return ep, cfg, err
+	}
+	cfg, err = parse(m.Options)
+	return ep, cfg, err
 }
 
 // CheckImage returns img's format, refusing an unknown media type or empty

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
 
 // request is the body of POST {base_url}/embeddings. Its inputs take one
@@ -27,17 +28,7 @@ type request struct {
 }
 
 type contentInput struct {
-	Content []part `json:"content"`
-}
-
-type part struct {
-	Type     string    `json:"type"`
-	ImageURL *imageURL `json:"image_url,omitempty"`
-	Text     string    `json:"text,omitempty"`
-}
-
-type imageURL struct {
-	URL string `json:"url"`
+	Content []httpjson.Part `json:"content"`
 }
 
 type multimodalInput struct {
@@ -56,9 +47,9 @@ func newRequest(model, shape, marker, text string, dataURLs []string) request {
 			r.Input[i] = multimodalInput{PromptString: marker + text, MultimodalData: []string{b64}}
 			continue
 		}
-		r.Input[i] = contentInput{Content: []part{
-			{Type: "image_url", ImageURL: &imageURL{URL: u}},
-			{Type: "text", Text: text},
+		r.Input[i] = contentInput{Content: []httpjson.Part{
+			httpjson.ImagePart(u),
+			httpjson.TextPart(text),
 		}}
 	}
 	return r

@@ -25,11 +25,7 @@ var _ provider.Embedder = (*Provider)(nil)
 // environment variable m.APIKeyEnv names (none named = no Authorization
 // header). A nil env means os.LookupEnv.
 func New(m provider.Model, env provider.Env) (*Provider, error) {
-	ep, err := httpjson.NewEndpoint(m, env, "")
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := ParseConfig(m.Options)
+	ep, cfg, err := httpjson.Setup(m, env, "", ParseConfig)
 	if err != nil {
 		return nil, err
 	}

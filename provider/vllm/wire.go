@@ -16,24 +16,14 @@ type request struct {
 }
 
 type message struct {
-	Role    string `json:"role"`
-	Content []part `json:"content"`
-}
-
-type part struct {
-	Type     string    `json:"type"`
-	ImageURL *imageURL `json:"image_url,omitempty"`
-	Text     string    `json:"text,omitempty"`
-}
-
-type imageURL struct {
-	URL string `json:"url"`
+	Role    string          `json:"role"`
+	Content []httpjson.Part `json:"content"`
 }
 
 func newRequest(model string, cfg Config, dataURL string) request {
-	content := []part{{Type: "image_url", ImageURL: &imageURL{URL: dataURL}}}
+	content := []httpjson.Part{httpjson.ImagePart(dataURL)}
 	if cfg.Text != "" {
-		content = append(content, part{Type: "text", Text: cfg.Text})
+		content = append(content, httpjson.TextPart(cfg.Text))
 	}
 	return request{
 		Model:          model,
