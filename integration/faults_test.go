@@ -43,18 +43,25 @@ func TestFaultPausedServer(t *testing.T) {
 	}
 	t0 := time.Now()
 	insertRows(t, s, 201, 401, 10, want)
-	after, back := s.waitNewWalsender(t, 60*time.Second, pid)
+	// The stream is back when the slot confirms what was written after the
+	// pause — by the walsender that was frozen with the server (the bridge's
+	// status updates, queued meanwhile, reach it before its timeout does)
+	// or by a new one; either is fine, the slot moving is not optional.
 	s.sync(t, 60*time.Second)
-	applied := time.Since(t0)
+	back := time.Since(t0)
+	after := s.walsenderPID(t)
+	if after == 0 {
+		t.Error("no walsender streams the slot after the pause")
+	}
 
 	assertCaptions(t, captions(t, s.conn), want)
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors"); n != 0 {
 		t.Errorf("%d errors rows", n)
 	}
 	assertCallBound(t, ai, 1, 401, faultConcurrency, "rows plus the calls in flight at the pause")
-	t.Logf("paused %s (wal_sender_timeout %s); walsender %d before, %d after; recovery after the unpause: stream back in %s, backlog applied in %s",
+	t.Logf("paused %s (wal_sender_timeout %s); walsender %d before, %d after; recovery after the unpause: the slot confirmed the 200 new rows in %s",
 		walSenderTimeout+3*time.Second, walSenderTimeout, pid, after,
-		back.Round(time.Millisecond), applied.Round(time.Millisecond))
+		back.Round(time.Millisecond))
 }
 
 // TestFaultNetworkCut disconnects the server's container from its Docker
