@@ -131,7 +131,7 @@ func (f *Function) Check(img []byte) (magic.Format, error) {
 		return 0, &Error{Reason: EmptyImage, Detail: "image is empty (0 bytes)", ImageBytes: 0}
 	case err != nil:
 		return 0, &Error{Reason: UnknownFormat, ImageBytes: len(img), ImageHead: head(img),
-			Detail: fmt.Sprintf("image of %d bytes has no known magic bytes (PNG, JPEG, GIF, WebP); it starts % x", len(img), head(img))}
+			Detail: fmt.Sprintf("image of %d bytes has no known magic bytes (PNG, JPEG, GIF, WebP, HEIF, AVIF, BMP, TIFF); it starts % x", len(img), head(img))}
 	case int64(len(img)) > f.opts.MaxImageBytes:
 		return 0, &Error{Reason: TooLarge, ImageBytes: len(img), ImageHead: head(img),
 			Detail: fmt.Sprintf("%s image of %d bytes exceeds max_image_bytes %d of model %s", format, len(img), f.opts.MaxImageBytes, f.model)}
