@@ -1,0 +1,30 @@
+package normalize
+
+import (
+	"image"
+	"image/color"
+	"os"
+	"testing"
+)
+
+// gradient is the source of testdata/gradient.{png,heic,avif}.
+func gradient() *image.RGBA {
+	m := image.NewRGBA(image.Rect(0, 0, 64, 48))
+	for y := range 48 {
+		for x := range 64 {
+			m.Set(x, y, color.RGBA{uint8(4 * x), uint8(5 * y), 128, 255})
+		}
+	}
+	return m
+}
+
+// TestWriteGradient writes testdata/gradient.png for testdata/generate.sh
+// when PGIMAGEAI_WRITE_FIXTURES=1.
+func TestWriteGradient(t *testing.T) {
+	if os.Getenv("PGIMAGEAI_WRITE_FIXTURES") != "1" {
+		return
+	}
+	if err := os.WriteFile("testdata/gradient.png", encodePNG(t, gradient()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
