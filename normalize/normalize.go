@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-		"image/jpeg"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"strings"

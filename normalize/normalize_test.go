@@ -55,8 +55,8 @@ func TestOrientations(t *testing.T) {
 	const w, h = 96, 64
 	stored := quadrants(w, h)
 	tests := []struct {
-		o                     int
-		row0, col0            string
+		o          int
+		row0, col0 string
 	}{
 		{1, "top", "left"}, {2, "top", "right"}, {3, "bottom", "right"}, {4, "bottom", "left"},
 		{5, "left", "top"}, {6, "right", "top"}, {7, "right", "bottom"}, {8, "left", "bottom"},
