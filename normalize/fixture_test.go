@@ -1,8 +1,10 @@
 package normalize
 
 import (
+	"bytes"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"os"
 	"testing"
 )
@@ -21,7 +23,18 @@ func gradient() *image.RGBA {
 // TestWriteGradient writes testdata/gradient.png for testdata/generate.sh
 // when PGIMAGEAI_WRITE_FIXTURES=1.
 func TestWriteGradient(t *testing.T) {
-	if os.Getenv("PGIMAGEAI_WRITE_FIXTURES") != "1" {
+	switch os.Getenv("PGIMAGEAI_WRITE_FIXTURES") {
+	case "bench":
+		var buf bytes.Buffer
+		if err := jpeg.Encode(&buf, photo12MP(), &jpeg.Options{Quality: 90}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("testdata/12mp.jpg", buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	case "1":
+	default:
 		return
 	}
 	if err := os.WriteFile("testdata/gradient.png", encodePNG(t, gradient()), 0o644); err != nil {

@@ -78,15 +78,18 @@ func decide(img []byte, f magic.Format, s Settings) (plan, bool, error) {
 }
 
 // workBytes is what a normalisation of plan p holds besides the decoder's
-// image: a conversion of the decoded image to RGBA (the colour models
-// without a fast path), the reduced image, the target and its turned copy,
-// and the encoder's output.
+// image: the reduced image (RGBA, the whole image when no whole factor
+// reduces it), the target and its turned copy, and the encoder's output.
 func (p plan) workBytes() int64 {
 	if p.stripOnly {
 		return 0
 	}
 	px := int64(p.h.width) * int64(p.h.height)
-	return 4*px + 4*px/4 + 3*4*int64(p.tw)*int64(p.th)
+	k := int64(max(1, min(p.h.width/max(1, min(p.tw, p.th)), p.h.height/max(1, max(p.tw, p.th)))))
+	if k >= 2 {
+		px = (int64(p.h.width)/k + 1) * (int64(p.h.height)/k + 1)
+	}
+	return 4*px + 3*4*int64(p.tw)*int64(p.th)
 }
 
 // Memory is the bytes Image would allocate for img beyond img itself,
