@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -35,6 +36,7 @@ type Function struct {
 	mem    provider.MemoryCoster // nil when calls hold no memory of their own
 	par    int                   // calls the provider can use at once
 	batch  provider.BatchAPI     // nil unless backfills go through a batch API
+	norm   normalize.Settings    // what an image is made into before the call
 }
 
 // Bind checks a rule's arguments against the function's signature and the
@@ -49,7 +51,7 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 	if o, ok := p.(interface{ Options() provider.Options }); ok {
 		opts = o.Options()
 	}
-	f := &Function{name: name, model: model, opts: opts}
+	f := &Function{name: name, model: model, opts: opts, norm: opts.Normalization(p)}
 	f.mem, _ = p.(provider.MemoryCoster)
 	f.par = max(opts.MaxConcurrency, 1)
 	if pp, ok := p.(provider.Parallel); ok {
@@ -86,13 +88,30 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 }
 
 // CallMemory is what a call on img holds in this process beyond the image and
-// its request (see provider.MemoryCoster): 0 for remote providers.
+// its request: its normalisation's decode, resize and encode
+// (normalize.Memory, 0 for an image sent as stored) and what the provider
+// holds (provider.MemoryCoster; 0 for remote providers).
 func (f *Function) CallMemory(img []byte) int64 {
-	if f.mem == nil {
-		return 0
+	var n int64
+	if format, err := magic.Detect(img); err == nil {
+		n = normalize.Memory(img, format, f.norm)
 	}
-	return f.mem.CallMemory(img)
+	if f.mem == nil {
+		return n
+	}
+	m := f.mem.CallMemory(img)
+	if n > math.MaxInt64-m {
+		return math.MaxInt64
+	}
+	return n + m
 }
+
+// InputVersion names what the function makes of the stored bytes before a
+// call: the effective normalisation settings (defaults included) and the
+// normalisation's version. A cache of results keys on it beside the
+// (function, model, prompt, image bytes): a changed setting is a changed
+// input.
+func (f *Function) InputVersion() string { return f.norm.Fingerprint() }
 
 // Parallelism is how many calls of the function's model can usefully run at
 // once: the provider's provider.Parallel, else its max_concurrency.
@@ -142,15 +161,36 @@ func (f *Function) Check(img []byte) (magic.Format, error) {
 		return 0, &Error{Reason: EmptyImage, Detail: "image is empty (0 bytes)", ImageBytes: 0}
 	case err != nil:
 		return 0, &Error{Reason: UnknownFormat, ImageBytes: len(img), ImageHead: head(img),
-			Detail: fmt.Sprintf("image of %d bytes has no known magic bytes (PNG, JPEG, GIF, WebP); it starts % x", len(img), head(img))}
+			Detail: fmt.Sprintf("image of %d bytes has no known magic bytes (PNG, JPEG, GIF, WebP, HEIF, AVIF, BMP, TIFF); it starts % x", len(img), head(img))}
 	case int64(len(img)) > f.opts.MaxImageBytes:
 		return 0, &Error{Reason: TooLarge, ImageBytes: len(img), ImageHead: head(img),
 			Detail: fmt.Sprintf("%s image of %d bytes exceeds max_image_bytes %d of model %s", format, len(img), f.opts.MaxImageBytes, f.model)}
-	case !f.opts.Allows(format):
+	case !f.opts.Allows(format) && !f.norm.Enabled:
 		return 0, &Error{Reason: UnsupportedFormat, ImageBytes: len(img), ImageHead: head(img),
-			Detail: fmt.Sprintf("model %s accepts %s, not %s", f.model, strings.Join(f.opts.Formats, ", "), format.MIME())}
+			Detail: fmt.Sprintf("model %s accepts %s, not %s, and its normalize option is off", f.model, strings.Join(f.opts.Formats, ", "), format.MIME())}
 	}
 	return format, nil
+}
+
+// normalized is img made into what the model is sent (package normalize):
+// img itself when it needs nothing. A decoder's failure is an
+// unsupported_format error naming the decoder; a decode over the byte bound
+// too_large.
+func (f *Function) normalized(img []byte, format magic.Format) (provider.Image, error) {
+	r, err := normalize.Image(img, format, f.norm)
+	var de *normalize.DecodeError
+	switch {
+	case errors.Is(err, normalize.ErrTooLarge):
+		return provider.Image{}, &Error{Reason: TooLarge, ImageBytes: len(img), ImageHead: head(img), Err: err,
+			Detail: fmt.Sprintf("model %s: %v; not decoded", f.model, err)}
+	case errors.As(err, &de):
+		return provider.Image{}, &Error{Reason: UnsupportedFormat, ImageBytes: len(img), ImageHead: head(img), Err: err,
+			Detail: fmt.Sprintf("model %s accepts %s; converting the %s image failed: %v", f.model, strings.Join(f.opts.Formats, ", "), format, err)}
+	case err != nil:
+		return provider.Image{}, &Error{Reason: UnsupportedFormat, ImageBytes: len(img), ImageHead: head(img), Err: err,
+			Detail: fmt.Sprintf("model %s: normalising the %s image failed: %v", f.model, format, err)}
+	}
+	return provider.Image{Data: r.Data, MIME: r.Format.MIME()}, nil
 }
 
 // Call applies the function to one image. valid is false for a SQL NULL image,
@@ -174,7 +214,10 @@ func (f *Function) CallPrompt(ctx context.Context, img []byte, valid bool, promp
 	if err != nil {
 		return Result{Null: true}, err
 	}
-	in := provider.Image{Data: img, MIME: format.MIME()}
+	in, err := f.normalized(img, format)
+	if err != nil {
+		return Result{Null: true}, err
+	}
 	switch f.name {
 	case Complete:
 		c, err := f.gen.GenerateText(ctx, in, prompt)

@@ -44,6 +44,8 @@ var (
 	gif89   = []byte("GIF89a\x01\x00\x01\x00")
 	webpImg = []byte("RIFF\x1a\x00\x00\x00WEBPVP8 ")
 	wave    = []byte("RIFF\x1a\x00\x00\x00WAVEfmt ")
+	// heifHead: an ftyp box of a HEIC and nothing more.
+	heifHead = []byte("\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic")
 )
 
 func ptr(s string) *string { return &s }
@@ -82,7 +84,9 @@ func TestCallTable(t *testing.T) {
 		{name: "gif88a", img: []byte("GIF88a\x01\x00"), valid: true, want: Result{Null: true}, reason: UnknownFormat, imgBytes: 8},
 		{name: "too large", img: pngImg, valid: true, options: `{"max_image_bytes": 10}`, want: Result{Null: true}, reason: TooLarge, imgBytes: len(pngImg), detailHas: "max_image_bytes 10"},
 		{name: "exactly max", img: pngImg, valid: true, options: fmt.Sprintf(`{"max_image_bytes": %d}`, len(pngImg)), want: Result{Text: "p image/png", Usage: provider.Usage{PromptTokens: 7, CompletionTokens: 3}}, wantMIME: "image/png", wantCall: true},
-		{name: "unsupported format", img: gif89, valid: true, options: `{"formats": ["image/png","image/jpeg"]}`, want: Result{Null: true}, reason: UnsupportedFormat, imgBytes: len(gif89), detailHas: "not image/gif"},
+		{name: "unsupported format", img: gif89, valid: true, options: `{"formats": ["image/png","image/jpeg"], "normalize": false}`, want: Result{Null: true}, reason: UnsupportedFormat, imgBytes: len(gif89), detailHas: "not image/gif"},
+		{name: "unconvertible format", img: gif89, valid: true, options: `{"formats": ["image/png","image/jpeg"]}`, want: Result{Null: true}, reason: UnsupportedFormat, imgBytes: len(gif89), detailHas: "decode GIF with image/gif: gif: reading header"},
+		{name: "heif with normalize off", img: heifHead, valid: true, options: `{"normalize": false}`, want: Result{Null: true}, reason: UnsupportedFormat, imgBytes: len(heifHead), detailHas: "not image/heic"},
 		{name: "png", img: pngImg, valid: true, want: Result{Text: "p image/png", Usage: provider.Usage{PromptTokens: 7, CompletionTokens: 3}}, wantMIME: "image/png", wantCall: true},
 		{name: "jpeg", img: jpegImg, valid: true, want: Result{Text: "p image/jpeg", Usage: provider.Usage{PromptTokens: 7, CompletionTokens: 3}}, wantMIME: "image/jpeg", wantCall: true},
 		{name: "gif87a", img: gif87, valid: true, want: Result{Text: "p image/gif", Usage: provider.Usage{PromptTokens: 7, CompletionTokens: 3}}, wantMIME: "image/gif", wantCall: true},

@@ -25,6 +25,34 @@ func reference(b []byte) (Format, error) {
 	case has(0, "RIFF") && has(8, "WEBP"):
 		return WebP, nil
 	}
+	if len(b) >= 16 && has(4, "ftyp") {
+		size := int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3])
+		if size >= 16 {
+			end := min(size, 256, len(b))
+			var heif, avif bool
+			for off := 8; off+4 <= end; off += 4 {
+				if off == 12 {
+					continue // the minor version
+				}
+				for _, br := range []string{"heic", "heix", "mif1", "msf1"} {
+					heif = heif || has(off, br)
+				}
+				avif = avif || has(off, "avif") || has(off, "avis")
+			}
+			if avif {
+				return AVIF, nil
+			}
+			if heif {
+				return HEIF, nil
+			}
+		}
+	}
+	switch {
+	case has(0, "BM"):
+		return BMP, nil
+	case has(0, "II*\x00") || has(0, "MM\x00*"):
+		return TIFF, nil
+	}
 	return 0, ErrUnknownFormat
 }
 

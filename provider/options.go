@@ -34,6 +34,7 @@ type Options struct {
 	// Prices in money per million tokens, for pgimageai estimate; 0 = unknown.
 	PricePer1MInputTokens  float64 `json:"price_per_1m_input_tokens,omitempty"`
 	PricePer1MOutputTokens float64 `json:"price_per_1m_output_tokens,omitempty"`
+	NormalizeOptions       // normalize and its bounds (normalize.go)
 }
 
 // WithDefaults returns o with every unset key at its default.
@@ -78,6 +79,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("option price_per_1m_input_tokens / price_per_1m_output_tokens: must be >= 0")
 	case o.MaxTokensPerDay < 0:
 		return fmt.Errorf("option max_tokens_per_day: must be >= 0 (0: no cap), got %d", o.MaxTokensPerDay)
+	}
+	if err := o.NormalizeOptions.Validate(); err != nil {
+		return err
 	}
 	for _, m := range o.Formats {
 		if _, ok := magic.ParseMIME(m); !ok {

@@ -14,7 +14,7 @@ import (
 func TestRowCountsPending(t *testing.T) {
 	const lane = "public.captions"
 	ruleA, ruleB := &rules.Rule{Name: "a"}, &rules.Rule{Name: "b"}
-	k1, k2 := work.KeyOf(functions.Complete, "m", "p", []byte("one")), work.KeyOf(functions.Complete, "m", "p", []byte("two"))
+	k1, k2 := work.KeyOf(functions.Complete, "m", "", "p", []byte("one")), work.KeyOf(functions.Complete, "m", "", "p", []byte("two"))
 	row, other := []byte(`{"id": 1}`), []byte(`{"id": 2}`)
 	callOf := func(k work.Key) *work.Call { return &work.Call{Done: make(chan struct{}), Key: &k} }
 	result := func(r *rules.Rule, key []byte, c *work.Call) *work.Item {

@@ -297,7 +297,7 @@ func (b *batchRun) lines(ctx context.Context, rows []Row) ([][]byte, error) {
 		if _, err := b.r.Fn.Check(row.Img); err != nil {
 			continue
 		}
-		inputs[i] = work.KeyOf(b.r.Fn.Name(), b.r.ModelKey, row.Prompt, row.Img)
+		inputs[i] = work.KeyFor(b.r, row.Prompt, row.Img)
 		keys = append(keys, string(row.KeyJSON))
 		idx = append(idx, i)
 	}

@@ -12,7 +12,7 @@ import (
 var batchPNG = []byte{0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3}
 
 func TestCustomIDRoundTrip(t *testing.T) {
-	k := work.KeyOf(functions.Complete, "m@1", "p", batchPNG)
+	k := work.KeyOf(functions.Complete, "m@1", "", "p", batchPNG)
 	for _, key := range []string{`{"id": 1}`, `{"path": "a/b c", "n": 2}`} {
 		input, got, ok := parseCustomID(customID(k, []byte(key)))
 		if !ok || !bytes.Equal(input, k[:]) || string(got) != key {

@@ -35,9 +35,9 @@ func TestAnsweredCall(t *testing.T) {
 	r := completeRule(t)
 	r.ModelKey = "m@1"
 	cl := &Caller{ctx: context.Background()}
-	k := work.KeyOf(functions.Complete, r.ModelKey, "p", batchPNG)
+	k := work.KeyFor(r, "p", batchPNG)
 	text := "a caption"
-	other := work.KeyOf(functions.Complete, r.ModelKey, "p", append(append([]byte{}, batchPNG...), 9))
+	other := work.KeyFor(r, "p", append(append([]byte{}, batchPNG...), 9))
 	tests := []struct {
 		name     string
 		answer   *state.BatchAnswer

@@ -103,7 +103,7 @@ func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 		return nil, err
 	}
 	c.Held = callOverhead
-	k := work.KeyOf(r.Fn.Name(), r.ModelKey, prompt, img)
+	k := work.KeyFor(r, prompt, img)
 	c.Key = &k
 	if fresh {
 		cl.Cache.Forget(k)
@@ -180,7 +180,7 @@ func (cl *Caller) Answered(r *rules.Rule, img []byte, prompt string, a *state.Ba
 	if _, err := r.Fn.Check(img); err != nil {
 		return nil
 	}
-	k := work.KeyOf(r.Fn.Name(), r.ModelKey, prompt, img)
+	k := work.KeyFor(r, prompt, img)
 	if !bytes.Equal(a.InputKey, k[:]) {
 		return nil // the row changed since it was asked about
 	}

@@ -21,7 +21,7 @@ func TestCacheOneCallPerIdenticalWork(t *testing.T) {
 		<-release
 		return functions.Result{Text: "x"}, nil
 	}
-	k := work.KeyOf(functions.Complete, "m", "p", []byte("img"))
+	k := work.KeyOf(functions.Complete, "m", "", "p", []byte("img"))
 	var wg sync.WaitGroup
 	hits := atomic.Int32{}
 	for range 10 {
@@ -50,13 +50,14 @@ func TestCacheOneCallPerIdenticalWork(t *testing.T) {
 }
 
 func TestCacheKeyDistinguishesEveryPart(t *testing.T) {
-	base := work.KeyOf(functions.Complete, "m", "p", []byte("img"))
+	base := work.KeyOf(functions.Complete, "m", "", "p", []byte("img"))
 	for name, k := range map[string]work.Key{
-		"function": work.KeyOf(functions.Embed, "m", "p", []byte("img")),
-		"model":    work.KeyOf(functions.Complete, "m2", "p", []byte("img")),
-		"prompt":   work.KeyOf(functions.Complete, "m", "p2", []byte("img")),
-		"image":    work.KeyOf(functions.Complete, "m", "p", []byte("img2")),
-		"boundary": work.KeyOf(functions.Complete, "mp", "", []byte("img")),
+		"function": work.KeyOf(functions.Embed, "m", "", "p", []byte("img")),
+		"model":    work.KeyOf(functions.Complete, "m2", "", "p", []byte("img")),
+		"prompt":   work.KeyOf(functions.Complete, "m", "", "p2", []byte("img")),
+		"image":    work.KeyOf(functions.Complete, "m", "", "p", []byte("img2")),
+		"input":    work.KeyOf(functions.Complete, "m", "normalize v1", "p", []byte("img")),
+		"boundary": work.KeyOf(functions.Complete, "mp", "", "", []byte("img")),
 	} {
 		if k == base {
 			t.Errorf("%s does not change the key", name)
@@ -68,7 +69,7 @@ func TestCacheForgetsFailuresAndEvicts(t *testing.T) {
 	c := NewCache(2, 1<<20)
 	var calls int
 	fail := func() (functions.Result, error) { calls++; return functions.Result{}, errors.New("boom") }
-	k := work.KeyOf(functions.Complete, "m", "p", []byte("a"))
+	k := work.KeyOf(functions.Complete, "m", "", "p", []byte("a"))
 	c.Do(context.Background(), k, fail)
 	c.Do(context.Background(), k, fail)
 	if calls != 2 {
@@ -80,7 +81,7 @@ func TestCacheForgetsFailuresAndEvicts(t *testing.T) {
 		calls++
 		return functions.Result{Null: true}, &functions.Error{Reason: functions.BadResponse, Detail: "wrong dimension"}
 	}
-	kp := work.KeyOf(functions.Embed, "m", "", []byte("p"))
+	kp := work.KeyOf(functions.Embed, "m", "", "", []byte("p"))
 	for range 3 {
 		if _, _, err := c.Do(context.Background(), kp, permanent); functions.ReasonOf(err) != functions.BadResponse {
 			t.Fatalf("err %v, want bad_response", err)
@@ -97,14 +98,14 @@ func TestCacheForgetsFailuresAndEvicts(t *testing.T) {
 	c.Forget(kp)
 	ok := func() (functions.Result, error) { calls++; return functions.Result{Text: "ok"}, nil }
 	for _, img := range []string{"1", "2", "3"} {
-		c.Do(context.Background(), work.KeyOf(functions.Complete, "m", "p", []byte(img)), ok)
+		c.Do(context.Background(), work.KeyOf(functions.Complete, "m", "", "p", []byte(img)), ok)
 	}
 	if _, size := c.Stats(); size != 2 {
 		t.Fatalf("cache holds %d entries, max 2", size)
 	}
 	calls = 0
-	c.Do(context.Background(), work.KeyOf(functions.Complete, "m", "p", []byte("1")), ok) // evicted: least recent
-	c.Do(context.Background(), work.KeyOf(functions.Complete, "m", "p", []byte("3")), ok) // kept
+	c.Do(context.Background(), work.KeyOf(functions.Complete, "m", "", "p", []byte("1")), ok) // evicted: least recent
+	c.Do(context.Background(), work.KeyOf(functions.Complete, "m", "", "p", []byte("3")), ok) // kept
 	if calls != 1 {
 		t.Fatalf("%d calls, want 1 (only the evicted entry)", calls)
 	}
@@ -154,7 +155,7 @@ func TestCacheBoundedByBytes(t *testing.T) {
 	c := NewCache(1000, 10*(entryOverhead+4*256))
 	vec := func() (functions.Result, error) { return functions.Result{Vector: make([]float32, 256)}, nil }
 	for i := range 50 {
-		c.Do(context.Background(), work.KeyOf(functions.Embed, "m", "", []byte{byte(i)}), vec)
+		c.Do(context.Background(), work.KeyOf(functions.Embed, "m", "", "", []byte{byte(i)}), vec)
 	}
 	if _, n := c.Stats(); n != 10 {
 		t.Fatalf("cache holds %d vectors of 1 KiB, want 10 (bounded by bytes)", n)

@@ -4,20 +4,23 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 
+	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/functions"
 )
 
-// Key identifies identical work: the same function, model, prompt and image
-// bytes. Results, permanent failures and stored inputs are remembered by it
+// Key identifies identical work: the same function, model, prompt, image
+// bytes and what the function makes of them before the call (the model's
+// effective normalisation settings). Results, permanent failures and stored inputs are remembered by it
 // (pgimageai.results.input_key, pgimageai.errors.input_key).
 type Key [sha256.Size]byte
 
 // KeyOf returns the Key of a call of fn of model (the rule's ModelKey) with
-// prompt on img. Each string is length-prefixed, so no two different
-// tuples give the same digest input.
-func KeyOf(fn functions.Name, model, prompt string, img []byte) Key {
+// prompt on img, made into input (functions.Function.InputVersion) first.
+// Each string is length-prefixed, so no two different tuples give the same
+// digest input.
+func KeyOf(fn functions.Name, model, input, prompt string, img []byte) Key {
 	h := sha256.New()
-	for _, s := range []string{string(fn), model, prompt} {
+	for _, s := range []string{string(fn), model, input, prompt} {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
 		h.Write(n[:])
@@ -27,4 +30,9 @@ func KeyOf(fn functions.Name, model, prompt string, img []byte) Key {
 	var k Key
 	h.Sum(k[:0])
 	return k
+}
+
+// KeyFor returns the Key of a call of rule r with prompt on img.
+func KeyFor(r *rules.Rule, prompt string, img []byte) Key {
+	return KeyOf(r.Fn.Name(), r.ModelKey, r.Fn.InputVersion(), prompt, img)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
@@ -50,3 +51,7 @@ func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embe
 	}
 	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.tokens())
 }
+
+// ImageSize is Cohere's pixel rule (provider.ImageSizer): Embed v4
+// downsamples an image of more than 2,458,624 pixels to that many.
+func (p *Provider) ImageSize() normalize.Size { return normalize.Cohere }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -121,3 +122,8 @@ func (p *Provider) load(ctx context.Context, img provider.Image) (picture, error
 func stopped(err error, format string, args ...any) error {
 	return &provider.Error{Kind: provider.Transient, Message: fmt.Sprintf(format, args...), Err: err}
 }
+
+// ImageSize is no bound (provider.ImageSizer): the local provider decodes
+// the image and reduces it itself, so a resize before it would only add a
+// decode. Its images are still turned upright and converted.
+func (p *Provider) ImageSize() normalize.Size { return normalize.Size{} }

@@ -13,6 +13,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
@@ -258,4 +259,16 @@ func first(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+// ImageSize is what the model looks at, per the detail option
+// (provider.ImageSizer): a 512 × 512 version for low; for high, and for
+// auto or unset (which may choose high), the image fit in 2048 × 2048 and
+// then to a shortest side of 768
+// (https://platform.openai.com/docs/guides/images-vision).
+func (p *Provider) ImageSize() normalize.Size {
+	if p.cfg.Detail == "low" {
+		return normalize.OpenAILow
+	}
+	return normalize.OpenAIHigh
 }

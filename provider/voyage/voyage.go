@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
 )
@@ -48,3 +49,7 @@ func (p *Provider) send(ctx context.Context, dataURLs []string) ([]provider.Embe
 	}
 	return httpjson.Embeddings(vecs, p.cfg.Dimensions, a.Usage.TotalTokens)
 }
+
+// ImageSize is Voyage's pixel rule (provider.ImageSizer): its multimodal
+// models read images of at most 2,000,000 pixels and count a token per 560.
+func (p *Provider) ImageSize() normalize.Size { return normalize.Voyage }

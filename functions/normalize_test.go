@@ -1,0 +1,164 @@
+package functions
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/pgimageai/pgimageai/normalize"
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// sized is a text generator with a documented size rule, as openai's
+// detail high.
+type sized struct {
+	textOnly
+	size normalize.Size
+}
+
+func (p sized) ImageSize() normalize.Size { return p.size }
+
+// sidewaysPhoto is a w × h JPEG, left half red and right half blue, with an
+// APP1 EXIF block saying orientation 6 and carrying a GPS IFD.
+func sidewaysPhoto(t testing.TB, w, h int) []byte {
+	t.Helper()
+	m := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			c := color.RGBA{255, 0, 0, 255}
+			if x >= w/2 {
+				c = color.RGBA{0, 0, 255, 255}
+			}
+			m.Set(x, y, c)
+		}
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	// CIPA DC-008: "Exif\0\0", TIFF header (big endian), IFD0 with
+	// Orientation (0x0112 SHORT 6) and GPSInfo (0x8825 LONG → GPS IFD),
+	// the GPS IFD with GPSLatitudeRef "N".
+	var t6 bytes.Buffer
+	be := binary.BigEndian
+	t6.WriteString("MM\x00*")
+	binary.Write(&t6, be, []uint32{8})
+	binary.Write(&t6, be, []uint16{2, 0x0112, 3})
+	binary.Write(&t6, be, []uint32{1})
+	binary.Write(&t6, be, []uint16{6, 0})
+	binary.Write(&t6, be, []uint16{0x8825, 4})
+	binary.Write(&t6, be, []uint32{1, 8 + 2 + 24 + 4, 0})
+	binary.Write(&t6, be, []uint16{1, 1, 2})
+	binary.Write(&t6, be, []uint32{2})
+	t6.WriteString("N\x00\x00\x00")
+	binary.Write(&t6, be, []uint32{0})
+	block := append([]byte("Exif\x00\x00"), t6.Bytes()...)
+	jpg := b.Bytes()
+	out := append([]byte{}, jpg[:2]...)
+	out = append(out, 0xFF, 0xE1, byte((len(block)+2)>>8), byte(len(block)+2))
+	out = append(out, block...)
+	return append(out, jpg[2:]...)
+}
+
+// TestCallNormalizes: what the provider receives — upright, at the size
+// its rule names, without EXIF — and a HEIC sent as JPEG.
+func TestCallNormalizes(t *testing.T) {
+	heic, err := os.ReadFile("../normalize/testdata/gradient.heic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		img          []byte
+		options      string
+		wantMIME     string
+		wantW, wantH int
+		stored       bool
+		upright      bool
+	}{
+		{"sideways 12 MP-like photo", sidewaysPhoto(t, 2016, 1512), "", "image/jpeg", 768, 1024, false, true},
+		{"sideways, normalize off", sidewaysPhoto(t, 2016, 1512), `{"normalize": false}`, "image/jpeg", 2016, 1512, true, false},
+		{"max side option", sidewaysPhoto(t, 2016, 1512), `{"normalize_max_side": 400}`, "image/jpeg", 300, 400, false, true},
+		{"heic", heic, "", "image/jpeg", 64, 48, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got provider.Image
+			fk := &fake{text: func(img provider.Image, _ string) (provider.Completion, error) {
+				got = img
+				return provider.Completion{Text: "ok"}, nil
+			}}
+			f, err := Bind(Complete, "m", sized{textOnly{fk}, normalize.OpenAIHigh}, opts(t, tc.options), ptr("p"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem := f.CallMemory(tc.img)
+			if _, err := f.Call(context.Background(), tc.img, true); err != nil {
+				t.Fatal(err)
+			}
+			if got.MIME != tc.wantMIME {
+				t.Fatalf("MIME %s, want %s", got.MIME, tc.wantMIME)
+			}
+			if tc.stored {
+				if !bytes.Equal(got.Data, tc.img) || mem != 0 {
+					t.Fatalf("not sent as stored (memory charged %d)", mem)
+				}
+				return
+			}
+			if mem <= 0 {
+				t.Errorf("CallMemory = %d for a normalisation", mem)
+			}
+			if bytes.Contains(got.Data, []byte("Exif")) {
+				t.Fatal("EXIF reached the provider")
+			}
+			m, _, err := image.Decode(bytes.NewReader(got.Data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Bounds().Dx() != tc.wantW || m.Bounds().Dy() != tc.wantH {
+				t.Fatalf("provider got %v, want %dx%d", m.Bounds(), tc.wantW, tc.wantH)
+			}
+			if tc.upright { // turned clockwise: red on top, blue below
+				r, _, b, _ := m.At(tc.wantW/2, tc.wantH/4).RGBA()
+				r2, _, b2, _ := m.At(tc.wantW/2, 3*tc.wantH/4).RGBA()
+				if r < b || b2 < r2 {
+					t.Fatalf("not upright: top (r %d b %d) bottom (r %d b %d)", r>>8, b>>8, r2>>8, b2>>8)
+				}
+			}
+		})
+	}
+}
+
+// TestInputVersion: the fingerprint follows every setting that changes the
+// bytes sent, defaults spelt out or not.
+func TestInputVersion(t *testing.T) {
+	fk := &fake{}
+	bind := func(o string, size normalize.Size) string {
+		f, err := Bind(Complete, "m", sized{textOnly{fk}, size}, opts(t, o), ptr("p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.InputVersion()
+	}
+	base := bind("", normalize.OpenAIHigh)
+	if !strings.HasPrefix(base, normalize.Version) {
+		t.Fatalf("InputVersion %q lacks the version", base)
+	}
+	if bind(`{"jpeg_quality": 90, "normalize": true}`, normalize.OpenAIHigh) != base {
+		t.Error("defaults spelt out changed the version")
+	}
+	for _, o := range []string{`{"normalize": false}`, `{"jpeg_quality": 80}`, `{"normalize_max_side": 1000}`, `{"formats": ["image/png"]}`} {
+		if bind(o, normalize.OpenAIHigh) == base {
+			t.Errorf("%s kept the version", o)
+		}
+	}
+	if bind("", normalize.OpenAILow) == base {
+		t.Error("another size rule kept the version")
+	}
+}

@@ -1,0 +1,183 @@
+package normalize
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image/jpeg"
+	"image/png"
+	"math"
+	"strings"
+
+	"github.com/pgimageai/pgimageai/magic"
+)
+
+// Result is what to send: Data in Format. Changed is false when Data is
+// the stored image itself (the same slice), which nothing needed; Changes
+// then is empty, else it says what was done, e.g. "orientation 6 applied;
+// 4032x3024 → 1024x768; re-encoded as JPEG, metadata stripped".
+type Result struct {
+	Data          []byte
+	Format        magic.Format
+	Changed       bool
+	Width, Height int // as sent, when known (0 for an image sent as stored whose header was not read)
+	Changes       string
+}
+
+// plan is what an image needs, decided from its header.
+type plan struct {
+	h            header
+	tw, th       int // the size to send, as shown (orientation applied)
+	resize       bool
+	convert      bool
+	orient       bool
+	stripOnly    bool // a JPEG that needs nothing but its metadata segments removed
+	out          magic.Format
+	decodedBytes int64
+}
+
+// decide reads img's header and decides what it needs. ok is false when
+// nothing is needed.
+func decide(img []byte, f magic.Format, s Settings) (plan, bool, error) {
+	h, err := readHeader(img, f)
+	if err != nil {
+		if s.accepts(f) {
+			// A header this package cannot read, of a format the model
+			// takes as it is: sent as stored, the provider judges it.
+			return plan{}, false, nil
+		}
+		return plan{}, false, &DecodeError{Decoder: decoderName(f), Format: f, Err: err}
+	}
+	p := plan{h: h, orient: h.orientation >= 2 && h.orientation <= 8, convert: !s.accepts(f)}
+	sw, sh := h.width, h.height
+	if p.orient && swapsSides(h.orientation) {
+		sw, sh = sh, sw
+	}
+	p.tw, p.th = s.Size.Fit(sw, sh)
+	p.resize = p.tw != sw || p.th != sh
+	if !p.resize && !p.convert && !p.orient {
+		if f == magic.JPEG && h.metadata {
+			p.stripOnly, p.out = true, magic.JPEG
+			return p, true, nil
+		}
+		return p, false, nil
+	}
+	switch {
+	case !h.lossless && s.accepts(magic.JPEG):
+		p.out = magic.JPEG
+	case s.accepts(magic.PNG):
+		p.out = magic.PNG
+	case s.accepts(magic.JPEG):
+		p.out = magic.JPEG
+	default:
+		return p, false, &DecodeError{Decoder: decoderName(f), Format: f,
+			Err: errors.New("the model accepts neither JPEG nor PNG, the formats images are converted to")}
+	}
+	p.decodedBytes = DecodedBytes(f, img, h.width, h.height)
+	return p, true, nil
+}
+
+// workBytes is what a normalisation of plan p holds besides the decoder's
+// image: the reduced image (RGBA, the whole image when no whole factor
+// reduces it), the target and its turned copy, and the encoder's output.
+func (p plan) workBytes() int64 {
+	if p.stripOnly {
+		return 0
+	}
+	px := int64(p.h.width) * int64(p.h.height)
+	k := int64(max(1, min(p.h.width/max(1, min(p.tw, p.th)), p.h.height/max(1, max(p.tw, p.th)))))
+	if k >= 2 {
+		px = (int64(p.h.width)/k + 1) * (int64(p.h.height)/k + 1)
+	}
+	return 4*px + 3*4*int64(p.tw)*int64(p.th)
+}
+
+// Memory is the bytes Image would allocate for img beyond img itself,
+// from its header only: 0 when img needs nothing, else the decoder's
+// allocations (DecodedBytes) and the resize's and encoder's. It is what a
+// caller charges to a byte budget before calling Image.
+func Memory(img []byte, f magic.Format, s Settings) int64 {
+	if !s.Enabled {
+		return 0
+	}
+	p, ok, err := decide(img, f, s)
+	if err != nil || !ok {
+		return 0
+	}
+	if p.stripOnly {
+		return int64(len(img))
+	}
+	return sat(p.decodedBytes, p.workBytes())
+}
+
+func sat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// Image normalises img, of format f (magic.Detect's), for a model with
+// settings s. With s.Enabled false, or when img needs nothing, it returns
+// img itself, not decoded. Errors: a *DecodeError naming the decoder when
+// the image cannot be read or converted; an error wrapping ErrTooLarge when
+// its decode would pass the byte bound (nothing is decoded then).
+func Image(img []byte, f magic.Format, s Settings) (Result, error) {
+	stored := Result{Data: img, Format: f}
+	if !s.Enabled {
+		return stored, nil
+	}
+	p, ok, err := decide(img, f, s)
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok {
+		stored.Width, stored.Height = p.h.width, p.h.height
+		return stored, nil
+	}
+	if p.stripOnly {
+		out, err := strip(img)
+		if err != nil {
+			return stored, nil // unreachable: the header walk read the same segments
+		}
+		return Result{Data: out, Format: magic.JPEG, Changed: true, Width: p.h.width, Height: p.h.height,
+			Changes: "metadata segments removed (pixels untouched)"}, nil
+	}
+	m, err := decode(img, f, p.h, sat(p.decodedBytes, p.workBytes()), s.maxDecodedBytes())
+	if err != nil {
+		return Result{}, err
+	}
+	// Resize in the stored orientation, then turn the small image.
+	rw, rh := p.tw, p.th
+	if p.orient && swapsSides(p.h.orientation) {
+		rw, rh = rh, rw
+	}
+	small := resize(m, rw, rh)
+	m = nil
+	if p.orient {
+		small = orient(small, p.h.orientation)
+	}
+	if p.out == magic.JPEG && s.accepts(magic.PNG) && !small.Opaque() {
+		p.out = magic.PNG // alpha: JPEG has none
+	}
+	var buf bytes.Buffer
+	if p.out == magic.JPEG {
+		err = jpeg.Encode(&buf, small, &jpeg.Options{Quality: s.quality()})
+	} else {
+		enc := png.Encoder{CompressionLevel: png.BestSpeed}
+		err = enc.Encode(&buf, small) // RGB when small is opaque
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("encode %s: %w", p.out, err)
+	}
+	var what []string
+	if p.orient {
+		what = append(what, fmt.Sprintf("EXIF orientation %d applied", p.h.orientation))
+	}
+	if p.resize {
+		what = append(what, fmt.Sprintf("%dx%d → %dx%d", p.h.width, p.h.height, small.Rect.Dx(), small.Rect.Dy()))
+	}
+	what = append(what, fmt.Sprintf("%s re-encoded as %s, metadata stripped", f, p.out))
+	return Result{Data: buf.Bytes(), Format: p.out, Changed: true,
+		Width: small.Rect.Dx(), Height: small.Rect.Dy(), Changes: strings.Join(what, "; ")}, nil
+}
