@@ -34,7 +34,7 @@ type Options struct {
 	// Prices in money per million tokens, for pgimageai estimate; 0 = unknown.
 	PricePer1MInputTokens  float64 `json:"price_per_1m_input_tokens,omitempty"`
 	PricePer1MOutputTokens float64 `json:"price_per_1m_output_tokens,omitempty"`
-	NormalizeOptions       // normalize and its bounds (normalize.go)
+	NormalizeOptions               // normalize and its bounds (normalize.go)
 }
 
 // WithDefaults returns o with every unset key at its default.
