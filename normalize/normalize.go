@@ -24,6 +24,11 @@ type Result struct {
 	Changes       string
 }
 
+// maxPixels bounds the pixels of a header that is estimated at all, so that
+// no estimate overflows (a PNG header may claim 2³⁰ × 2³⁰): 2³² pixels, far
+// past any bound of bytes.
+const maxPixels = 1 << 32
+
 // plan is what an image needs, decided from its header.
 type plan struct {
 	h            header
@@ -47,6 +52,9 @@ func decide(img []byte, f magic.Format, s Settings) (plan, bool, error) {
 			return plan{}, false, nil
 		}
 		return plan{}, false, &DecodeError{Decoder: decoderName(f), Format: f, Err: err}
+	}
+	if px := int64(h.width) * int64(h.height); px > maxPixels {
+		return plan{}, false, fmt.Errorf("%s image of %dx%d pixels says it has more than %d pixels: %w", f, h.width, h.height, int64(maxPixels), ErrTooLarge)
 	}
 	p := plan{h: h, orient: h.orientation >= 2 && h.orientation <= 8, convert: !s.accepts(f)}
 	sw, sh := h.width, h.height
