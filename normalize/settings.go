@@ -17,8 +17,8 @@ const Version = "normalize/1"
 
 // Defaults.
 const (
-	DefaultJPEGQuality     = 90
-	DefaultMaxSide         = 2048
+	DefaultJPEGQuality = 90
+	DefaultMaxSide     = 2048
 	// DefaultMaxDecodedBytes is the bridge's default byte budget (256 MiB)
 	// plus the 64 MiB its memory bound allows beyond it: a normalisation
 	// over the budget runs alone, and stays within that bound. A 12 MP HEIC
