@@ -12,7 +12,11 @@ import (
 	"io"
 	"math"
 
+	_ "github.com/gen2brain/avif" // and the formats normalisation converts
+	_ "github.com/gen2brain/heic"
 	"github.com/jackc/pgx/v5"
+	_ "golang.org/x/image/bmp"
+	_ "golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
 
 	"github.com/pgimageai/pgimageai/catalog"
@@ -91,14 +95,18 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 	}
 
 	e := estimateReport{Rule: *rule, Model: *model, Scan: scan}
+	norm := normalizedSizes(model.Provider, extra.Detail, opts, &scan)
+	e.Norm = &norm
 	if tr, ok := imageTokenRule(model.Provider, model.Model, extra.Detail); ok {
 		e.TokenRule = tr.name
-		var sum int64
-		for _, sz := range scan.Sizes {
-			sum += tr.tokens(sz.X, sz.Y)
+		var sum, stored int64
+		for i, sz := range scan.Sizes {
+			sum += tr.tokens(norm.Sizes[i].X, norm.Sizes[i].Y)
+			stored += tr.tokens(sz.X, sz.Y)
 		}
 		if len(scan.Sizes) > 0 {
 			e.InputPerImage = float64(sum) / float64(len(scan.Sizes))
+			norm.StoredTokens = float64(stored) / float64(len(scan.Sizes))
 		}
 	} else if usage.Calls > 0 {
 		e.TokenRule = fmt.Sprintf("no documented image rule for %s model %s: the average of its %d answered calls in pgimageai.usage", model.Provider, model.Model, usage.Calls)
@@ -133,6 +141,7 @@ type imageScan struct {
 	Read      int64         // rows read
 	WithImage int64         // of those, with a non-NULL image
 	Sizes     []image.Point // of the images whose header could be read
+	Bytes     []int64       // their lengths, as stored
 	Unknown   int64         // images that are not PNG/JPEG/GIF/WebP, or whose header could not be read: no call
 }
 
@@ -146,11 +155,11 @@ func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, colum
 	}
 	name := table.Identifier().Sanitize()
 	col := pgx.Identifier{column}.Sanitize()
-	sql := fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d) FROM %s", col, headerBytes, name)
+	sql := fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d), octet_length(%s) FROM %s", col, headerBytes, col, name)
 	if estimated > exactRows {
 		s.Sampled, s.Rows = true, int64(estimated)
 		pct := math.Min(100, 100*sampleRows/estimated*1.2)
-		sql = fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d) FROM %s TABLESAMPLE SYSTEM (%g) LIMIT %d", col, headerBytes, name, pct, sampleRows)
+		sql = fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d), octet_length(%s) FROM %s TABLESAMPLE SYSTEM (%g) LIMIT %d", col, headerBytes, col, name, pct, sampleRows)
 	} else if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+name).Scan(&s.Rows); err != nil {
 		return s, err
 	}
@@ -159,7 +168,8 @@ func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, colum
 		return s, err
 	}
 	var head []byte
-	_, err = pgx.ForEachRow(rows, []any{&head}, func() error {
+	var length *int64
+	_, err = pgx.ForEachRow(rows, []any{&head, &length}, func() error {
 		s.Read++
 		if head == nil {
 			return nil
@@ -175,6 +185,7 @@ func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, colum
 			return nil
 		}
 		s.Sizes = append(s.Sizes, image.Pt(cfg.Width, cfg.Height))
+		s.Bytes = append(s.Bytes, *length)
 		return nil
 	})
 	return s, err
@@ -192,6 +203,7 @@ type estimateReport struct {
 	PriceIn       float64 // per 1M tokens; 0: unknown
 	PriceOut      float64
 	BatchBackfill bool // the backfill goes through OpenAI's Batch API: half price
+	Norm          *normEstimate
 }
 
 func (e estimateReport) String() string {
@@ -205,7 +217,7 @@ func (e estimateReport) String() string {
 		fmt.Fprintf(&b, "Source: %d rows, all read, %d with an image\n", s.Rows, s.WithImage)
 	}
 	if s.Unknown > 0 {
-		fmt.Fprintf(&b, "  %d images are not PNG, JPEG, GIF or WebP (or unreadable): errors rows, no call\n", s.Unknown)
+		fmt.Fprintf(&b, "  %d images have no known format (or are unreadable): errors rows, no call\n", s.Unknown)
 	}
 	fmt.Fprintf(&b, "Tokens: %s\n", e.TokenRule)
 	// Calls: the rows with a readable image, scaled from the sample.
@@ -244,6 +256,9 @@ func (e estimateReport) String() string {
 			}
 		}
 		b.WriteByte('\n')
+	}
+	if e.Norm != nil {
+		b.WriteString(e.Norm.String())
 	}
 	line("Backfill", calls, e.BatchBackfill)
 	line("Per 1,000 new rows like these", per1000, false)
