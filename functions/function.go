@@ -172,6 +172,18 @@ func (f *Function) Check(img []byte) (magic.Format, error) {
 	return format, nil
 }
 
+// Prepare checks img (Check) and returns what the model is sent for it:
+// img itself when it needs no normalisation, else its normalised copy.
+// Every path that hands an image to a provider goes through it (Call does;
+// a Batch API line must too). Errors are *Error values, as Check's.
+func (f *Function) Prepare(img []byte) (provider.Image, error) {
+	format, err := f.Check(img)
+	if err != nil {
+		return provider.Image{}, err
+	}
+	return f.normalized(img, format)
+}
+
 // normalized is img made into what the model is sent (package normalize):
 // img itself when it needs nothing. A decoder's failure is an
 // unsupported_format error naming the decoder; a decode over the byte bound
@@ -210,11 +222,7 @@ func (f *Function) CallPrompt(ctx context.Context, img []byte, valid bool, promp
 	if !valid {
 		return Result{Null: true}, nil
 	}
-	format, err := f.Check(img)
-	if err != nil {
-		return Result{Null: true}, err
-	}
-	in, err := f.normalized(img, format)
+	in, err := f.Prepare(img)
 	if err != nil {
 		return Result{Null: true}, err
 	}

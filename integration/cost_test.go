@@ -176,7 +176,7 @@ func TestEstimate(t *testing.T) {
 VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe', 'public.captions', 'caption', false)
 ON CONFLICT (name) DO NOTHING`)
 		out := runCLI(t, s, "estimate", "--rule", "caption")
-		for _, want := range []string{"Source: 6 rows, all read, 5 with an image", "1 images are not PNG, JPEG, GIF or WebP",
+		for _, want := range []string{"Source: 6 rows, all read, 5 with an image", "1 images have no known format",
 			"OpenAI's", "detail " + tc.detail, tc.want} {
 			if !strings.Contains(out, want) {
 				t.Errorf("detail %s: estimate lacks %q:\n%s", tc.detail, want, out)

@@ -38,8 +38,8 @@ func TestDemoDocker(t *testing.T) {
 		t.Errorf("the output does not say the container was removed")
 	}
 	results := table(t, out, "ID")
-	if len(results) != 8 || !strings.HasPrefix(results[0]["CAPTION"], "PNG image") {
-		t.Errorf("results %v, want 8 rows, the first captioned as a PNG", results)
+	if len(results) != 10 || !strings.HasPrefix(results[0]["CAPTION"], "PNG image") {
+		t.Errorf("results %v, want 10 rows, the first captioned as a PNG", results)
 	}
 	if left, err := exec.Command("docker", "ps", "-aq", "--filter", "id="+m[1]).Output(); err != nil || len(strings.TrimSpace(string(left))) > 0 {
 		t.Errorf("container %s still exists (%v)", m[1], err)

@@ -127,8 +127,8 @@ func TestDemo(t *testing.T) {
 
 	out := d.stdout.String()
 	results := table(t, out, "ID")
-	if len(results) != 8 {
-		t.Fatalf("%d result rows, want 8", len(results))
+	if len(results) != 10 {
+		t.Fatalf("%d result rows, want 10", len(results))
 	}
 	embedding := regexp.MustCompile(`^\[(-?\d+\.\d{3} ){4}…\] dim (\d+)$`)
 	for i, want := range []struct{ name, format string }{
@@ -155,6 +155,19 @@ func TestDemo(t *testing.T) {
 		got := []string{r["ID"], r["NAME"], r["FORMAT"], r["BYTES"], r["CAPTION"], r["EMBEDDING"]}
 		if fmt.Sprint(got) != fmt.Sprint([]string{want.id, want.name, want.format, want.bytes, "NULL", "NULL"}) {
 			t.Errorf("result row %v, want %s %s %s %s with NULL caption and embedding", got, want.id, want.name, want.format, want.bytes)
+		}
+	}
+	// The sideways photo (40x30 stored, EXIF orientation 6) is described
+	// upright; the HEIC is answered, converted to a JPEG.
+	for i, want := range []struct{ id, name, format, caption string }{
+		{"9", "sideways.jpg", "JPEG", "JPEG image, 30x40 pixels"}, {"10", "photo.heic", "HEIF", "JPEG image, 64x48 pixels"},
+	} {
+		r := results[8+i]
+		if r["ID"] != want.id || r["NAME"] != want.name || r["FORMAT"] != want.format || !strings.HasPrefix(r["CAPTION"], want.caption) {
+			t.Errorf("result row %v, want %s %s %s captioned %q", r, want.id, want.name, want.format, want.caption)
+		}
+		if embedding.FindStringSubmatch(r["EMBEDDING"]) == nil {
+			t.Errorf("%s: embedding %q", want.name, r["EMBEDDING"])
 		}
 	}
 

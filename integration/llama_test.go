@@ -159,9 +159,9 @@ func norm(v []float64) float64 {
 }
 
 // TestLlamaServerFormats: captions for PNG, JPEG and GIF through the openai provider;
-// a WebP is a provider_error (HTTP 400, one request) for an openai model that allows it,
-// and an unsupported_format row without a request for a llamacpp model (its default
-// formats leave WebP out).
+// a WebP is a provider_error (HTTP 400, one request) for an openai model that allows it
+// (sent as stored), and is embedded, converted, for a llamacpp model (its default formats
+// leave WebP out): no WebP ever reaches /v1/embeddings.
 func TestLlamaServerFormats(t *testing.T) {
 	px := newLlamaProxy(t, integration.StartLlama(t))
 	s := llamaSource(t)
@@ -177,13 +177,16 @@ func TestLlamaServerFormats(t *testing.T) {
 		pngImage(t, 1), jpegImage(t, 2), gifImage(t, 3, false), webp)
 	s.sync(t, 60*time.Second)
 
-	for id := 1; id <= 3; id++ {
+	for id := 1; id <= 4; id++ {
+		if v := s.vectorOf(t, "public.vecs", id); len(v) != llamaDim || math.Abs(norm(v)-1) > 1e-3 {
+			t.Errorf("vector of row %d: %d values, norm %f; want %d, unit length", id, len(v), norm(v), llamaDim)
+		}
+		if id == 4 {
+			break
+		}
 		var caption *string
 		if err := s.conn.QueryRow(context.Background(), "SELECT caption FROM public.captions WHERE id = $1", id).Scan(&caption); err != nil || caption == nil || *caption == "" {
 			t.Errorf("caption of row %d = %v (%v), want the server's text", id, caption, err)
-		}
-		if v := s.vectorOf(t, "public.vecs", id); len(v) != llamaDim || math.Abs(norm(v)-1) > 1e-3 {
-			t.Errorf("vector of row %d: %d values, norm %f; want %d, unit length", id, len(v), norm(v), llamaDim)
 		}
 	}
 	reason, detail := s.openError(t, "caption", 4)
@@ -192,9 +195,6 @@ func TestLlamaServerFormats(t *testing.T) {
 	}
 	if n := len(px.requests("/v1/chat/completions", webp)); n != 1 {
 		t.Errorf("the WebP went %d times to /v1/chat/completions, want once (a 400 is not retried)", n)
-	}
-	if reason, detail := s.openError(t, "vec", 4); reason != "unsupported_format" {
-		t.Errorf("embedding of the WebP: %s %q, want unsupported_format", reason, detail)
 	}
 	if n := len(px.requests("/v1/embeddings", webp)); n != 0 {
 		t.Errorf("the WebP went %d times to /v1/embeddings, want never", n)

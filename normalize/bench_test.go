@@ -77,8 +77,8 @@ func BenchmarkNormalize12MP(b *testing.B) {
 			b.ReportMetric(float64(len(img)), "bytes-before")
 			b.ReportMetric(float64(len(r.Data)), "bytes-after")
 			vw, vh := Voyage.Fit(4032, 3024)
-			b.ReportMetric(float64(4032*3024+559)/560, "voyage-tokens-before")
-			b.ReportMetric(float64(vw*vh+559)/560, "voyage-tokens-after")
+			b.ReportMetric(float64((4032*3024+559)/560), "voyage-tokens-before")
+			b.ReportMetric(float64((vw*vh+559)/560), "voyage-tokens-after")
 			b.ReportMetric(1e9/(float64(b.Elapsed().Nanoseconds())/float64(b.N)), "images/s/core")
 		})
 	}

@@ -24,6 +24,11 @@ type Result struct {
 	Changes       string
 }
 
+// maxPixels bounds the pixels of a header that is estimated at all, so that
+// no estimate overflows (a PNG header may claim 2³⁰ × 2³⁰): 2³² pixels, far
+// past any bound of bytes.
+const maxPixels = 1 << 32
+
 // plan is what an image needs, decided from its header.
 type plan struct {
 	h            header
@@ -31,7 +36,7 @@ type plan struct {
 	resize       bool
 	convert      bool
 	orient       bool
-	stripOnly    bool // a JPEG that needs nothing but its metadata segments removed
+	stripOnly    bool // an image that needs nothing but its metadata segments or chunks removed
 	out          magic.Format
 	decodedBytes int64
 }
@@ -48,6 +53,9 @@ func decide(img []byte, f magic.Format, s Settings) (plan, bool, error) {
 		}
 		return plan{}, false, &DecodeError{Decoder: decoderName(f), Format: f, Err: err}
 	}
+	if px := int64(h.width) * int64(h.height); px > maxPixels {
+		return plan{}, false, fmt.Errorf("%s image of %dx%d pixels says it has more than %d pixels: %w", f, h.width, h.height, int64(maxPixels), ErrTooLarge)
+	}
 	p := plan{h: h, orient: h.orientation >= 2 && h.orientation <= 8, convert: !s.accepts(f)}
 	sw, sh := h.width, h.height
 	if p.orient && swapsSides(h.orientation) {
@@ -56,8 +64,8 @@ func decide(img []byte, f magic.Format, s Settings) (plan, bool, error) {
 	p.tw, p.th = s.Size.Fit(sw, sh)
 	p.resize = p.tw != sw || p.th != sh
 	if !p.resize && !p.convert && !p.orient {
-		if f == magic.JPEG && h.metadata {
-			p.stripOnly, p.out = true, magic.JPEG
+		if h.metadata || (f == magic.PNG && pngHasMetadata(img)) || (f == magic.WebP && webpHasMetadata(img)) {
+			p.stripOnly, p.out = true, f
 			return p, true, nil
 		}
 		return p, false, nil
@@ -136,12 +144,20 @@ func Image(img []byte, f magic.Format, s Settings) (Result, error) {
 		return stored, nil
 	}
 	if p.stripOnly {
-		out, err := strip(img)
+		var out []byte
+		switch f {
+		case magic.PNG:
+			out, err = stripPNG(img)
+		case magic.WebP:
+			out, err = stripWebP(img)
+		default:
+			out, err = strip(img)
+		}
 		if err != nil {
 			return stored, nil // unreachable: the header walk read the same segments
 		}
-		return Result{Data: out, Format: magic.JPEG, Changed: true, Width: p.h.width, Height: p.h.height,
-			Changes: "metadata segments removed (pixels untouched)"}, nil
+		return Result{Data: out, Format: f, Changed: true, Width: p.h.width, Height: p.h.height,
+			Changes: "metadata removed (pixels untouched)"}, nil
 	}
 	m, err := decode(img, f, p.h, sat(p.decodedBytes, p.workBytes()), s.maxDecodedBytes())
 	if err != nil {

@@ -344,3 +344,35 @@ func TestFingerprint(t *testing.T) {
 		t.Error("the defaults spelt out, or formats in another order, changed the fingerprint")
 	}
 }
+
+// TestConcurrent: normalisations run at once on the calls' workers, the
+// WebAssembly decoders included, and each gets its own image right.
+func TestConcurrent(t *testing.T) {
+	imgs := [][]byte{readFile(t, "testdata/gradient.heic"), readFile(t, "testdata/gradient.avif"), withEXIF(encodeJPEG(t, quadrants(96, 64)), exifBlock(8))}
+	want := make([]Result, len(imgs))
+	for i, img := range imgs {
+		f, _ := magic.Detect(img)
+		r, err := Image(img, f, photos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = r
+	}
+	errs := make(chan error, 24)
+	for g := range 24 {
+		go func() {
+			img := imgs[g%len(imgs)]
+			f, _ := magic.Detect(img)
+			r, err := Image(img, f, photos)
+			if err == nil && !bytes.Equal(r.Data, want[g%len(imgs)].Data) {
+				err = errors.New("a different result")
+			}
+			errs <- err
+		}()
+	}
+	for range 24 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

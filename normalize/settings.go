@@ -17,9 +17,13 @@ const Version = "normalize/1"
 
 // Defaults.
 const (
-	DefaultJPEGQuality     = 90
-	DefaultMaxSide         = 2048
-	DefaultMaxDecodedBytes = 256 << 20
+	DefaultJPEGQuality = 90
+	DefaultMaxSide     = 2048
+	// DefaultMaxDecodedBytes is the bridge's default byte budget (256 MiB)
+	// plus the 64 MiB its memory bound allows beyond it: a normalisation
+	// over the budget runs alone, and stays within that bound. A 12 MP HEIC
+	// (some 276 MiB) fits; a 12 MP AVIF (some 790) does not.
+	DefaultMaxDecodedBytes = 320 << 20
 )
 
 // Size is what a model looks at: an image is scaled down, keeping its

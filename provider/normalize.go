@@ -23,7 +23,7 @@ type NormalizeOptions struct {
 	// JPEGQuality is the quality of a re-encoded JPEG; default 90.
 	JPEGQuality int `json:"jpeg_quality,omitempty"`
 	// NormalizeMaxDecodedBytes bounds what normalising one image may
-	// allocate, estimated from its header; default 256 MiB.
+	// allocate, estimated from its header; default 320 MiB.
 	NormalizeMaxDecodedBytes int64 `json:"normalize_max_decoded_bytes,omitempty"`
 }
 

@@ -19,21 +19,22 @@ type ImageSample struct {
 }
 
 // SampleImageHeads passes the first bytes of column's images of table (OID
-// oid) to each, nil for a NULL image, and returns the table's rows: exact
-// when it was read whole, pg_class's estimate when sampled.
+// oid) and their whole length to each (nil and 0 for a NULL image), and
+// returns the table's rows: exact when it was read whole, pg_class's
+// estimate when sampled.
 func SampleImageHeads(ctx context.Context, conn *pgx.Conn, oid uint32, table pgx.Identifier, column string, b ImageSample,
-	each func(head []byte) error) (rows int64, sampled bool, err error) {
+	each func(head []byte, length int64) error) (rows int64, sampled bool, err error) {
 	var estimated float64
 	if err := conn.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE oid = $1", oid).Scan(&estimated); err != nil {
 		return 0, false, err
 	}
 	name := table.Sanitize()
 	col := pgx.Identifier{column}.Sanitize()
-	sql := fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d) FROM %s", col, b.HeadBytes, name)
+	sql := fmt.Sprintf("SELECT substring(%[1]s FROM 1 FOR %[2]d), coalesce(octet_length(%[1]s), 0) FROM %[3]s", col, b.HeadBytes, name)
 	if estimated > b.ExactRows {
 		sampled, rows = true, int64(estimated)
 		pct := math.Min(100, 100*float64(b.SampleRows)/estimated*1.2)
-		sql = fmt.Sprintf("SELECT substring(%s FROM 1 FOR %d) FROM %s TABLESAMPLE SYSTEM (%g) LIMIT %d", col, b.HeadBytes, name, pct, b.SampleRows)
+		sql = fmt.Sprintf("SELECT substring(%[1]s FROM 1 FOR %[2]d), coalesce(octet_length(%[1]s), 0) FROM %[3]s TABLESAMPLE SYSTEM (%[4]g) LIMIT %[5]d", col, b.HeadBytes, name, pct, b.SampleRows)
 	} else if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+name).Scan(&rows); err != nil {
 		return 0, false, err
 	}
@@ -42,6 +43,7 @@ func SampleImageHeads(ctx context.Context, conn *pgx.Conn, oid uint32, table pgx
 		return 0, false, err
 	}
 	var head []byte
-	_, err = pgx.ForEachRow(q, []any{&head}, func() error { return each(head) })
+	var length int64
+	_, err = pgx.ForEachRow(q, []any{&head, &length}, func() error { return each(head, length) })
 	return rows, sampled, err
 }

@@ -18,6 +18,20 @@ import (
 //go:embed demo_sample.webp
 var demoSampleWebP []byte
 
+// demoSideways is a 40x30 JPEG of a landscape photographed with the phone
+// held upright: its pixels lie sideways (sky on the left, grass on the
+// right) and its EXIF says Orientation 6, with a GPS position. The bridge
+// sends it upright (30x40, sky on top) and without its EXIF.
+//
+//go:embed demo_sideways.jpg
+var demoSideways []byte
+
+// demoSampleHEIC is a 64x48 HEIC (heif-enc -q 80 of a gradient), the
+// iPhone's format: converted before it is sent.
+//
+//go:embed demo_sample.heic
+var demoSampleHEIC []byte
+
 // demoRow is one row of demo.photos; a nil img is SQL NULL.
 type demoRow struct {
 	ID    int
@@ -28,7 +42,8 @@ type demoRow struct {
 
 // demoRows returns the sample rows: one image per format, then the values
 // that must not reach a provider (NULL, empty, garbage) and one that reaches
-// it but cannot be decoded (a PNG cut after its header).
+// it but cannot be decoded (a PNG cut after its header), then a sideways
+// photo and a HEIC, which are normalised before they are sent.
 func demoRows() ([]demoRow, error) {
 	sky, err := encodePNG(skyGradient())
 	if err != nil {
@@ -51,6 +66,8 @@ func demoRows() ([]demoRow, error) {
 		{6, "empty", []byte{}, false},
 		{7, "garbage", []byte("not an image"), false},
 		{8, "truncated.png", sky[:33], false}, // signature and IHDR only
+		{9, "sideways.jpg", demoSideways, true},
+		{10, "photo.heic", demoSampleHEIC, true},
 	}, nil
 }
 

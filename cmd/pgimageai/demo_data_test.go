@@ -8,6 +8,7 @@ import (
 	_ "image/png"
 	"testing"
 
+	_ "github.com/gen2brain/heic"
 	_ "golang.org/x/image/webp"
 
 	"github.com/pgimageai/pgimageai/magic"
@@ -22,6 +23,7 @@ func TestDemoRows(t *testing.T) {
 	}
 	wantFormat := map[string]string{
 		"sky.png": "png", "red-square.jpg": "jpeg", "checkerboard.gif": "gif", "sun.webp": "webp",
+		"sideways.jpg": "jpeg", "photo.heic": "heic",
 	}
 	bad := 0
 	for _, r := range rows {
@@ -49,7 +51,7 @@ func TestDemoRows(t *testing.T) {
 	if bad != demoBadRows {
 		t.Errorf("%d bad non-NULL values, demoBadRows = %d", bad, demoBadRows)
 	}
-	if len(wantFormat) != 4 {
-		t.Fatal("want four formats")
+	if len(wantFormat) != 6 {
+		t.Fatal("want the four formats, a sideways JPEG and a HEIC")
 	}
 }

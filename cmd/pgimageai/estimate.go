@@ -13,7 +13,11 @@ import (
 	"math"
 	"os"
 
+	_ "github.com/gen2brain/avif" // and the formats normalisation converts
+	_ "github.com/gen2brain/heic"
 	"github.com/jackc/pgx/v5"
+	_ "golang.org/x/image/bmp"
+	_ "golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
@@ -92,14 +96,18 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 	}
 
 	e := estimateReport{Rule: *rule, Model: *model, Scan: scan}
+	norm := normalizedSizes(model.Provider, extra.Detail, opts, &scan)
+	e.Norm = &norm
 	if tr, ok := imageTokenRule(model.Provider, model.Model, extra.Detail); ok {
 		e.TokenRule = tr.name
-		var sum int64
-		for _, sz := range scan.Sizes {
-			sum += tr.tokens(sz.X, sz.Y)
+		var sum, stored int64
+		for i, sz := range scan.Sizes {
+			sum += tr.tokens(norm.Sizes[i].X, norm.Sizes[i].Y)
+			stored += tr.tokens(sz.X, sz.Y)
 		}
 		if len(scan.Sizes) > 0 {
 			e.InputPerImage = float64(sum) / float64(len(scan.Sizes))
+			norm.StoredTokens = float64(stored) / float64(len(scan.Sizes))
 		}
 	} else if usage.Calls > 0 {
 		e.TokenRule = fmt.Sprintf("no documented image rule for %s model %s: the average of its %d answered calls in pgimageai.usage", model.Provider, model.Model, usage.Calls)
@@ -143,6 +151,7 @@ type imageScan struct {
 	Read      int64         // rows read
 	WithImage int64         // of those, with a non-NULL image
 	Sizes     []image.Point // of the images whose header could be read
+	Bytes     []int64       // their lengths, as stored
 	Unknown   int64         // images that are not PNG/JPEG/GIF/WebP, or whose header could not be read: no call
 }
 
@@ -152,7 +161,7 @@ func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, colum
 	var s imageScan
 	var err error
 	s.Rows, s.Sampled, err = state.SampleImageHeads(ctx, conn, table.OID, table.Identifier(), column,
-		state.ImageSample{ExactRows: exactRows, SampleRows: sampleRows, HeadBytes: headerBytes}, func(head []byte) error {
+		state.ImageSample{ExactRows: exactRows, SampleRows: sampleRows, HeadBytes: headerBytes}, func(head []byte, length int64) error {
 			s.Read++
 			if head == nil {
 				return nil
@@ -168,6 +177,7 @@ func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, colum
 				return nil
 			}
 			s.Sizes = append(s.Sizes, image.Pt(cfg.Width, cfg.Height))
+			s.Bytes = append(s.Bytes, length)
 			return nil
 		})
 	return s, err
@@ -185,6 +195,7 @@ type estimateReport struct {
 	PriceIn       float64 // per 1M tokens; 0: unknown
 	PriceOut      float64
 	BatchBackfill bool // the backfill goes through OpenAI's Batch API: half price
+	Norm          *normEstimate
 }
 
 func (e estimateReport) String() string {
@@ -198,7 +209,7 @@ func (e estimateReport) String() string {
 		fmt.Fprintf(&b, "Source: %d rows, all read, %d with an image\n", s.Rows, s.WithImage)
 	}
 	if s.Unknown > 0 {
-		fmt.Fprintf(&b, "  %d images are not PNG, JPEG, GIF or WebP (or unreadable): errors rows, no call\n", s.Unknown)
+		fmt.Fprintf(&b, "  %d images have no known format (or are unreadable): errors rows, no call\n", s.Unknown)
 	}
 	fmt.Fprintf(&b, "Tokens: %s\n", e.TokenRule)
 	// Calls: the rows with a readable image, scaled from the sample.
@@ -237,6 +248,9 @@ func (e estimateReport) String() string {
 			}
 		}
 		b.WriteByte('\n')
+	}
+	if e.Norm != nil {
+		b.WriteString(e.Norm.String())
 	}
 	line("Backfill", calls, e.BatchBackfill)
 	line("Per 1,000 new rows like these", per1000, false)

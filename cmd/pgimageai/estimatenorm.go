@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"image"
+	"math"
+
+	"github.com/pgimageai/pgimageai/normalize"
+	"github.com/pgimageai/pgimageai/provider"
+)
+
+// normEstimate is what normalisation changes in an estimate: the sizes
+// sent, and the bytes and tokens with and without it.
+type normEstimate struct {
+	Enabled      bool
+	Rule         normalize.Size
+	Sizes        []image.Point // as sent, one per scanned size
+	StoredBytes  float64       // average of an image, as stored
+	SentBytes    float64       // average, about: stored bytes scaled by the pixels kept
+	StoredTokens float64       // average input tokens of an image as stored; NaN or 0: unknown
+}
+
+// normalizedSizes applies the model's size rule (package normalize; the
+// providers' ImageSize methods, by name here, with the options' bounds) to
+// the scanned sizes.
+func normalizedSizes(prov, detail string, opts provider.Options, scan *imageScan) normEstimate {
+	n := normEstimate{Enabled: opts.Normalize == nil || *opts.Normalize, StoredTokens: math.NaN()}
+	switch prov {
+	case "openai":
+		n.Rule = normalize.OpenAIHigh
+		if detail == "low" {
+			n.Rule = normalize.OpenAILow
+		}
+	case "voyage":
+		n.Rule = normalize.Voyage
+	case "cohere":
+		n.Rule = normalize.Cohere
+	case "local":
+	default:
+		n.Rule = normalize.MaxSide
+	}
+	if opts.NormalizeMaxSide > 0 {
+		n.Rule.MaxSide = opts.NormalizeMaxSide
+	}
+	if opts.NormalizeMaxPixels > 0 {
+		n.Rule.MaxPixels = opts.NormalizeMaxPixels
+	}
+	var stored, sent float64
+	for i, sz := range scan.Sizes {
+		w, h := sz.X, sz.Y
+		if n.Enabled {
+			w, h = n.Rule.Fit(sz.X, sz.Y)
+		}
+		n.Sizes = append(n.Sizes, image.Pt(w, h))
+		if i < len(scan.Bytes) {
+			b := float64(scan.Bytes[i])
+			stored += b
+			sent += b * float64(w) * float64(h) / (float64(sz.X) * float64(sz.Y))
+		}
+	}
+	if k := len(scan.Bytes); k > 0 {
+		n.StoredBytes, n.SentBytes = stored/float64(k), sent/float64(k)
+	}
+	return n
+}
+
+func (n normEstimate) String() string {
+	if !n.Enabled {
+		return "Normalisation: off (option normalize): images are sent as stored\n"
+	}
+	s := fmt.Sprintf("Normalisation: on; an image averages %.0f bytes stored, about %.0f sent", n.StoredBytes, n.SentBytes)
+	if !math.IsNaN(n.StoredTokens) && n.StoredTokens > 0 {
+		s += fmt.Sprintf("; input tokens %.0f an image as stored, as below after normalisation", n.StoredTokens)
+	}
+	return s + "\n"
+}
