@@ -15,10 +15,11 @@ import (
 )
 
 // readmeBlock returns the SQL between <!-- name:begin --> and <!-- name:end -->
-// in the README, without the code fence.
+// in docs/operations.md, without the code fence: the documented role is the
+// one tested.
 func readmeBlock(t testing.TB, name string) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,14 +27,14 @@ func readmeBlock(t testing.TB, name string) string {
 	begin, end := "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README has no %s block", name)
+		t.Fatalf("docs/operations.md has no %s block", name)
 	}
 	block := strings.TrimSpace(s[i+len(begin) : j])
 	block = strings.TrimPrefix(block, "```sql")
 	return strings.TrimSuffix(block, "```")
 }
 
-// TestLeastPrivilegeRole runs the README's least-privilege grant block and
+// TestLeastPrivilegeRole runs the documented least-privilege grant block and
 // then the bridge as that role: it creates its slot and target, backfills
 // existing rows, streams new ones, and writes errors and checkpoints.
 func TestLeastPrivilegeRole(t *testing.T) {
@@ -49,7 +50,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	sql = strings.ReplaceAll(sql, "'change-me'", "'"+password+"'")
 	sql = strings.ReplaceAll(sql, "CREATE PUBLICATION pgimageai ", "CREATE PUBLICATION "+s.slot+" ")
 	if !strings.Contains(sql, "CREATE PUBLICATION "+s.slot) || !strings.Contains(sql, "REPLICATION") {
-		t.Fatalf("unexpected README block:\n%s", sql)
+		t.Fatalf("unexpected least-privilege block:\n%s", sql)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

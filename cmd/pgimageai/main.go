@@ -1,5 +1,5 @@
 // Command pgimageai streams bytea images from PostgreSQL's WAL through AI
-// functions into target tables. See README.md and SPEC §6.
+// functions into target tables. See README.md and docs/operations.md.
 package main
 
 import (
