@@ -102,6 +102,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
+	if err == nil {
+		err = c.checkDSN(args[0], getenv)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pgimageai %s: %v\n", args[0], err)
 		return exitUsage

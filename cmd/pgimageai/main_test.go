@@ -87,8 +87,12 @@ func TestRunExitCodes(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, nil, exitUsage, "", `unknown command "frobnicate"`},
 		{"command help", []string{"migrate", "-h"}, nil, exitOK, "", "PGIMAGEAI_DSN"},
 		{"bad flag", []string{"migrate", "--bogus"}, nil, exitUsage, "", "flag provided but not defined"},
-		{"metrics address not an address", []string{"run", "--metrics-addr", "no-port-here"}, nil, exitUsage, "", "--metrics-addr"},
-		{"bad dsn is usage", []string{"migrate", "--dsn", "postgres://u:hunter2@[::1"}, nil, exitUsage, "", "source dsn"},
+		{"metrics address not an address", []string{"run", "--metrics-addr", "no-port-here"}, map[string]string{"PGIMAGEAI_DSN": "postgres://u@127.0.0.1:1/db"}, exitUsage, "", "--metrics-addr"},
+		{"bad dsn is usage", []string{"migrate", "--dsn", "postgres://u:hunter2@[::1"}, nil, exitUsage, "", "--dsn cannot be parsed"},
+		{"bad target dsn is usage", []string{"status", "--dsn", "postgres://u@127.0.0.1:1/db", "--target-dsn", "postgres://u:hunter2@h:notaport/db"}, nil, exitUsage, "", "--target-dsn cannot be parsed"},
+		{"no dsn is usage", []string{"run"}, nil, exitUsage, "", "give --dsn, set PGIMAGEAI_DSN, or set the libpq variables"},
+		{"no dsn for status either", []string{"status"}, nil, exitUsage, "", "no database to connect to"},
+		{"libpq variables name the database", []string{"migrate"}, map[string]string{"PGHOST": "127.0.0.1", "PGPORT": "1", "PGCONNECT_TIMEOUT": "2"}, exitFailure, "", "connect to source"},
 		{"unreachable database", []string{"migrate", "--dsn", "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2"}, nil, exitFailure, "", "connect to source database u@127.0.0.1:1/db"},
 	}
 	for _, tc := range tests {
