@@ -59,13 +59,13 @@ func TestReadCommandsExitCodes(t *testing.T) {
 		code        int
 		out, errOut string
 	}{
-		{"usage lists them", []string{"help"}, exitOK, "status     slot, confirmed LSN", ""},
+		{"usage lists them", []string{"help"}, exitOK, "status        slot, confirmed LSN", ""},
 		{"status help", []string{"status", "-h"}, exitOK, "", "-format"},
 		{"errors help", []string{"errors", "--help"}, exitOK, "", "-limit"},
 		{"status bad format", []string{"status", "--format", "yaml"}, exitUsage, "", "--format must be table or json"},
 		{"errors bad reason", []string{"errors", "--reason", "nope"}, exitUsage, "", "--reason must be one of"},
 		{"retry invalid_rule", []string{"retry", "--reason", "invalid_rule"}, exitUsage, "", "not retried"},
-		{"status bad dsn", []string{"status", "--dsn", "postgres://u:hunter2@[::1"}, exitUsage, "", "source dsn"},
+		{"status bad dsn", []string{"status", "--dsn", "postgres://u:hunter2@[::1"}, exitUsage, "", "--dsn cannot be parsed"},
 		{"status unreachable", []string{"status", "--dsn", unreachable}, exitFailure, "", "connect to source database u@127.0.0.1:1/db"},
 		{"errors unreachable target", []string{"errors", "--dsn", "postgres://x@127.0.0.1:2/src", "--target-dsn", unreachable}, exitFailure, "", "connect to target database u@127.0.0.1:1/db"},
 		{"retry unreachable", []string{"retry", "--dsn", unreachable}, exitFailure, "", "connect to source database u@127.0.0.1:1/db"},

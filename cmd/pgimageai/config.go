@@ -75,14 +75,12 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	fs := flag.NewFlagSet("pgimageai "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	for _, s := range c.settings() {
-		fs.StringVar(s.dst, s.flag, "", fmt.Sprintf("%s (env %s)", s.help, s.env))
+		if takes(cmd, s.flag) {
+			fs.StringVar(s.dst, s.flag, "", fmt.Sprintf("%s (env %s)", s.help, s.env))
+		}
 	}
 	check := defineCommandFlags(cmd, fs, &c.Query)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: pgimageai %s [flags]\n\nFlags:\n", cmd)
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, commandHelp[cmd])
-	}
+	fs.Usage = func() { commandUsage(stderr, cmd, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err

@@ -20,41 +20,6 @@ const (
 	exitUsage   = 2
 )
 
-const usage = `pgimageai — AI functions over PostgreSQL image columns, live from the WAL
-
-Usage:
-  pgimageai <command> [flags]
-
-Commands:
-  migrate    apply migrations (source and target database)
-  run        stream until SIGINT/SIGTERM; graceful: finish, checkpoint, exit 0
-  status     slot, confirmed LSN, lag in bytes, rules (valid or why not), backfills, open errors by reason
-             [--format table|json]
-  errors     list open errors, newest first
-             [--rule NAME] [--reason CODE] [--limit N (default 50, 0 = all)] [--format table|json]
-  retry      ask the running bridge to reprocess the source rows behind open errors
-  estimate   what a rule would cost: calls, tokens and money for its backfill and per 1,000 rows (--rule)
-             [--rule NAME] [--reason CODE]
-  recover-slot
-             after the slot was invalidated (wal_status lost) or dropped: drop and re-create it,
-             delete results of source rows deleted meanwhile, make every rule backfill [--force]
-  demo       one command, no setup: throwaway PostgreSQL, sample images, the bridge, the results
-  health     exit 0 when the metrics endpoint of a running bridge says ready (a container health
-             check) [--probe ready|live|leader]
-
-Settings (flag or environment):
-  --dsn           PGIMAGEAI_DSN           source database (default: libpq PG* variables)
-  --target-dsn    PGIMAGEAI_TARGET_DSN    target database (default: the source)
-  --slot          PGIMAGEAI_SLOT          replication slot (default pgimageai)
-  --publication   PGIMAGEAI_PUBLICATION   publication (default pgimageai)
-  --metrics-addr  PGIMAGEAI_METRICS_ADDR  Prometheus /metrics, /healthz, /readyz and /livez address
-  --log-format    PGIMAGEAI_LOG_FORMAT    text (default) or json
-  --byte-budget   PGIMAGEAI_BYTE_BUDGET   image bytes in flight (default 256MiB; units B, kB, MB, GB, KiB, MiB, GiB)
-
-Exit codes: 0 done, 1 runtime failure, 2 usage or configuration error.
-Run 'pgimageai <command> --help' for a command's flags.
-`
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// Every connection names itself in pg_stat_activity unless the DSN or
@@ -85,17 +50,31 @@ var commands = map[string]command{
 // run executes the command line and returns the exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return exitUsage
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
+	case "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage())
+		return exitOK
+	case "help":
+		if len(args) == 1 {
+			fmt.Fprint(stdout, usage())
+			return exitOK
+		}
+		if _, ok := commands[args[1]]; !ok {
+			fmt.Fprintf(stderr, "pgimageai: unknown command %q\n\n%s", args[1], usage())
+			return exitUsage
+		}
+		args = []string{args[1], "--help"}
+		stderr = stdout // asked for: the help is the output
+	case "-version", "--version", "version":
+		fmt.Fprint(stdout, version())
 		return exitOK
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "pgimageai: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "pgimageai: unknown command %q\n\n%s", args[0], usage())
 		return exitUsage
 	}
 	c, err := parseConfig(args[0], args[1:], getenv, stderr)

@@ -56,7 +56,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseConfig("migrate", tc.args, env(tc.env), &bytes.Buffer{})
+			got, err := parseConfig("run", tc.args, env(tc.env), &bytes.Buffer{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

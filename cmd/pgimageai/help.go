@@ -1,0 +1,146 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+)
+
+// about says what each command does, for the top-level usage (the first
+// line) and for the command's own help (all of it).
+var about = map[string]string{
+	"migrate": `apply migrations (source and target database)
+Creates or upgrades schema pgimageai: idempotent, versioned, safe to run twice or at once.
+Warns when the source cannot stream yet (wal_level, the REPLICATION attribute).`,
+	"run": `stream until SIGINT/SIGTERM; graceful: finish, checkpoint, exit 0
+Takes the slot's leader lock (another run on the same slot waits as a standby), prepares
+the targets, the publication and the slot, backfills new rules and streams changes.`,
+	"status": `slot, confirmed LSN, lag in bytes, rules (valid or why not), backfills, open errors by reason`,
+	"errors": `list open errors, newest first (rule, key, reason, detail)`,
+	"retry": `ask the running bridge to reprocess the source rows behind open errors
+Writes a retry request that the bridge reads in the WAL, in commit order with the changes
+around it; invalid_rule errors are fixed by editing the rule instead.`,
+	"estimate": `what a rule would cost: calls, tokens and money for its backfill and per 1,000 rows
+Reads the image headers of the rule's source table (a sample of a big one) and applies the
+model's token rule, with and without normalisation; the rule may be disabled.`,
+	"recover-slot": `after the slot was invalidated (wal_status lost) or dropped: re-create it and backfill`,
+	"demo":         `one command, no setup: throwaway PostgreSQL, sample images, the bridge, the results`,
+	"health":       `exit 0 when the metrics endpoint of a running bridge says ready (a container health check)`,
+}
+
+// commandOrder is the order of the commands in the usage.
+var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "estimate", "recover-slot", "demo", "health"}
+
+// connection are the settings of the commands that read or write the
+// bridge's databases.
+var connection = []string{"dsn", "target-dsn", "group", "slot", "publication"}
+
+// uses names the settings (global flags) each command takes; every setting
+// is read from its environment variable by every command all the same.
+var uses = map[string][]string{
+	"migrate":      connection,
+	"run":          append(append([]string{}, connection...), "metrics-addr", "pprof-addr", "log-format", "byte-budget", "key-env-allow"),
+	"status":       connection,
+	"errors":       connection,
+	"retry":        connection,
+	"estimate":     append(append([]string{}, connection...), "key-env-allow"),
+	"recover-slot": append(append([]string{}, connection...), "log-format"),
+	"demo":         {"log-format", "byte-budget", "key-env-allow"},
+	"health":       {"metrics-addr"},
+}
+
+// takes reports whether cmd takes setting flag.
+func takes(cmd, flag string) bool {
+	for _, f := range uses[cmd] {
+		if f == flag {
+			return true
+		}
+	}
+	return false
+}
+
+// usage is the top-level help.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("pgimageai — AI functions over PostgreSQL image columns, live from the WAL\n\n")
+	b.WriteString("Usage:\n  pgimageai <command> [flags]\n  pgimageai help <command>\n  pgimageai --version\n\nCommands:\n")
+	for _, cmd := range commandOrder {
+		first, _, _ := strings.Cut(about[cmd], "\n")
+		fmt.Fprintf(&b, "  %-13s %s\n", cmd, first)
+	}
+	b.WriteString("\nGlobal flags (each also an environment variable; a command lists those it takes):\n")
+	var c config
+	for _, s := range c.settings() {
+		fmt.Fprintf(&b, "  --%-14s %-24s %s\n", s.flag, s.env, s.help)
+	}
+	b.WriteString("\nExit codes: 0 done, 1 runtime failure, 2 usage or configuration error.\n")
+	b.WriteString("Run 'pgimageai help <command>' for what a command does and its flags.\n")
+	return b.String()
+}
+
+// commandUsage writes the help of cmd: what it does, its own flags, then
+// the global flags it takes.
+func commandUsage(w io.Writer, cmd string, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: pgimageai %s [flags]\n\n%s\n", cmd, about[cmd])
+	if extra := commandHelp[cmd]; extra != "" {
+		fmt.Fprint(w, extra)
+	}
+	var c config
+	global := map[string]string{}
+	for _, s := range c.settings() {
+		global[s.flag] = s.env
+	}
+	var own, shared strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		name, help := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		line = fmt.Sprintf("%-28s %s", line, help)
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		if env, ok := global[f.Name]; ok {
+			if !strings.Contains(help, env) {
+				line += " [" + env + "]"
+			}
+			shared.WriteString(line + "\n")
+		} else {
+			own.WriteString(line + "\n")
+		}
+	})
+	if own.Len() > 0 {
+		fmt.Fprintf(w, "\nFlags:\n%s", own.String())
+	}
+	if shared.Len() > 0 {
+		fmt.Fprintf(w, "\nGlobal flags:\n%s", shared.String())
+	}
+}
+
+// version describes the build: the module's version (or the VCS revision
+// of a build from a checkout) and the Go that built it.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "pgimageai (no build information)\n"
+	}
+	v := bi.Main.Version
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = " (modified)"
+			}
+		}
+	}
+	if rev != "" {
+		v += " " + rev + modified
+	}
+	return fmt.Sprintf("pgimageai %s, %s\n", v, bi.GoVersion)
+}
