@@ -85,11 +85,12 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 		}
 	case "estimate":
 		fs.StringVar(&q.Rule, "rule", "", "the `rule` to estimate (required; it may be disabled)")
+		format()
 		return func() error {
 			if q.Rule == "" {
 				return fmt.Errorf("--rule is required")
 			}
-			return nil
+			return q.checkFormat()
 		}
 	}
 	return func() error { return nil }

@@ -140,6 +140,11 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return fmt.Errorf("rule %s cannot run: %w", rule.Name, err)
 	}
 	e.BatchBackfill = fn.BatchAPI() != nil
+	if c.Query.Format == formatJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e.JSON())
+	}
 	_, err = io.WriteString(stdout, e.String())
 	return err
 }
@@ -222,37 +227,100 @@ func (e estimateReport) String() string {
 	if s.Read > 0 {
 		per1000 = 1000 * float64(len(s.Sizes)) / float64(s.Read)
 	}
-	line := func(what string, calls float64, batch bool) {
-		fmt.Fprintf(&b, "%s: %.0f calls", what, calls)
-		in, out := calls*e.InputPerImage, calls*e.OutputPerCall
-		if math.IsNaN(in) {
+	line := func(what string, f estimateFigures) {
+		fmt.Fprintf(&b, "%s: %.0f calls", what, f.Calls)
+		if f.InputTokens == nil {
 			b.WriteString(", input tokens unknown")
 		} else {
-			fmt.Fprintf(&b, ", %.0f input tokens", in)
+			fmt.Fprintf(&b, ", %.0f input tokens", *f.InputTokens)
 		}
 		switch {
-		case math.IsNaN(out):
+		case f.OutputTokens == nil:
 			b.WriteString(", output tokens unknown")
-		case out > 0:
-			fmt.Fprintf(&b, ", %.0f output tokens (%s)", out, e.OutputFrom)
+		case *f.OutputTokens > 0:
+			fmt.Fprintf(&b, ", %.0f output tokens (%s)", *f.OutputTokens, e.OutputFrom)
 		}
-		if e.PriceIn > 0 && !math.IsNaN(in) {
-			cost := in * e.PriceIn / 1e6
-			if e.PriceOut > 0 && !math.IsNaN(out) {
-				cost += out * e.PriceOut / 1e6
-			}
-			if batch {
-				fmt.Fprintf(&b, ", cost %.5f (half the model's price_per_1m_* options: the Batch API)", cost/2)
-			} else {
-				fmt.Fprintf(&b, ", cost %.5f (at the model's price_per_1m_* options)", cost)
-			}
+		switch {
+		case f.Cost == nil:
+		case f.BatchAPI:
+			fmt.Fprintf(&b, ", cost %.5f (half the model's price_per_1m_* options: the Batch API)", *f.Cost)
+		default:
+			fmt.Fprintf(&b, ", cost %.5f (at the model's price_per_1m_* options)", *f.Cost)
 		}
 		b.WriteByte('\n')
 	}
 	if e.Norm != nil {
 		b.WriteString(e.Norm.String())
 	}
-	line("Backfill", calls, e.BatchBackfill)
-	line("Per 1,000 new rows like these", per1000, false)
+	line("Backfill", e.figures(calls, e.BatchBackfill))
+	line("Per 1,000 new rows like these", e.figures(per1000, false))
 	return b.String()
+}
+
+// estimateFigures are the calls, tokens and cost of some rows; nil: unknown.
+type estimateFigures struct {
+	Calls        float64  `json:"calls"`
+	InputTokens  *float64 `json:"input_tokens"`
+	OutputTokens *float64 `json:"output_tokens"`
+	Cost         *float64 `json:"cost"`      // at the model's price_per_1m_* options; nil without prices
+	BatchAPI     bool     `json:"batch_api"` // at half the price, through the Batch API
+}
+
+// figures returns the tokens and cost of calls.
+func (e estimateReport) figures(calls float64, batch bool) estimateFigures {
+	f := estimateFigures{Calls: math.Round(calls), BatchAPI: batch}
+	known := func(v float64) *float64 {
+		if math.IsNaN(v) {
+			return nil
+		}
+		v = math.Round(v)
+		return &v
+	}
+	in, out := calls*e.InputPerImage, calls*e.OutputPerCall
+	f.InputTokens, f.OutputTokens = known(in), known(out)
+	if e.PriceIn > 0 && f.InputTokens != nil {
+		cost := in * e.PriceIn / 1e6
+		if e.PriceOut > 0 && f.OutputTokens != nil {
+			cost += out * e.PriceOut / 1e6
+		}
+		if batch {
+			cost /= 2
+		}
+		f.Cost = &cost
+	}
+	return f
+}
+
+// estimateJSON is the estimate as one JSON document, for scripts.
+type estimateJSON struct {
+	Rule          string          `json:"rule"`
+	Function      string          `json:"function"`
+	Model         string          `json:"model"`
+	Provider      string          `json:"provider"`
+	ProviderModel string          `json:"provider_model"`
+	SourceRows    int64           `json:"source_rows"`
+	Sampled       bool            `json:"sampled"`
+	RowsRead      int64           `json:"rows_read"`
+	WithImage     int64           `json:"with_image"`
+	UnknownFormat int64           `json:"unknown_format"`
+	TokenRule     string          `json:"token_rule"`
+	Backfill      estimateFigures `json:"backfill"`
+	Per1000Rows   estimateFigures `json:"per_1000_rows"`
+}
+
+// JSON returns the estimate for --format json.
+func (e estimateReport) JSON() estimateJSON {
+	s := e.Scan
+	scale := 1.0
+	if s.Sampled && s.Read > 0 {
+		scale = float64(s.Rows) / float64(s.Read)
+	}
+	per1000 := 0.0
+	if s.Read > 0 {
+		per1000 = 1000 * float64(len(s.Sizes)) / float64(s.Read)
+	}
+	return estimateJSON{Rule: e.Rule.Name, Function: e.Rule.Function, Model: e.Model.Name, Provider: e.Model.Provider,
+		ProviderModel: e.Model.Model, SourceRows: s.Rows, Sampled: s.Sampled, RowsRead: s.Read, WithImage: s.WithImage,
+		UnknownFormat: s.Unknown, TokenRule: e.TokenRule,
+		Backfill: e.figures(float64(len(s.Sizes))*scale, e.BatchBackfill), Per1000Rows: e.figures(per1000, false)}
 }
