@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,8 +15,14 @@ import (
 // validation, interpolation, anchors and merges, dependency checks), as docker compose does.
 func loadCompose(t *testing.T, env map[string]string) *types.Project {
 	t.Helper()
+	return loadComposeFile(t, "../compose.yaml", env)
+}
+
+// loadComposeFile loads one Compose file of the repository as loadCompose does.
+func loadComposeFile(t *testing.T, file string, env map[string]string) *types.Project {
+	t.Helper()
 	ctx := context.Background()
-	details, err := loader.LoadConfigFiles(ctx, []string{"../compose.yaml"}, "..")
+	details, err := loader.LoadConfigFiles(ctx, []string{file}, "..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,4 +140,40 @@ func hasVolume(s types.ServiceConfig, source, target string) bool {
 		}
 	}
 	return false
+}
+
+// TestComposeOffline: compose.offline.yaml needs no registry — only the images the
+// project builds from Debian packages — and no network: its model is the local provider.
+func TestComposeOffline(t *testing.T) {
+	p := loadComposeFile(t, "../compose.offline.yaml", map[string]string{})
+	var names []string
+	for name := range p.Services {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if want := []string{"configure", "migrate", "pgimageai", "postgres"}; !slices.Equal(names, want) {
+		t.Fatalf("services %v, want %v", names, want)
+	}
+	local := map[string]bool{"pgimageai:dev": true, "pgimageai-postgres:17": true}
+	for name, s := range p.Services {
+		if !local[s.Image] {
+			t.Errorf("service %s uses image %q, not one the project builds offline", name, s.Image)
+		}
+		if s.Build != nil {
+			t.Errorf("service %s builds from a Dockerfile, which needs the Go module proxy in the build", name)
+		}
+	}
+	if !slices.Contains(p.Services["postgres"].Command, "wal_level=logical") {
+		t.Error("postgres runs without wal_level=logical")
+	}
+	sql, err := os.ReadFile("compose/configure-offline.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sql), "'local', 'local'") || strings.Contains(string(sql), "http") {
+		t.Errorf("configure-offline.sql does not configure the offline local provider:\n%s", sql)
+	}
+	if hc := p.Services["pgimageai"].HealthCheck; hc == nil || !slices.Contains(hc.Test, "health") {
+		t.Error("the bridge has no pgimageai health check")
+	}
 }
