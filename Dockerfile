@@ -14,7 +14,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags='-s -w' -o /out/pgimageai ./cmd/pgimageai
+# -tags nodynamic keeps the binary static (see scripts/build-image.sh).
+RUN CGO_ENABLED=0 go build -tags nodynamic -trimpath -buildvcs=false -ldflags='-s -w' -o /out/pgimageai ./cmd/pgimageai
 RUN mkdir -p /out/etc /out/tmp && chmod 1777 /out/tmp && \
 	printf 'root:x:0:0:root:/root:/sbin/nologin\npgimageai:x:65532:65532:pgimageai:/nonexistent:/sbin/nologin\n' >/out/etc/passwd && \
 	printf 'root:x:0:\npgimageai:x:65532:\n' >/out/etc/group

@@ -93,13 +93,22 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 // holds (provider.MemoryCoster; 0 for remote providers).
 func (f *Function) CallMemory(img []byte) int64 {
 	var n int64
+	var w, h int
+	var reencoded bool
 	if format, err := magic.Detect(img); err == nil {
 		n = normalize.Memory(img, format, f.norm)
+		w, h, reencoded = normalize.Sent(img, format, f.norm)
 	}
 	if f.mem == nil {
 		return n
 	}
 	m := f.mem.CallMemory(img)
+	if reencoded {
+		// The provider decodes the re-encoded image, not img (whose format
+		// it may not even read): 8 bytes a pixel of it and a megabyte for
+		// its decoder, more than a JPEG or an 8-bit PNG decodes into.
+		m = 8*int64(w)*int64(h) + 1<<20
+	}
 	if n > math.MaxInt64-m {
 		return math.MaxInt64
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 )
@@ -161,4 +162,41 @@ func TestInputVersion(t *testing.T) {
 	if bind("", normalize.OpenAILow) == base {
 		t.Error("another size rule kept the version")
 	}
+}
+
+// memFake is a text generator that decodes what it is sent (as the local
+// provider does) and says it holds 7 bytes for any image.
+type memFake struct{ textOnly }
+
+func (memFake) CallMemory([]byte) int64 { return 7 }
+
+// TestCallMemoryOfNormalized: a provider that decodes is charged for the
+// image it will be sent — the converted one — not for the stored bytes,
+// which it may not even read.
+func TestCallMemoryOfNormalized(t *testing.T) {
+	heic, err := os.ReadFile("../normalize/testdata/gradient.heic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Bind(Complete, "m", memFake{textOnly{&fake{}}}, opts(t, ""), ptr("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := jpegOf(t, 40, 30)
+	if got := f.CallMemory(stored); got != 7 {
+		t.Errorf("an image sent as stored: CallMemory %d, want the provider's 7", got)
+	}
+	want := normalize.Memory(heic, magic.HEIF, f.norm) + 8*64*48 + 1<<20
+	if got := f.CallMemory(heic); got != want {
+		t.Errorf("a HEIC: CallMemory %d, want %d (the normalisation and a decode of the 64x48 it sends)", got, want)
+	}
+}
+
+func jpegOf(t testing.TB, w, h int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, image.NewRGBA(image.Rect(0, 0, w, h)), nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

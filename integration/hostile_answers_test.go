@@ -38,7 +38,9 @@ func TestHostileAnswersAndImages(t *testing.T) {
 		}
 		return true
 	})
-	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model) VALUES ('huge', 'openai', $1, 'gpt-test'), ('loc', 'local', NULL, 'x')`, ai.BaseURL())
+	// normalize off: the strip is sent as stored, to get the huge answer (normalised, its
+	// decode would pass normalize_max_decoded_bytes: too_large, no request).
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES ('huge', 'openai', $1, 'gpt-test', '{"normalize": false}'), ('loc', 'local', NULL, 'x', '{}')`, ai.BaseURL())
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column) VALUES
   ('huge', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'huge', 'Describe', 'public.out', 'caption'),
   ('strip', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'loc', 'Describe', 'public.out', 'described')`)

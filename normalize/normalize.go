@@ -100,6 +100,21 @@ func (p plan) workBytes() int64 {
 	return 4*px + 3*4*int64(p.tw)*int64(p.th)
 }
 
+// Sent returns, from img's header only, the size of the image Image makes
+// of it and whether that image is re-encoded (decoded, and so not the
+// stored pixels): what a provider that decodes the image it is sent will
+// hold. For an image sent as stored (or only stripped) it is false.
+func Sent(img []byte, f magic.Format, s Settings) (w, h int, reencoded bool) {
+	if !s.Enabled {
+		return 0, 0, false
+	}
+	p, ok, err := decide(img, f, s)
+	if err != nil || !ok || p.stripOnly {
+		return p.h.width, p.h.height, false
+	}
+	return p.tw, p.th, true
+}
+
 // Memory is the bytes Image would allocate for img beyond img itself,
 // from its header only: 0 when img needs nothing, else the decoder's
 // allocations (DecodedBytes) and the resize's and encoder's. It is what a

@@ -58,7 +58,10 @@ mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp"
 
 # -trimpath and -buildvcs=false make the binary depend on the code only, not on the
 # checkout's path or commit, so that the recipe changes only when the binary does.
-(cd "$here/.." && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags='-s -w' \
+# -tags nodynamic: the HEIF and AVIF decoders run their WebAssembly builds only; without it
+# they link purego, which makes even a CGO_ENABLED=0 binary dynamically linked (it needs
+# ld-linux, which an image with no base lacks: "exec /usr/local/bin/pgimageai: no such file").
+(cd "$here/.." && CGO_ENABLED=0 go build -tags nodynamic -trimpath -buildvcs=false -ldflags='-s -w' \
 	-o "$root/usr/local/bin/pgimageai" ./cmd/pgimageai)
 install -m 0644 "$ca" "$root/etc/ssl/certs/ca-certificates.crt"
 printf 'root:x:0:0:root:/root:/sbin/nologin\npgimageai:x:65532:65532:pgimageai:/nonexistent:/sbin/nologin\n' >"$root/etc/passwd"
