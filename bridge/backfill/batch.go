@@ -19,7 +19,6 @@ import (
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/internal/reconn"
-	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -313,8 +312,13 @@ func (b *batchRun) lines(ctx context.Context, rows []Row) ([][]byte, error) {
 		if bytes.Equal(stored[j], inputs[i][:]) {
 			continue
 		}
-		format, _ := magic.Detect(row.Img)
-		line, err := b.api.BatchLine(customID(inputs[i], row.KeyJSON), provider.Image{Data: row.Img, MIME: format.MIME()}, row.Prompt)
+		// What the synchronous call would send: checked and normalised for
+		// the model (upright, scaled, converted, without metadata).
+		in, err := b.r.Fn.Prepare(row.Img)
+		if err != nil {
+			continue // the synchronous call records the row's error
+		}
+		line, err := b.api.BatchLine(customID(inputs[i], row.KeyJSON), in, row.Prompt)
 		if err != nil {
 			b.log.Warn("batch: a row gets the synchronous call", "rule", b.r.Name, "err", err)
 			continue
