@@ -64,6 +64,9 @@ func loadManifests(t *testing.T) *manifests {
 	}
 	m := &manifests{}
 	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" { // Kustomize's, not an API object: TestKustomization
+			continue
+		}
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -236,5 +239,72 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("migrate Job containers %+v, want the Deployment's image %s running migrate", jc, c.Image)
 	} else if e := jc[0].Env; len(e) != 1 || e[0].ValueFrom == nil || e[0].ValueFrom.SecretKeyRef == nil || e[0].ValueFrom.SecretKeyRef.Name != secret.Name {
 		t.Errorf("migrate Job env %+v, want PGIMAGEAI_DSN from the Secret", e)
+	}
+}
+
+// kustomization is the part of deploy/k8s/kustomization.yaml that pgimageai uses.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Resources  []string `json:"resources"`
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+	} `json:"images"`
+	SecretGenerator []struct {
+		Name    string   `json:"name"`
+		Envs    []string `json:"envs"`
+		Options struct {
+			DisableNameSuffixHash bool `json:"disableNameSuffixHash"`
+		} `json:"options"`
+	} `json:"secretGenerator"`
+}
+
+// TestKustomization: the kustomization's inputs reach the manifests — its image
+// entry names the image the Deployment and the Job use, its generated Secret is the
+// one they refer to, with every key they read (keys.env.example) — and every
+// resource it lists exists.
+func TestKustomization(t *testing.T) {
+	raw, err := os.ReadFile("k8s/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.UnmarshalStrict(raw, &k); err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	if k.Kind != "Kustomization" || !strings.HasPrefix(k.APIVersion, "kustomize.config.k8s.io/") {
+		t.Fatalf("kind %q apiVersion %q", k.Kind, k.APIVersion)
+	}
+	for _, r := range k.Resources {
+		if _, err := os.Stat(filepath.Join("k8s", r)); err != nil {
+			t.Errorf("resource %s: %v", r, err)
+		}
+		if r == "secret.yaml" {
+			t.Error("secret.yaml and the secretGenerator would both make Secret pgimageai")
+		}
+	}
+	m := loadManifests(t)
+	images := []string{m.deployments[0].Spec.Template.Spec.Containers[0].Image, m.jobs[0].Spec.Template.Spec.Containers[0].Image}
+	if len(k.Images) != 1 || k.Images[0].NewName == "" || k.Images[0].NewTag == "" {
+		t.Fatalf("images %+v, want one entry with newName and newTag", k.Images)
+	}
+	for _, img := range images {
+		if name, _, _ := strings.Cut(img, ":"); name != k.Images[0].Name {
+			t.Errorf("the manifests use image %s, the kustomization rewrites %s", img, k.Images[0].Name)
+		}
+	}
+	if len(k.SecretGenerator) != 1 || k.SecretGenerator[0].Name != m.secrets[0].Name || !k.SecretGenerator[0].Options.DisableNameSuffixHash {
+		t.Fatalf("secretGenerator %+v, want Secret %s without a hash suffix", k.SecretGenerator, m.secrets[0].Name)
+	}
+	example, err := os.ReadFile("k8s/keys.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range m.secrets[0].StringData {
+		if !strings.Contains(string(example), key+"=") {
+			t.Errorf("keys.env.example lacks %s, which the manifests read", key)
+		}
 	}
 }
