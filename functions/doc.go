@@ -1,6 +1,6 @@
 // Package functions implements the two SQL-configured AI functions,
 // AI_IMAGE_COMPLETE(model, image, prompt) → text and
-// AI_IMAGE_EMBED(model, image) → real[], with the semantics of SPEC §3: a NULL
+// AI_IMAGE_EMBED(model, image) → real[], with these semantics: a NULL
 // image gives a NULL result without a provider call; an empty, unrecognised,
 // too large or unsupported image never reaches a provider and yields an *Error
 // carrying its Reason; provider failures are classified as provider_error or

@@ -149,7 +149,7 @@ type Result struct {
 func (f *Function) MaxImageBytes() int64 { return f.opts.MaxImageBytes }
 
 // TooLarge is the too_large error of an image of size bytes starting with
-// head, for an image whose bytes were never read (SPEC §5b: a read is
+// head, for an image whose bytes were never read (a read is
 // bounded before it is made).
 func (f *Function) TooLarge(size int, head []byte) error {
 	format := "image"
@@ -161,7 +161,7 @@ func (f *Function) TooLarge(size int, head []byte) error {
 }
 
 // Check validates an image without calling the provider: the NULL, empty,
-// format, size and allowed-format rows of SPEC §3. It returns the detected
+// format, size and allowed-format rows of the function semantics. It returns the detected
 // format, or an *Error.
 func (f *Function) Check(img []byte) (magic.Format, error) {
 	format, err := magic.Detect(img)

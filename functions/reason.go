@@ -7,7 +7,7 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 )
 
-// Reason is a reason code of SPEC §3, stored in pgimageai.errors.reason.
+// Reason is a reason code of the function semantics, stored in pgimageai.errors.reason.
 type Reason string
 
 // The reason codes.

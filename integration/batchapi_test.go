@@ -17,7 +17,7 @@ import (
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// TestBatchAPIBackfill (issue 15): the backfill of 1,000 rows of a model
+// TestBatchAPIBackfill: the backfill of 1,000 rows of a model
 // with batch_api: true goes through the Batch API fake as one batch; while
 // it is polled, a changed row is computed by the stream (a synchronous
 // call) and `pgimageai run` is killed with SIGKILL; the new process resumes

@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The fast-path benchmarks (issue 11) put pgimageai next to what the machine
+// The fast-path benchmarks put pgimageai next to what the machine
 // allows in the same run: a backlog of fastRows rows of fastImage-byte unique,
 // uncompressed images, an OpenAI-compatible server on loopback that answers
 // at once, max_concurrency 32.

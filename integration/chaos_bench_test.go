@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// BenchmarkChaos is issue 15's chaos measurement at full length: 90 s of
+// BenchmarkChaos is the chaos measurement at full length: 90 s of
 // random inserts, image updates, note-only updates, deletes and key moves on
 // small inline images (chaos_workload_test.go), with 18 SIGKILLs of
 // `pgimageai run` and 6 walsender terminations at random moments. It checks

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The chaos measurement of issue 15: random inserts, image updates,
+// The chaos measurement: random inserts, image updates,
 // note-only updates, deletes and key moves (chaos_workload_test.go) against
 // `pgimageai run`, SIGKILLed and restarted at random moments, with its
 // walsender terminated at others. The target must end exactly right, and
@@ -24,7 +24,7 @@ import (
 // perFaultCalls per fault: what a fault may cost is the calls in flight or
 // answered and not yet committed when it hit.
 
-// perFaultCalls is the calls a fault may add (issue 15's requirement).
+// perFaultCalls is the calls a fault may add (the requirement).
 const perFaultCalls = 16
 
 // chaosRun is the shape of one chaos run.
@@ -74,7 +74,7 @@ func chaosSeed(tb testing.TB) uint64 {
 	return rand.Uint64()
 }
 
-// TestChaosNeverPayTwice (issue 15): 20 s of random changes with 5 SIGKILLs
+// TestChaosNeverPayTwice: 20 s of random changes with 5 SIGKILLs
 // and 2 walsender terminations at random moments; the target ends exactly
 // right and the provider calls stay within image changes + 16 per fault.
 // The longer measurement is BenchmarkChaos (scripts/bench).

@@ -10,7 +10,7 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 )
 
-// TestNeverPayTwiceBusyRows (issue 15; what TestChaosNeverPayTwice found):
+// TestNeverPayTwiceBusyRows (what TestChaosNeverPayTwice found):
 // after a SIGKILL and a restart — the cache empty — a row changed several
 // times in a row, each change read while the one before still waits in its
 // lane, pays nothing when its image did not change: two note-only updates,

@@ -35,7 +35,7 @@ func captionedThenKilled(t *testing.T, n, per int) (*source, *fakeAI, map[int]st
 	return s, ai, want
 }
 
-// TestNeverPayTwice (issue 15): 1,000 rows are captioned; after a SIGKILL
+// TestNeverPayTwice: 1,000 rows are captioned; after a SIGKILL
 // and a restart with an empty cache, an update of every row's note and a
 // move of every key make zero calls, and so does the full backfill of the
 // unchanged rows after recover-slot — the stored input of each result says

@@ -16,7 +16,7 @@ import (
 	"github.com/pgimageai/pgimageai/migrations"
 )
 
-// The fault suite (issue 5): one fault each, on real PostgreSQL. Every test
+// The fault suite: one fault each, on real PostgreSQL. Every test
 // checks that the target ends equal to an uninterrupted run's (nothing lost,
 // no duplicate effect), bounds the provider requests per row, and logs how
 // long the recovery took (measured, never asserted).
@@ -173,7 +173,7 @@ func TestFaultProviderHangs(t *testing.T) {
 // images with garbage (200, not JSON) and some with a body cut mid-JSON
 // (a Content-Length larger than what it sends), once or every time.
 //
-// Per SPEC §3/§4: a cut body is an I/O error, retried (max_retries 2); the
+// Per the provider contract: a cut body is an I/O error, retried (max_retries 2); the
 // image cut once gets its result; the image cut every time fails for good
 // with provider_error once the retries are spent; garbage is an answer that
 // cannot be used, bad_response at once without a retry. Both leave a NULL

@@ -104,7 +104,7 @@ func stripPNG(t testing.TB, w int) []byte {
 
 // TestHostileAnswerPeakRSS: `pgimageai run` with a 32 MiB byte budget asks a
 // provider that answers 600 MB for each of 4 rows at once: 4 bad_response
-// rows, and the process's peak RSS stays under budget + 64 MiB (SPEC §5b).
+// rows, and the process's peak RSS stays under budget + 64 MiB.
 func TestHostileAnswerPeakRSS(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)

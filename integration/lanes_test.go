@@ -18,7 +18,7 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 )
 
-// Tests of lanes (SPEC §5): a target table's results are applied in source
+// Tests of lanes: a target table's results are applied in source
 // order, independently of other target tables; a big transaction is written
 // in chunks; a restart resumes each lane after its own checkpoint.
 
@@ -328,7 +328,7 @@ func wideVector(dims int) func(img []byte) []float32 {
 	}
 }
 
-// TestBigTransactionsInBoundedMemory runs the two loads of SPEC §5 (scaled
+// TestBigTransactionsInBoundedMemory runs the two loads of the memory bound (scaled
 // to the CI machine) through `pgimageai run` with a 32 MiB byte budget and
 // checks the process's peak RSS against budget + 64 MiB: a 200 MB source
 // transaction of 100 KB images, and 20,000 embeddings of 1,536 dimensions in

@@ -13,8 +13,8 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 )
 
-// attacker creates a non-superuser role that owns only public.photos (SPEC
-// §5b: a role that may only write a source table) and returns a connection
+// attacker creates a non-superuser role that owns only public.photos
+// (a role that may only write a source table) and returns a connection
 // as that role.
 func attacker(t *testing.T, s *source) *pgx.Conn {
 	t.Helper()

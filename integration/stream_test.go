@@ -12,7 +12,7 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 )
 
-// TestFunctionTableEndToEnd drives every row of SPEC §3 through the WAL, the
+// TestFunctionTableEndToEnd drives every row of the function semantics through the WAL, the
 // bridge and the openai provider (an httptest server) into the target table.
 func TestFunctionTableEndToEnd(t *testing.T) {
 	s := newSource(t)
@@ -169,7 +169,7 @@ WHERE rule = 'caption' AND source_table = 'public.photos' AND source_key = jsonb
 }
 
 // TestRowLifecycle covers the UPDATE, DELETE, key change and TRUNCATE rows of
-// SPEC §3 and §5, with a TOASTed image.
+// the function semantics, with a TOASTed image.
 func TestRowLifecycle(t *testing.T) {
 	s := newSource(t)
 	s.exec(t, "ALTER TABLE public.photos ALTER COLUMN img SET STORAGE EXTERNAL")

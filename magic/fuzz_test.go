@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// reference is an independent, deliberately naive statement of SPEC §3's
+// reference is an independent, deliberately naive statement of the detection rules'
 // detection rules that the fuzzer compares Detect against.
 func reference(b []byte) (Format, error) {
 	if len(b) == 0 {

@@ -1,5 +1,5 @@
 // Package metrics holds pgimageai's Prometheus collectors and the HTTP handler
-// that serves them with /healthz (SPEC §6 --metrics-addr).
+// that serves them with /healthz (--metrics-addr).
 //
 // It sits beside the flow, not in it: bridge and cmd/pgimageai record into a
 // *Metrics, and the bridge installs a status source that the handler reads at

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds of what a provider may send (SPEC §5b): every answer is bounded
+// Bounds of what a provider may send: every answer is bounded
 // before it is read, so that no server can make the bridge hold more than a
 // few MiB per call or store an answer of any size.
 const (

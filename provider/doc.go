@@ -1,7 +1,7 @@
 // Package provider defines what an AI provider can do — the capability
 // interfaces TextGenerator (image + prompt → text) and Embedder (image →
 // vector) — the Registry that builds providers by name from pgimageai.models
-// rows, the options every provider shares (SPEC §4), and the retry and rate
+// rows, the options every provider shares, and the retry and rate
 // limiting that every HTTP provider uses.
 //
 // In the flow, functions validates an image (magic) and then calls one of the

@@ -72,7 +72,7 @@ func Retryable(err error) bool {
 	return errors.As(err, &pe) && pe.Kind == Transient
 }
 
-// StatusKind classifies an HTTP status per SPEC §4: 408, 409, 429 and 5xx are
+// StatusKind classifies an HTTP status per the provider contract: 408, 409, 429 and 5xx are
 // transient; every other 4xx is permanent.
 func StatusKind(status int) Kind {
 	switch {

@@ -9,7 +9,7 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 )
 
-// Defaults of the options every provider shares (SPEC §4).
+// Defaults of the options every provider shares.
 const (
 	DefaultTimeout        = 60 * time.Second
 	DefaultMaxRetries     = 4

@@ -16,7 +16,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		}
 		if time.Duration(o.Timeout) != 60*time.Second || o.MaxRetries == nil || *o.MaxRetries != 4 ||
 			o.MaxConcurrency != 8 || o.RequestsPerMinute != 0 || o.MaxImageBytes != 20<<20 {
-			t.Errorf("ParseOptions(%q) = %+v, want the SPEC §4 defaults", raw, o)
+			t.Errorf("ParseOptions(%q) = %+v, want the the provider contract defaults", raw, o)
 		}
 		want := []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 		if !reflect.DeepEqual(o.Formats, want) {

@@ -16,7 +16,7 @@ const (
 )
 
 // Retrier runs a provider call and retries it while it fails with a
-// Transient *Error (I/O errors, timeouts, 408, 409, 429, 5xx — SPEC §4).
+// Transient *Error (I/O errors, timeouts, 408, 409, 429, 5xx — the provider contract).
 // Permanent and BadResponse errors, and errors that are not *Error, are
 // returned at once.
 //

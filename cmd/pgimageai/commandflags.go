@@ -28,7 +28,7 @@ const (
 // defaultLimit is the number of errors that `pgimageai errors` lists by default.
 const defaultLimit = 50
 
-// reasons are the reason codes of SPEC §3 that --reason accepts.
+// reasons are the reason codes of the function semantics that --reason accepts.
 var reasons = []functions.Reason{
 	functions.EmptyImage, functions.UnknownFormat, functions.TooLarge, functions.UnsupportedFormat,
 	functions.ProviderError, functions.BadResponse, functions.BudgetExhausted, functions.InvalidRule,

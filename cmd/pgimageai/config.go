@@ -13,7 +13,7 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 )
 
-// config holds the settings of SPEC §6, each from a flag or, failing that, its
+// config holds the settings of the command line, each from a flag or, failing that, its
 // environment variable.
 type config struct {
 	DSN         string

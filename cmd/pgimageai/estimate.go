@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	_ "image/gif" // image.DecodeConfig of the four formats of SPEC §3
+	_ "image/gif" // image.DecodeConfig of the four formats sent as they are
 	_ "image/jpeg"
 	_ "image/png"
 	"io"

@@ -13,7 +13,7 @@ import (
 	"syscall"
 )
 
-// Exit codes of SPEC §6.
+// Exit codes of the command line.
 const (
 	exitOK      = 0
 	exitFailure = 1

@@ -23,7 +23,7 @@ type retryRequest struct {
 // is in the bridge's publication: the bridge reads the row from its slot in
 // commit order and reprocesses the rows, so the request is as durable as a
 // change and needs no connection to the bridge — and only roles granted
-// INSERT on it may ask (SPEC §5b). invalid_rule errors are left out: they go
+// INSERT on it may ask. invalid_rule errors are left out: they go
 // when the rule is fixed.
 func retry(ctx context.Context, c config, stdout, _ io.Writer) error {
 	source, target, closeAll, err := connectBoth(ctx, c)

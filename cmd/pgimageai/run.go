@@ -42,7 +42,7 @@ func registry(keyEnv *provider.KeyEnvPolicy) *provider.Registry {
 // charges images in flight, the results waiting in lanes and per-call
 // overheads): the result cache (16 MiB at most), decoded messages waiting in
 // channels, and the runtime. The limit is soft: the collector works harder
-// near it, so peak RSS stays within budget + 64 MiB (SPEC §5).
+// near it, so peak RSS stays within budget + 64 MiB.
 const memoryHeadroom = 24 << 20
 
 // runBridge streams until ctx ends (SIGINT/SIGTERM), then stops gracefully.

@@ -2,7 +2,7 @@
 // providers (vllm, llamacpp, voyage, cohere, jina): one POST per attempt with
 // the model's timeout, a limiter slot (max_concurrency, requests_per_minute),
 // the Authorization header when a key is configured, and retries per
-// provider.Retrier honouring Retry-After (SPEC §4).
+// provider.Retrier honouring Retry-After.
 //
 // Every failure is a *provider.Error: an HTTP error answer carries its status,
 // provider.StatusKind(status) and the server's own message; an I/O error or a

@@ -1,5 +1,5 @@
 // Package local is the built-in provider: offline, deterministic and without
-// a neural network (SPEC §4). It needs no base URL, no API key and no network,
+// a neural network. It needs no base URL, no API key and no network,
 // which makes it the default of the demo and of tests that need a real
 // provider.
 //

@@ -29,9 +29,9 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// callBudget is the most one call of the local provider may allocate
-// (issue 12): the largest image each format's limits let through, decoded,
-// described and embedded.
+// callBudget is the most one call of the local provider may allocate: the
+// largest image each format's limits let through, decoded, described and
+// embedded.
 const callBudget = 64 << 20
 
 // TestWorstInputMemory: for each format and colour model, the largest image

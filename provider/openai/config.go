@@ -24,7 +24,7 @@ type Config struct {
 	Detail       string   `json:"detail,omitempty"`        // "auto", "low" or "high"; "" = not sent
 	SystemPrompt string   `json:"system_prompt,omitempty"` // "" = no system message
 
-	// ResponseFormat is a JSON Schema the answer must follow (SPEC §4,
+	// ResponseFormat is a JSON Schema the answer must follow (the provider contract,
 	// structured output); it is sent as response_format
 	// {"type":"json_schema","json_schema":{"name":"result","schema":…}}.
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`

@@ -99,7 +99,7 @@ func TestFactoryCapabilities(t *testing.T) {
 		t.Error("openai provider is not a TextGenerator")
 	}
 	if _, ok := p.(provider.Embedder); ok {
-		t.Error("openai provider must not implement Embedder (SPEC §4)")
+		t.Error("openai provider must not implement Embedder")
 	}
 
 	p, err = r.New(provider.Model{Name: "m", Provider: "openai", Model: "llava", BaseURL: "ftp://x"}, nil)

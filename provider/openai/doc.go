@@ -1,6 +1,6 @@
 // Package openai is the provider for any OpenAI-compatible
 // /v1/chat/completions endpoint: OpenAI, Azure-style gateways, Ollama, vLLM,
-// llama.cpp, LM Studio (SPEC §4). It implements provider.TextGenerator — one
+// llama.cpp, LM Studio. It implements provider.TextGenerator — one
 // user message holding a text part and an image_url part with the image as a
 // data URL — and deliberately not provider.Embedder.
 //

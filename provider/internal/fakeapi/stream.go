@@ -10,7 +10,7 @@ import (
 )
 
 // HugeAnswer is the size of the answers a StreamServer sends: the 600 MB
-// answer of issue 12.
+// answer.
 const HugeAnswer = 600 << 20
 
 // StreamServer answers every request with status and a body of prefix
