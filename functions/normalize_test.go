@@ -3,9 +3,7 @@ package functions
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"image"
-	"image/color"
 	"image/jpeg"
 	"os"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/normalize"
+	"github.com/pgimageai/pgimageai/normalize/normtest"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -24,48 +23,6 @@ type sized struct {
 }
 
 func (p sized) ImageSize() normalize.Size { return p.size }
-
-// sidewaysPhoto is a w × h JPEG, left half red and right half blue, with an
-// APP1 EXIF block saying orientation 6 and carrying a GPS IFD.
-func sidewaysPhoto(t testing.TB, w, h int) []byte {
-	t.Helper()
-	m := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			c := color.RGBA{255, 0, 0, 255}
-			if x >= w/2 {
-				c = color.RGBA{0, 0, 255, 255}
-			}
-			m.Set(x, y, c)
-		}
-	}
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 90}); err != nil {
-		t.Fatal(err)
-	}
-	// CIPA DC-008: "Exif\0\0", TIFF header (big endian), IFD0 with
-	// Orientation (0x0112 SHORT 6) and GPSInfo (0x8825 LONG → GPS IFD),
-	// the GPS IFD with GPSLatitudeRef "N".
-	var t6 bytes.Buffer
-	be := binary.BigEndian
-	t6.WriteString("MM\x00*")
-	binary.Write(&t6, be, []uint32{8})
-	binary.Write(&t6, be, []uint16{2, 0x0112, 3})
-	binary.Write(&t6, be, []uint32{1})
-	binary.Write(&t6, be, []uint16{6, 0})
-	binary.Write(&t6, be, []uint16{0x8825, 4})
-	binary.Write(&t6, be, []uint32{1, 8 + 2 + 24 + 4, 0})
-	binary.Write(&t6, be, []uint16{1, 1, 2})
-	binary.Write(&t6, be, []uint32{2})
-	t6.WriteString("N\x00\x00\x00")
-	binary.Write(&t6, be, []uint32{0})
-	block := append([]byte("Exif\x00\x00"), t6.Bytes()...)
-	jpg := b.Bytes()
-	out := append([]byte{}, jpg[:2]...)
-	out = append(out, 0xFF, 0xE1, byte((len(block)+2)>>8), byte(len(block)+2))
-	out = append(out, block...)
-	return append(out, jpg[2:]...)
-}
 
 // TestCallNormalizes: what the provider receives — upright, at the size
 // its rule names, without EXIF — and a HEIC sent as JPEG.
@@ -83,9 +40,9 @@ func TestCallNormalizes(t *testing.T) {
 		stored       bool
 		upright      bool
 	}{
-		{"sideways 12 MP-like photo", sidewaysPhoto(t, 2016, 1512), "", "image/jpeg", 768, 1024, false, true},
-		{"sideways, normalize off", sidewaysPhoto(t, 2016, 1512), `{"normalize": false}`, "image/jpeg", 2016, 1512, true, false},
-		{"max side option", sidewaysPhoto(t, 2016, 1512), `{"normalize_max_side": 400}`, "image/jpeg", 300, 400, false, true},
+		{"sideways 12 MP-like photo", normtest.SidewaysJPEG(t, 2016, 1512), "", "image/jpeg", 768, 1024, false, true},
+		{"sideways, normalize off", normtest.SidewaysJPEG(t, 2016, 1512), `{"normalize": false}`, "image/jpeg", 2016, 1512, true, false},
+		{"max side option", normtest.SidewaysJPEG(t, 2016, 1512), `{"normalize_max_side": 400}`, "image/jpeg", 300, 400, false, true},
 		{"heic", heic, "", "image/jpeg", 64, 48, false, false},
 	}
 	for _, tc := range tests {

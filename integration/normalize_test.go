@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"image"
-	"image/color"
 	"image/jpeg"
 	_ "image/png"
 	"io"
@@ -23,48 +21,8 @@ import (
 	"golang.org/x/image/bmp"
 
 	"github.com/pgimageai/pgimageai/integration"
+	"github.com/pgimageai/pgimageai/normalize/normtest"
 )
-
-// sidewaysJPEG is a w × h JPEG (left half red, right half blue) whose APP1
-// EXIF block (CIPA DC-008: "Exif\0\0", a big-endian TIFF header, IFD0)
-// says Orientation 6 (turn a quarter clockwise to show it) and points to a
-// GPS IFD holding GPSLatitudeRef "N": a phone photo held upright.
-func sidewaysJPEG(t testing.TB, w, h int) []byte {
-	t.Helper()
-	m := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			c := color.RGBA{255, 0, 0, 255}
-			if x >= w/2 {
-				c = color.RGBA{0, 0, 255, 255}
-			}
-			m.Set(x, y, c)
-		}
-	}
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 90}); err != nil {
-		t.Fatal(err)
-	}
-	var tf bytes.Buffer
-	be := binary.BigEndian
-	tf.WriteString("MM\x00*")
-	binary.Write(&tf, be, []uint32{8})
-	binary.Write(&tf, be, []uint16{2, 0x0112, 3})
-	binary.Write(&tf, be, []uint32{1})
-	binary.Write(&tf, be, []uint16{6, 0})
-	binary.Write(&tf, be, []uint16{0x8825, 4})
-	binary.Write(&tf, be, []uint32{1, 8 + 2 + 24 + 4, 0})
-	binary.Write(&tf, be, []uint16{1, 1, 2})
-	binary.Write(&tf, be, []uint32{2})
-	tf.WriteString("N\x00\x00\x00")
-	binary.Write(&tf, be, []uint32{0})
-	block := append([]byte("Exif\x00\x00"), tf.Bytes()...)
-	jpg := b.Bytes()
-	out := append([]byte{}, jpg[:2]...)
-	out = append(out, 0xFF, 0xE1, byte((len(block)+2)>>8), byte(len(block)+2))
-	out = append(out, block...)
-	return append(out, jpg[2:]...)
-}
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
@@ -108,7 +66,7 @@ func TestLlamaServerNormalizes(t *testing.T) {
 	if err := bmp.Encode(&bmpBuf, testImage(5)); err != nil {
 		t.Fatal(err)
 	}
-	sideways := sidewaysJPEG(t, 320, 240)
+	sideways := normtest.SidewaysJPEG(t, 320, 240)
 	imgs := [][]byte{sideways, realWebP(t), fixture(t, "gradient.heic"), fixture(t, "gradient.avif"), bmpBuf.Bytes()}
 	for i, img := range imgs {
 		s.exec(t, "INSERT INTO public.photos (id, img) VALUES ($1, $2)", i+1, img)
@@ -200,7 +158,7 @@ func TestNormalizeFake(t *testing.T) {
  ('vision', 'openai', $1, 'gpt-test', '{"detail": "high"}')`, fake.URL+"/v1")
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	s.start(t, s.config(t))
-	photo := sidewaysJPEG(t, 4032, 3024)
+	photo := normtest.SidewaysJPEG(t, 4032, 3024)
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1)", photo)
 	s.sync(t, 60*time.Second)
 
