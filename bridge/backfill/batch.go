@@ -59,6 +59,22 @@ type Reserver interface {
 	Settle(model string, cap rules.DailyCap, answered bool, tokens int64)
 }
 
+// Charger bounds the memory a batch's collect holds beyond its page
+// (cost.Budget): the normalisation of an image, charged while it runs.
+type Charger interface {
+	Acquire(ctx context.Context, n int64) error
+	Release(n int64)
+}
+
+// BatchDeps is what a batch backfill reaches beside its rule: the
+// databases, the model's daily cap (nil: not counted) and the byte budget
+// (nil: not charged).
+type BatchDeps struct {
+	SourceDSN, TargetDSN string
+	Daily                Reserver
+	Budget               Charger
+}
+
 // batchRun is the collect and poll steps of one rule's batch backfill. It
 // runs on the backfill worker's goroutine, with connections of its own.
 type batchRun struct {
@@ -67,6 +83,7 @@ type batchRun struct {
 	api     provider.BatchAPI
 	srcDSN  string
 	budgets Reserver
+	budget  Charger
 	tgt     *reconn.Conn
 	db      *pgx.Conn // tgt's connection, for one prepare
 	src     *Pages
@@ -78,10 +95,11 @@ type batchRun struct {
 
 // Batch runs r's backfill through its batch API (r.Fn.BatchAPI()): collect
 // and poll, retried with backoff until they succeed or ctx ends, then w
-// applies the answers page by page. budgets counts the requests against
-// the model's daily cap; nil counts nothing.
-func Batch(ctx context.Context, log *slog.Logger, w *Worker, r *rules.Rule, last, stop []byte, srcDSN, tgtDSN string, budgets Reserver) {
-	b := &batchRun{log: log, r: r, api: r.Fn.BatchAPI(), srcDSN: srcDSN, tgt: reconn.New("target", tgtDSN, nil), budgets: budgets}
+// applies the answers page by page.
+func Batch(ctx context.Context, log *slog.Logger, w *Worker, r *rules.Rule, last, stop []byte, d BatchDeps) {
+	tgtDSN := d.TargetDSN
+	b := &batchRun{log: log, r: r, api: r.Fn.BatchAPI(), srcDSN: d.SourceDSN, tgt: reconn.New("target", tgtDSN, nil),
+		budgets: d.Daily, budget: d.Budget}
 	defer b.close(context.WithoutCancel(ctx))
 	bo := backoff.Backoff{Min: time.Second, Max: time.Minute}
 	for {
@@ -312,12 +330,14 @@ func (b *batchRun) lines(ctx context.Context, rows []Row) ([][]byte, error) {
 			continue
 		}
 		// What the synchronous call would send: checked and normalised for
-		// the model (upright, scaled, converted, without metadata).
-		in, err := b.r.Fn.Prepare(row.Img)
-		if err != nil {
-			continue // the synchronous call records the row's error
+		// the model (upright, scaled, converted, without metadata). The
+		// normalisation's memory is charged to the byte budget like a
+		// call's: a page of HEIC photos must not hold hundreds of MiB
+		// outside it.
+		line, err := b.line(ctx, inputs[i], row)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		line, err := b.api.BatchLine(customID(inputs[i], row.KeyJSON), in, row.Prompt)
 		if err != nil {
 			b.log.Warn("batch: a row gets the synchronous call", "rule", b.r.Name, "err", err)
 			continue
@@ -325,6 +345,23 @@ func (b *batchRun) lines(ctx context.Context, rows []Row) ([][]byte, error) {
 		out[i] = line
 	}
 	return out, nil
+}
+
+// line returns the batch request of row, whose input is input; an image
+// that does not prepare (the synchronous call records its error) has none.
+func (b *batchRun) line(ctx context.Context, input work.Key, row Row) ([]byte, error) {
+	if b.budget != nil {
+		n := b.r.Fn.CallMemory(row.Img)
+		if err := b.budget.Acquire(ctx, n); err != nil {
+			return nil, err
+		}
+		defer b.budget.Release(n)
+	}
+	in, err := b.r.Fn.Prepare(row.Img)
+	if err != nil {
+		return nil, nil
+	}
+	return b.api.BatchLine(customID(input, row.KeyJSON), in, row.Prompt)
 }
 
 var newline = []byte{'\n'}

@@ -7,5 +7,6 @@
 //
 // It sits below bridge/engine, which starts and stops workers and applies
 // their pages; pages go up through the hand function, daily-budget
-// reservations through Reserver. It calls nothing above it.
+// reservations through Reserver, the byte budget through Charger. It calls
+// nothing above it.
 package backfill

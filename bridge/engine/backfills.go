@@ -131,11 +131,14 @@ func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
 	e.bf.runs[r.Name] = run
 	w := backfill.NewWorker(e.log, backfill.NewPages(e.bf.srcDSN, e.bf.tgtDSN), e.handPage, run)
 	if r.Fn.BatchAPI() != nil {
-		var daily backfill.Reserver
+		d := backfill.BatchDeps{SourceDSN: e.bf.srcDSN, TargetDSN: e.bf.tgtDSN}
 		if e.calls.Daily != nil {
-			daily = e.calls.Daily
+			d.Daily = e.calls.Daily
 		}
-		go backfill.Batch(bctx, e.log, w, r, last, stop, e.bf.srcDSN, e.bf.tgtDSN, daily)
+		if e.calls.Budget != nil {
+			d.Budget = e.calls.Budget
+		}
+		go backfill.Batch(bctx, e.log, w, r, last, stop, d)
 		return nil
 	}
 	go w.Work(bctx, r, last, stop)
