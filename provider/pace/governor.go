@@ -1,0 +1,221 @@
+package pace
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Source says what set a model's pace.
+type Source string
+
+// The sources of a pace.
+const (
+	ByNone              Source = ""
+	ByHeaders           Source = "x-ratelimit"         // OpenAI's x-ratelimit-* headers
+	ByDraftHeaders      Source = "ratelimit"           // the IETF draft's RateLimit-* headers
+	ByRetryAfter        Source = "retry-after"         // a 429 or 503's Retry-After
+	By429               Source = "429s"                // 429s without any header: backed off
+	ByRequestsPerMinute Source = "requests_per_minute" // the operator's ceiling
+	ByTokensPerMinute   Source = "tokens_per_minute"   // the operator's ceiling
+)
+
+// Defaults of a Config.
+const (
+	// DefaultStart is the concurrency a model starts from when nothing says
+	// better (llama.cpp's /props does).
+	DefaultStart = 8
+	// margin is the share of a provider's own rate that the pace uses, so
+	// that the jitter of the network does not trip a limit enforced to the
+	// request.
+	margin = 0.97
+)
+
+// Config is what the operator set for a model.
+type Config struct {
+	Ceiling           int // most requests in flight (max_concurrency); >= 1
+	Start             int // the limit to start from; 0 = min(DefaultStart, Ceiling)
+	RequestsPerMinute int // ceiling of the pace; 0 = none
+	TokensPerMinute   int // ceiling of the estimated tokens per minute; 0 = none
+	// Now is the clock; nil = time.Now. Tests set it.
+	Now func() time.Time
+}
+
+// Governor governs one model's requests (see the package documentation).
+// It is safe for concurrent use.
+type Governor struct {
+	cfg  Config
+	now  func() time.Time
+	mu   sync.Mutex
+	wake chan struct{} // closed (and replaced) when a waiter may go on
+	conc concurrency
+	rate pacer
+	seen stats
+}
+
+// New returns the governor of a model configured with cfg.
+func New(cfg Config) *Governor {
+	cfg.Ceiling = max(cfg.Ceiling, 1)
+	if cfg.Start <= 0 {
+		cfg.Start = DefaultStart
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	t := now()
+	return &Governor{
+		cfg:  cfg,
+		now:  now,
+		wake: make(chan struct{}),
+		conc: newConcurrency(cfg.Start, cfg.Ceiling, t),
+		rate: newPacer(cfg.RequestsPerMinute, cfg.TokensPerMinute),
+		seen: stats{since: t},
+	}
+}
+
+// Ceiling is the most requests the model may have in flight.
+func (g *Governor) Ceiling() int { return g.cfg.Ceiling }
+
+// Limit is how many requests the model may have in flight now.
+func (g *Governor) Limit() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.conc.allowed()
+}
+
+// StartFrom sets the concurrency limit to n (within the ceiling), keeping
+// slow start: what a server says it can serve at once (llama.cpp's
+// total_slots) is a better start than the default.
+func (g *Governor) StartFrom(n int) {
+	g.mu.Lock()
+	g.conc.limit = float64(min(max(n, 1), g.cfg.Ceiling))
+	g.broadcast()
+	g.mu.Unlock()
+}
+
+// Ticket is one request let through. Done must be called once its answer
+// (or failure) is known; further calls do nothing.
+type Ticket struct {
+	g      *Governor
+	sent   time.Time
+	once   sync.Once
+	tokens float64
+}
+
+// Outcome is what became of a request.
+type Outcome struct {
+	Header   http.Header // the answer's headers; nil when none came
+	Status   int         // the HTTP status; 0 when no answer came
+	Limited  bool        // a 429, or a 503 with Retry-After: the server asked to slow down
+	TimedOut bool        // no answer within the model's timeout: as slow as it gets
+}
+
+// Acquire waits until the model may send a request estimated at tokens
+// tokens (0 = not counted): a free place under the concurrency limit, the
+// end of a pause, and the request's turn under the pace. When ctx ends first
+// it returns ctx's error and holds nothing.
+func (g *Governor) Acquire(ctx context.Context, tokens int) (*Ticket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	began := g.now()
+	for {
+		g.mu.Lock()
+		if g.conc.inFlight < g.conc.allowed() {
+			break
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	g.conc.take()
+	at := g.rate.reserve(g.now(), float64(tokens))
+	g.mu.Unlock()
+
+	for {
+		wait := at.Sub(g.now())
+		if wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				g.release()
+				return nil, err
+			}
+		}
+		g.mu.Lock()
+		until := g.rate.pausedUntil // a 429 since the turn was given
+		g.mu.Unlock()
+		if !until.After(g.now()) {
+			break
+		}
+		at = until
+	}
+	now := g.now()
+	g.mu.Lock()
+	g.seen.waited(now.Sub(began))
+	g.mu.Unlock()
+	return &Ticket{g: g, sent: now, tokens: float64(tokens)}, nil
+}
+
+// release gives back a place that was never used for a request.
+func (g *Governor) release() {
+	g.mu.Lock()
+	g.conc.inFlight--
+	g.broadcast()
+	g.mu.Unlock()
+}
+
+// Done records the outcome of the ticket's request and frees its place.
+func (t *Ticket) Done(o Outcome) {
+	if t == nil {
+		return
+	}
+	t.once.Do(func() { t.g.done(t, o) })
+}
+
+func (g *Governor) done(t *Ticket, o Outcome) {
+	now := g.now()
+	var st State
+	if o.Header != nil {
+		st = ParseHeaders(o.Header, now)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.conc.inFlight--
+	g.rate.learn(st)
+	switch {
+	case o.Limited:
+		g.conc.cut(now)
+		g.rate.limited(now, st, g.seen.answerRate(now))
+		g.seen.limited(now)
+	case o.Status >= 200 && o.Status <= 299:
+		g.conc.sample(now, now.Sub(t.sent))
+		g.rate.answered(now)
+		g.seen.answered(now)
+	case o.TimedOut:
+		g.conc.sample(now, now.Sub(t.sent))
+	}
+	g.broadcast()
+}
+
+// broadcast wakes every waiter; the caller holds g.mu.
+func (g *Governor) broadcast() {
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+// sleep waits d, or until ctx ends and then returns its error.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

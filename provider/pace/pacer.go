@@ -1,0 +1,175 @@
+package pace
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Backoff of a model whose 429s carry no hint of when to come back.
+const (
+	blindFirst = time.Second
+	blindMax   = time.Minute
+	// blindGrowth is how fast a pace set by hint-less 429s grows back, per
+	// second without one (additive increase, in proportion).
+	blindGrowth = 0.05
+	// blindForget is how long without a 429 before such a pace is dropped.
+	blindForget = 2 * time.Minute
+)
+
+// pacer spaces the starts of a model's requests: at most one per 1/rate
+// seconds, and estimated tokens at most at the token rate, where each rate is
+// the lowest of the operator's ceiling and what the provider says; and it
+// holds every start while the model is paused after a 429.
+//
+// It is not safe for concurrent use: the Governor's lock guards it.
+type pacer struct {
+	rpm, tpm float64 // the operator's ceilings, per second; 0 = none
+
+	reqs, toks  float64 // the provider's refill rates, per second, from headers; 0 = unknown
+	reqsBy      Source
+	blind       blind // the pace 429s without hints set
+	nextReq     time.Time
+	nextTok     time.Time
+	pausedUntil time.Time
+}
+
+// blind is the pace of a model whose 429s carry no hint: cut to 70% of the
+// rate answers came at by each 429, grown back by blindGrowth a second, and
+// dropped blindForget after the last 429.
+type blind struct {
+	rate    float64   // requests/s; 0 = none
+	grown   time.Time // when rate last grew
+	last    time.Time // the last 429
+	backoff time.Duration
+}
+
+func newPacer(rpm, tpm int) pacer {
+	return pacer{rpm: float64(max(rpm, 0)) / 60, tpm: float64(max(tpm, 0)) / 60}
+}
+
+// requestRate is the pace of requests per second and what set it; 0 = none.
+func (p *pacer) requestRate() (float64, Source) {
+	rate, by := 0.0, ByNone
+	lower := func(r float64, s Source) {
+		if r > 0 && (rate == 0 || r < rate) {
+			rate, by = r, s
+		}
+	}
+	lower(p.rpm, ByRequestsPerMinute)
+	lower(p.reqs*margin, p.reqsBy)
+	lower(p.blind.rate, By429)
+	return rate, by
+}
+
+// tokenRate is the pace of estimated tokens per second; 0 = none.
+func (p *pacer) tokenRate() (float64, Source) {
+	rate, by := p.tpm, ByTokensPerMinute
+	if r := p.toks * margin; r > 0 && (rate == 0 || r < rate) {
+		rate, by = r, ByHeaders
+	}
+	if rate == 0 {
+		by = ByNone
+	}
+	return rate, by
+}
+
+// reserve gives a request of tokens estimated tokens its start time.
+func (p *pacer) reserve(now time.Time, tokens float64) time.Time {
+	at := now
+	for _, t := range []time.Time{p.pausedUntil, p.nextReq} {
+		if t.After(at) {
+			at = t
+		}
+	}
+	rt, _ := p.tokenRate()
+	if rt > 0 && tokens > 0 && p.nextTok.After(at) {
+		at = p.nextTok
+	}
+	if r, _ := p.requestRate(); r > 0 {
+		p.nextReq = at.Add(seconds(1 / r))
+	}
+	if rt > 0 && tokens > 0 {
+		p.nextTok = at.Add(seconds(tokens / rt))
+	}
+	return at
+}
+
+// learn takes the provider's rates from the state an answer carried.
+func (p *pacer) learn(s State) {
+	if r := s.Requests.Rate(); r > 0 {
+		p.reqs, p.reqsBy = r, s.By
+	} else if s.Requests.Known() && p.reqs == 0 && s.Requests.Reset == 0 {
+		// A full bucket says nothing of its refill: assume the per-minute
+		// window every provider we know documents.
+		p.reqs, p.reqsBy = s.Requests.Limit/60, s.By
+	}
+	if r := s.Tokens.Rate(); r > 0 {
+		p.toks = r
+	}
+}
+
+// limited pauses the model after a 429 (or a 503 with Retry-After): for the
+// server's Retry-After; else, when the headers show an empty bucket, until
+// one request's worth has refilled; else for a growing backoff, with the
+// pace cut to 70% of the rate answers came at.
+func (p *pacer) limited(now time.Time, s State, answerRate float64) {
+	var pause time.Duration
+	switch {
+	case s.RetryAfter > 0:
+		pause = s.RetryAfter
+	case s.Requests.Known() && s.Requests.Remaining < 1 && p.reqs > 0:
+		pause = seconds(1 / p.reqs)
+	case s.Tokens.Known() && s.Tokens.Remaining < 1 && s.Tokens.Reset > 0:
+		pause = s.Tokens.Reset
+	case p.reqs > 0:
+		pause = seconds(1 / p.reqs) // the headers say the bucket is not empty: a burst, quantised
+	default:
+		pause = p.blind.cut(now, answerRate)
+	}
+	if until := now.Add(pause); until.After(p.pausedUntil) {
+		p.pausedUntil = until
+	}
+}
+
+// cut lowers the pace after a hint-less 429 and returns how long to pause:
+// a backoff that doubles with each 429 in a row (with jitter), up to
+// blindMax.
+func (b *blind) cut(now time.Time, answerRate float64) time.Duration {
+	if b.backoff == 0 {
+		b.backoff = blindFirst
+	}
+	pause := b.backoff/2 + time.Duration(rand.Int64N(int64(b.backoff/2)+1))
+	b.backoff = min(2*b.backoff, blindMax)
+	rate := answerRate * 0.7
+	if b.rate > 0 && (rate <= 0 || b.rate*0.7 < rate) {
+		rate = b.rate * 0.7
+	}
+	if rate <= 0 {
+		rate = 1 / pause.Seconds()
+	}
+	b.rate, b.grown, b.last = max(rate, 1/blindMax.Seconds()), now, now
+	return pause
+}
+
+// answered lets a pace set by hint-less 429s grow back, and forgets it when
+// none has come for blindForget.
+func (p *pacer) answered(now time.Time) {
+	b := &p.blind
+	b.backoff = 0
+	if b.rate == 0 {
+		return
+	}
+	if now.Sub(b.last) >= blindForget {
+		b.rate = 0
+		return
+	}
+	if dt := now.Sub(b.grown); dt >= time.Second {
+		b.rate *= math.Pow(1+blindGrowth, dt.Seconds())
+		b.grown = now
+	}
+}
+
+func seconds(s float64) time.Duration {
+	return time.Duration(min(s, maxReset.Seconds()) * float64(time.Second))
+}
