@@ -10,6 +10,7 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/pace"
 )
 
 // Name is the SQL name of a function, as written in pgimageai.rules.function.
@@ -34,7 +35,8 @@ type Function struct {
 	gen    provider.TextGenerator
 	emb    provider.Embedder
 	mem    provider.MemoryCoster // nil when calls hold no memory of their own
-	par    int                   // calls the provider can use at once
+	par    provider.Parallel     // nil: the model's max_concurrency
+	gov    *pace.Governor        // nil: the provider paces nothing
 	batch  provider.BatchAPI     // nil unless backfills go through a batch API
 	norm   normalize.Settings    // what an image is made into before the call
 }
@@ -53,9 +55,9 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 	}
 	f := &Function{name: name, model: model, opts: opts, norm: opts.Normalization(p)}
 	f.mem, _ = p.(provider.MemoryCoster)
-	f.par = max(opts.MaxConcurrency, 1)
-	if pp, ok := p.(provider.Parallel); ok {
-		f.par = max(pp.Parallelism(), 1)
+	f.par, _ = p.(provider.Parallel)
+	if pp, ok := p.(provider.Paced); ok {
+		f.gov = pp.Pace()
 	}
 	// A model asks for the batch API with its batch_api option; only the
 	// chat completions endpoint (AI_IMAGE_COMPLETE) has one here.
@@ -123,8 +125,18 @@ func (f *Function) CallMemory(img []byte) int64 {
 func (f *Function) InputVersion() string { return f.norm.Fingerprint() }
 
 // Parallelism is how many calls of the function's model can usefully run at
-// once: the provider's provider.Parallel, else its max_concurrency.
-func (f *Function) Parallelism() int { return f.par }
+// once: the provider's provider.Parallel (which may follow the model's
+// adaptive concurrency), else its max_concurrency.
+func (f *Function) Parallelism() int {
+	if f.par != nil {
+		return max(f.par.Parallelism(), 1)
+	}
+	return max(f.opts.MaxConcurrency, 1)
+}
+
+// Pace is the governor of the model's requests, or nil when its provider
+// paces nothing (local).
+func (f *Function) Pace() *pace.Governor { return f.gov }
 
 // BatchAPI returns the provider's batch API when the model's backfills go
 // through it (its batch_api option, and a function that can use it), else

@@ -212,3 +212,14 @@ func Image(img []byte, f magic.Format, s Settings) (Result, error) {
 	return Result{Data: buf.Bytes(), Format: p.out, Changed: true,
 		Width: small.Rect.Dx(), Height: small.Rect.Dy(), Changes: strings.Join(what, "; ")}, nil
 }
+
+// Dimensions returns the width and height img's header gives (EXIF rotation
+// not applied), without decoding a pixel; ok is false when the header cannot
+// be read.
+func Dimensions(img []byte, f magic.Format) (w, h int, ok bool) {
+	hd, err := readHeader(img, f)
+	if err != nil {
+		return 0, 0, false
+	}
+	return hd.width, hd.height, true
+}

@@ -49,6 +49,12 @@ type Error struct {
 	RetryAfter time.Duration // the server's Retry-After, when it sent one
 	Attempts   int           // how many requests were made
 	Err        error         // the underlying error, if any
+	// RateLimited marks a Transient failure by which the server asked to
+	// slow down: a 429 (other than a quota exhausted for good), or a 503
+	// with Retry-After. It is a pace signal for the model (provider/pace),
+	// not a failure of the row: the Retrier sends the request again without
+	// spending a retry.
+	RateLimited bool
 }
 
 func (e *Error) Error() string {
@@ -81,6 +87,29 @@ func StatusKind(status int) Kind {
 	default:
 		return Permanent
 	}
+}
+
+// RateLimitedStatus reports whether an answer of status, with a Retry-After
+// of retryAfter and a provider error code (OpenAI's error.code or
+// error.type), asks to slow down rather than fails: a 429 other than
+// OpenAI's insufficient_quota ("You exceeded your current quota", which
+// waiting does not cure), or a 503 with Retry-After.
+func RateLimitedStatus(status int, retryAfter time.Duration, code string) bool {
+	switch {
+	case status == 429:
+		return !QuotaExhausted(status, code)
+	case status == 503:
+		return retryAfter > 0
+	}
+	return false
+}
+
+// QuotaExhausted reports whether a 429 says the account's quota is spent for
+// good: OpenAI's error code insufficient_quota
+// (https://platform.openai.com/docs/guides/error-codes, "429 - You exceeded
+// your current quota"). Such a 429 is a Permanent failure of the row.
+func QuotaExhausted(status int, code string) bool {
+	return status == 429 && code == "insufficient_quota"
 }
 
 // Errorf returns an *Error of kind k with a formatted message.

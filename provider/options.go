@@ -7,13 +7,17 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider/pace"
 )
 
 // Defaults of the options every provider shares.
 const (
 	DefaultTimeout        = 60 * time.Second
 	DefaultMaxRetries     = 4
-	DefaultMaxConcurrency = 8
+	// DefaultMaxConcurrency is the ceiling of a model's adaptive
+	// concurrency when max_concurrency is not set; it starts from
+	// pace.DefaultStart (8) and follows the provider's latency and 429s.
+	DefaultMaxConcurrency = 64
 	DefaultMaxImageBytes  = 20 << 20
 )
 
@@ -23,8 +27,9 @@ const (
 type Options struct {
 	Timeout           Duration `json:"timeout,omitempty"`             // per request; default 60s
 	MaxRetries        *int     `json:"max_retries,omitempty"`         // default 4; 0 = no retry
-	MaxConcurrency    int      `json:"max_concurrency,omitempty"`     // requests in flight per model; default 8
-	RequestsPerMinute int      `json:"requests_per_minute,omitempty"` // 0 = unlimited
+	MaxConcurrency    int      `json:"max_concurrency,omitempty"`     // ceiling of the requests in flight per model; default 64
+	RequestsPerMinute int      `json:"requests_per_minute,omitempty"` // ceiling of the pace; 0 = none
+	TokensPerMinute   int      `json:"tokens_per_minute,omitempty"`   // ceiling of the estimated tokens a minute; 0 = none
 	MaxImageBytes     int64    `json:"max_image_bytes,omitempty"`     // default 20 MiB
 	Formats           []string `json:"formats,omitempty"`             // allowed MIME types; default all four
 	// MaxCallsPerDay and MaxTokensPerDay cap what the model may spend per
@@ -71,6 +76,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("option max_concurrency: must be >= 1, got %d", o.MaxConcurrency)
 	case o.RequestsPerMinute < 0:
 		return fmt.Errorf("option requests_per_minute: must be >= 0, got %d", o.RequestsPerMinute)
+	case o.TokensPerMinute < 0:
+		return fmt.Errorf("option tokens_per_minute: must be >= 0 (0: none), got %d", o.TokensPerMinute)
 	case o.MaxImageBytes < 0:
 		return fmt.Errorf("option max_image_bytes: must be >= 1, got %d", o.MaxImageBytes)
 	case o.MaxCallsPerDay < 0:
@@ -89,6 +96,15 @@ func (o Options) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Governor returns a new governor of the model's requests (provider/pace):
+// max_concurrency is the ceiling of its adaptive concurrency,
+// requests_per_minute and tokens_per_minute the ceilings of its pace. Call
+// it on options WithDefaults.
+func (o Options) Governor() *pace.Governor {
+	return pace.New(pace.Config{Ceiling: o.MaxConcurrency, Start: min(pace.DefaultStart, o.MaxConcurrency),
+		RequestsPerMinute: o.RequestsPerMinute, TokensPerMinute: o.TokensPerMinute})
 }
 
 // Allows reports whether format f is among the allowed formats. Call it on

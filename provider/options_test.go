@@ -15,7 +15,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 			t.Fatalf("ParseOptions(%q): %v", raw, err)
 		}
 		if time.Duration(o.Timeout) != 60*time.Second || o.MaxRetries == nil || *o.MaxRetries != 4 ||
-			o.MaxConcurrency != 8 || o.RequestsPerMinute != 0 || o.MaxImageBytes != 20<<20 {
+			o.MaxConcurrency != 64 || o.RequestsPerMinute != 0 || o.TokensPerMinute != 0 || o.MaxImageBytes != 20<<20 {
 			t.Errorf("ParseOptions(%q) = %+v, want the the provider contract defaults", raw, o)
 		}
 		want := []string{"image/png", "image/jpeg", "image/gif", "image/webp"}

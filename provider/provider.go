@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/pgimageai/pgimageai/provider/pace"
 )
 
 // Image is a validated image handed to a provider: its bytes and media type
@@ -59,6 +61,13 @@ type MemoryCoster interface {
 // without the method gets its max_concurrency.
 type Parallel interface {
 	Parallelism() int
+}
+
+// Paced is implemented by a provider whose requests a governor paces
+// (provider/pace): the bridge reads its Snapshot for status, metrics and
+// the log.
+type Paced interface {
+	Pace() *pace.Governor
 }
 
 // Provider is a configured provider: a value that implements TextGenerator,

@@ -20,6 +20,11 @@ const (
 // Permanent and BadResponse errors, and errors that are not *Error, are
 // returned at once.
 //
+// A RateLimited error (a 429, a 503 with Retry-After) is sent again at once
+// and without limit, spending no retry: the wait is the model's, in its
+// governor (provider/pace), which paused every request of the model when
+// the answer came. Only ctx ends such a call.
+//
 // Between attempts it waits the server's Retry-After when the error carries
 // one (capped at MaxRetryAfter), otherwise an exponential backoff with
 // decorrelated jitter: each wait is drawn uniformly from [Base, 3×previous]
@@ -54,6 +59,7 @@ func (r Retrier) Do(ctx context.Context, call func(ctx context.Context) error) e
 	}
 	prev := base
 	var last *Error
+	paced := 0 // attempts that met a rate limit: not counted against MaxRetries
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return stopped(err, last, attempt-1)
@@ -75,7 +81,12 @@ func (r Retrier) Do(ctx context.Context, call func(ctx context.Context) error) e
 		if err := ctx.Err(); err != nil {
 			return stopped(err, last, attempt)
 		}
-		if attempt > r.MaxRetries {
+		if e.RateLimited {
+			paced++
+			ContextTrace(ctx).paced(last)
+			continue
+		}
+		if attempt-paced > r.MaxRetries {
 			return last
 		}
 		var wait time.Duration

@@ -13,6 +13,9 @@ type Trace struct {
 	// Retry is called before the wait that precedes a retry, with the
 	// number of attempts made so far and the error that caused the retry.
 	Retry func(attempt int, err error, wait time.Duration)
+	// Paced is called when a request met a rate limit and goes again at the
+	// model's pace, without spending a retry.
+	Paced func(err error)
 }
 
 type traceKey struct{}
@@ -31,5 +34,11 @@ func ContextTrace(ctx context.Context) *Trace {
 func (t *Trace) retry(attempt int, err error, wait time.Duration) {
 	if t != nil && t.Retry != nil {
 		t.Retry(attempt, err, wait)
+	}
+}
+
+func (t *Trace) paced(err error) {
+	if t != nil && t.Paced != nil {
+		t.Paced(err)
 	}
 }

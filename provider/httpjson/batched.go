@@ -7,6 +7,7 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/batch"
+	"github.com/pgimageai/pgimageai/provider/pace"
 )
 
 // Batched is what the embedding providers that send many images per request
@@ -72,9 +73,15 @@ func (b *Batched) WeighBy(weigh func(magic.Format, []byte) int, limit int) {
 	b.batcher.Weigh(func(in input) int { return in.weight }, limit)
 }
 
-// Parallelism is how many calls feed the batches: max_concurrency requests
-// of batch_size images each (provider.Parallel).
-func (b *Batched) Parallelism() int { return b.opts.MaxConcurrency * b.size }
+// Parallelism is how many calls feed the batches (provider.Parallel): one
+// request more than the governor lets in flight now, of batch_size images
+// each, so that the limit can be seen full and grow; it follows the limit.
+func (b *Batched) Parallelism() int {
+	return min(b.Client.gov.Limit()+1, b.Client.gov.Ceiling()) * b.size
+}
+
+// Pace is the model's governor, for status and metrics.
+func (b *Batched) Pace() *pace.Governor { return b.Client.gov }
 
 // Options returns the model's shared options, defaults applied.
 func (b *Batched) Options() provider.Options { return b.opts }

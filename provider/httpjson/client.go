@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/pace"
 )
 
 // quoteBytes is how much of an answer that is not JSON is scrubbed, before
@@ -17,7 +19,8 @@ import (
 const quoteBytes = 16 << 10
 
 // Client posts JSON requests to one service. It is safe for concurrent use;
-// its requests are bounded by the limiter built from the model's options.
+// its requests are governed per model (provider/pace) by the governor built
+// from the model's options.
 type Client struct {
 	// Retrier is the retry policy (max_retries). Tests may replace its Sleep
 	// before the first call; it must not change afterwards.
@@ -33,7 +36,7 @@ type Client struct {
 	redactor *provider.Redactor
 	header   http.Header
 	timeout  time.Duration
-	limiter  *provider.Limiter
+	gov      *pace.Governor
 }
 
 // New returns a client for a model with options o (defaults applied, see
@@ -50,34 +53,57 @@ func New(o provider.Options, key string, header http.Header) *Client {
 		redactor: provider.NewRedactor(key),
 		header:   header.Clone(),
 		timeout:  time.Duration(o.Timeout),
-		limiter:  provider.NewLimiter(o.MaxConcurrency, o.RequestsPerMinute),
+		gov:      o.Governor(),
 	}
 }
 
 // Post sends body, encoded once as JSON, to url and decodes a 2xx answer into
-// out, retrying per c.Retrier. Each attempt waits for a limiter slot and has
-// the model's timeout. Every error is a *provider.Error (see the package
+// out, retrying per c.Retrier. Each attempt waits for its turn from the
+// model's governor and has the model's timeout. Every error is a *provider.Error (see the package
 // documentation); an error when ctx ends wraps ctx.Err().
 func (c *Client) Post(ctx context.Context, url string, body, out any) error {
+	return c.PostWeighed(ctx, url, body, out, 0)
+}
+
+// PostWeighed is Post for a request estimated at tokens tokens (0 = not
+// counted), which the governor paces under tokens_per_minute.
+func (c *Client) PostWeighed(ctx context.Context, url string, body, out any, tokens int) error {
 	payload, err := json.Marshal(body)
 	if err != nil {
 		return c.errorf(provider.Permanent, "encode request: %v", err)
 	}
 	return c.Retrier.Do(ctx, func(ctx context.Context) error {
-		return c.attempt(ctx, url, payload, out)
+		return c.attempt(ctx, url, payload, out, tokens)
 	})
 }
 
-// attempt makes one request and classifies its outcome.
-func (c *Client) attempt(ctx context.Context, url string, payload []byte, out any) error {
-	release, err := c.limiter.Acquire(ctx)
+// Pace is the model's governor, for status and metrics.
+func (c *Client) Pace() *pace.Governor { return c.gov }
+
+// attempt makes one request, classifies its outcome and tells the governor.
+func (c *Client) attempt(ctx context.Context, url string, payload []byte, out any, tokens int) error {
+	ticket, err := c.gov.Acquire(ctx, tokens)
 	if err != nil {
 		return c.stopped(err)
 	}
-	defer release()
+	o := pace.Outcome{}
+	defer func() { ticket.Done(o) }()
+	err = c.exchange(ctx, url, payload, out, &o)
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		o.Limited = pe.RateLimited
+	}
+	return err
+}
 
+// exchange makes one request and classifies its outcome, recording in o
+// the answer's status and headers.
+func (c *Client) exchange(ctx context.Context, url string, payload []byte, out any, o *pace.Outcome) error {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	defer func() { // no answer within the timeout: as slow as it gets
+		o.TimedOut = o.Status == 0 && ctx.Err() == nil && actx.Err() != nil
+	}()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, url, bytes.NewReader(payload))
 	if err != nil {
 		return c.wrap(&provider.Error{Kind: provider.Permanent, Message: "invalid request: " + err.Error(), Err: err})
@@ -96,6 +122,7 @@ func (c *Client) attempt(ctx context.Context, url string, payload []byte, out an
 		return c.ioError(ctx, actx, "request failed", err)
 	}
 	defer resp.Body.Close()
+	o.Status, o.Header = resp.StatusCode, resp.Header
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The status decides; the start of the body gives the message.
@@ -107,12 +134,18 @@ func (c *Client) attempt(ctx context.Context, url string, payload []byte, out an
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
 		}
-		return c.wrap(&provider.Error{
+		e := &provider.Error{
 			Kind:       provider.ClassifyStatus(resp.StatusCode, msg),
 			Status:     resp.StatusCode,
 			Message:    msg,
 			RetryAfter: ParseRetryAfter(resp.Header, time.Now()),
-		})
+		}
+		code := BodyCode(raw)
+		e.RateLimited = provider.RateLimitedStatus(e.Status, e.RetryAfter, code)
+		if provider.QuotaExhausted(e.Status, code) {
+			e.Kind = provider.Permanent
+		}
+		return c.wrap(e)
 	}
 	raw, err := io.ReadAll(&provider.BoundedBody{R: resp.Body, Limit: c.MaxAnswerBytes})
 	if tl := provider.TooLargeAnswer(err); tl != nil {

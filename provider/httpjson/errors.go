@@ -58,6 +58,24 @@ func BodyMessage(body []byte) string {
 	return collapse(body)
 }
 
+// BodyCode extracts the error code of an error answer: OpenAI's
+// {"error":{"code":"…","type":"…"}} (the code, else the type), or "".
+func BodyCode(body []byte) string {
+	var v struct {
+		Error struct {
+			Code any    `json:"code"`
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	if c, ok := v.Error.Code.(string); ok && c != "" {
+		return c
+	}
+	return v.Error.Type
+}
+
 // collapse returns b as text with runs of white space made single spaces.
 func collapse(b []byte) string { return strings.Join(strings.Fields(string(b)), " ") }
 

@@ -32,6 +32,7 @@ type Provider struct {
 	mu     sync.Mutex
 	shape  string // resolved request shape; "" = not yet
 	marker string
+	slots  bool // the concurrency started from /props' total_slots
 }
 
 var _ provider.Embedder = (*Provider)(nil)
@@ -89,6 +90,9 @@ func (p *Provider) requestShape(ctx context.Context) (shape, marker string) {
 		return p.shape, p.marker
 	}
 	pr, status, err := p.fetchProps(ctx)
+	if err == nil {
+		p.startFrom(pr)
+	}
 	switch {
 	case err == nil:
 		p.shape, p.marker = ShapeMultimodalData, pr.MediaMarker
@@ -101,6 +105,16 @@ func (p *Provider) requestShape(ctx context.Context) (shape, marker string) {
 		return ShapeContent, ""
 	}
 	return p.shape, p.marker
+}
+
+// startFrom starts the model's concurrency from the server's total_slots,
+// once: what it serves at once is a better start than the default. (With
+// request_shape set, /props is not asked and the default start stays.)
+func (p *Provider) startFrom(pr props) {
+	if !p.slots && pr.TotalSlots > 0 {
+		p.Pace().StartFrom(pr.TotalSlots)
+	}
+	p.slots = true
 }
 
 // staleMarker reports whether err is llama-server's answer to a prompt whose

@@ -55,9 +55,13 @@ func newRequest(model, shape, marker, text string, dataURLs []string) request {
 	return r
 }
 
-// props is the part of GET /props that picks the request shape.
+// props is the part of GET /props that picks the request shape and the
+// concurrency to start from: media_marker, and total_slots, the requests the
+// server serves at once (its --parallel; tools/server/README.md, "GET
+// /props").
 type props struct {
 	MediaMarker string `json:"media_marker"`
+	TotalSlots  int    `json:"total_slots"`
 }
 
 // answer is either shape llama-server answers with: the OpenAI-style object

@@ -25,6 +25,11 @@ const (
 	// image (a 12-megapixel RGBA PNG, a 33-megapixel baseline JPEG, a
 	// 6.7-megapixel progressive one).
 	DefaultMaxDecodedBytes = 48 << 20
+	// defaultMaxConcurrency bounds the images decoded at once when
+	// max_concurrency is not set (and by GOMAXPROCS): the local provider's
+	// work is this process's CPU, which a fixed bound serves better than an
+	// adaptive one.
+	defaultMaxConcurrency = 8
 )
 
 // Config is models.options for the local provider: the shared keys of
@@ -92,7 +97,7 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		return Config{}, err
 	}
 	if c.MaxConcurrency == 0 {
-		c.MaxConcurrency = min(provider.DefaultMaxConcurrency, runtime.GOMAXPROCS(0))
+		c.MaxConcurrency = min(defaultMaxConcurrency, runtime.GOMAXPROCS(0))
 	}
 	c.Options = c.Options.WithDefaults()
 	if c.MaxPixels == 0 {

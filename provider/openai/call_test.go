@@ -30,12 +30,26 @@ func TestGenerateTextErrorsAndRetries(t *testing.T) {
 		wantAttempts int
 		wantMsg      string
 	}{
-		{name: "429 with Retry-After then 200", options: `{}`,
+		// A 429 spends no retry (max_retries 0 still gets the answer); the
+		// wait is the model's governor's, not the retrier's.
+		{name: "429 with Retry-After then 200", options: `{"max_retries":0}`,
 			answers:      []answer{{status: 429, header: map[string]string{"Retry-After": "1"}, body: apiError("Rate limit reached")}, ok200},
-			wantRequests: 2, wantWaits: []time.Duration{time.Second}},
-		{name: "429 with Retry-After-Ms then 200", options: `{}`,
-			answers:      []answer{{status: 429, header: map[string]string{"Retry-After-Ms": "1500"}, body: apiError("slow down")}, ok200},
-			wantRequests: 2, wantWaits: []time.Duration{1500 * time.Millisecond}},
+			wantRequests: 2, wantWaits: []time.Duration{}},
+		{name: "429 with Retry-After-Ms then 200", options: `{"max_retries":0}`,
+			answers:      []answer{{status: 429, header: map[string]string{"Retry-After-Ms": "300"}, body: apiError("slow down")}, ok200},
+			wantRequests: 2, wantWaits: []time.Duration{}},
+		{name: "three 429s without hints then 200", options: `{"max_retries":1}`,
+			answers: []answer{{status: 429, body: apiError("Rate limit reached")}, {status: 429, body: apiError("Rate limit reached")},
+				{status: 429, body: apiError("Rate limit reached")}, ok200},
+			wantRequests: 4, wantWaits: []time.Duration{}},
+		// OpenAI's quota error (https://platform.openai.com/docs/guides/error-codes:
+		// "429 - You exceeded your current quota, please check your plan and
+		// billing details"; type and code insufficient_quota): waiting does
+		// not cure it, so the row fails with the provider's message.
+		{name: "429 insufficient_quota fails for good", options: `{}`,
+			answers: []answer{{status: 429, body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`}},
+			wantRequests: 1, wantKind: provider.Permanent, wantStatus: 429, wantAttempts: 1,
+			wantMsg: "HTTP 429: You exceeded your current quota"},
 		{name: "400 not retried", options: `{}`,
 			answers:      []answer{{status: 400, body: apiError("Invalid image URL")}},
 			wantRequests: 1, wantWaits: []time.Duration{}, wantKind: provider.Permanent, wantStatus: 400, wantAttempts: 1,

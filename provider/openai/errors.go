@@ -19,7 +19,9 @@ const maxMessage = 500
 // classify turns the error of one attempt into a *provider.Error:
 //
 //   - an HTTP error answer (go-openai *APIError or *RequestError): its status,
-//     provider.ClassifyStatus(status, message), the server's message and Retry-After;
+//     provider.ClassifyStatus(status, message), the server's message and
+//     Retry-After; a 429 (or a 503 with Retry-After) is RateLimited, except
+//     OpenAI's insufficient_quota, which is Permanent;
 //   - the caller's ctx ended: Transient, wrapping ctx's error;
 //   - the attempt's own timeout, or an I/O error: Transient, status 0;
 //   - a 2xx answer over its bound (provider.MaxChatAnswerBytes), or one
@@ -38,12 +40,25 @@ func (p *Provider) classify(ctx, attempt context.Context, ex *exchange, err erro
 		e.Kind = provider.ClassifyStatus(e.Status, e.Message)
 		e.RetryAfter = ex.retryAfter
 		e.Err = err
+		code := apiErr.Type
+		if c, ok := apiErr.Code.(string); ok && c != "" {
+			code = c
+		}
+		e.RateLimited = provider.RateLimitedStatus(e.Status, e.RetryAfter, code)
+		if provider.QuotaExhausted(e.Status, code) {
+			e.Kind = provider.Permanent
+		}
 	case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
 		e.Status = reqErr.HTTPStatusCode
 		e.Message = httpjson.BodyMessage(reqErr.Body)
 		e.Kind = provider.ClassifyStatus(e.Status, e.Message)
 		e.RetryAfter = ex.retryAfter
 		e.Err = err
+		code := httpjson.BodyCode(reqErr.Body)
+		e.RateLimited = provider.RateLimitedStatus(e.Status, e.RetryAfter, code)
+		if provider.QuotaExhausted(e.Status, code) {
+			e.Kind = provider.Permanent
+		}
 	case ex.tooLarge != nil:
 		e = provider.TooLargeAnswer(ex.tooLarge)
 	case ctx.Err() != nil:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
@@ -16,11 +17,14 @@ import (
 	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
+	"github.com/pgimageai/pgimageai/provider/pace"
 )
 
 // Provider is the openai provider of one pgimageai.models row. It implements
 // provider.TextGenerator and is safe for concurrent use; its requests are
-// bounded by the model's max_concurrency and requests_per_minute.
+// governed per model (provider/pace): an adaptive concurrency under
+// max_concurrency, a pace from the rate-limit headers under
+// requests_per_minute and tokens_per_minute.
 type Provider struct {
 	model   string
 	cfg     Config
@@ -28,7 +32,10 @@ type Provider struct {
 	timeout time.Duration
 	client  *goopenai.Client
 	retrier provider.Retrier
-	limiter *provider.Limiter
+	gov     *pace.Governor
+	// prompt is the prompt tokens the last answer reported: the estimate
+	// of a request's input when no documented rule counts its image.
+	prompt atomic.Int64
 	// placeholder stands for the data URL in the body go-openai marshals:
 	// random per provider, so no prompt can contain it.
 	placeholder string
@@ -74,7 +81,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 		timeout:     time.Duration(cfg.Timeout),
 		client:      goopenai.NewClientWithConfig(cc),
 		retrier:     provider.Retrier{MaxRetries: *cfg.MaxRetries},
-		limiter:     provider.NewLimiter(cfg.MaxConcurrency, cfg.RequestsPerMinute),
+		gov:         cfg.Options.Governor(),
 		placeholder: "pgimageai-image-" + rand.Text(),
 	}
 	if cfg.BatchAPI {
@@ -92,7 +99,7 @@ func (p *Provider) Options() provider.Options { return p.cfg.Options }
 
 // GenerateText sends img and prompt to {base_url}/chat/completions and returns
 // the first choice's text and the reported token usage. Each attempt waits for
-// the limiter, has the model's timeout, and is retried per provider.Retrier
+// the model's governor, has the model's timeout, and is retried per provider.Retrier
 // (max_retries). Every error is a *provider.Error.
 func (p *Provider) GenerateText(ctx context.Context, img provider.Image, prompt string) (provider.Completion, error) {
 	f, ok := magic.ParseMIME(img.MIME)
@@ -166,15 +173,14 @@ func (p *Provider) request(dataURL, prompt string) goopenai.ChatCompletionReques
 	return req
 }
 
-// attempt makes one HTTP request: a limiter slot, the per-request timeout,
-// and the classification of its outcome.
+// attempt makes one HTTP request: its turn from the model's governor, the
+// per-request timeout, and the classification of its outcome, which goes
+// back to the governor.
 func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionRequest, fix wireFix, image *spliced) (provider.Completion, error) {
-	release, err := p.limiter.Acquire(ctx)
+	ticket, err := p.gov.Acquire(ctx, p.tokens(image, req))
 	if err != nil {
 		return provider.Completion{}, &provider.Error{Kind: provider.Transient, Message: err.Error(), Err: err}
 	}
-	defer release()
-
 	actx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	ex := &exchange{image: image}
@@ -183,10 +189,40 @@ func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionReque
 	}
 	resp, err := p.client.CreateChatCompletion(withExchange(actx, ex), req)
 	if err != nil {
-		return provider.Completion{}, p.classify(ctx, actx, ex, err)
+		e := p.classify(ctx, actx, ex, err)
+		ticket.Done(pace.Outcome{Header: ex.header, Status: ex.status, Limited: e.RateLimited,
+			TimedOut: ex.status == 0 && ctx.Err() == nil && actx.Err() != nil})
+		return provider.Completion{}, e
+	}
+	ticket.Done(pace.Outcome{Header: ex.header, Status: ex.status})
+	if n := resp.Usage.PromptTokens; n > 0 {
+		p.prompt.Store(int64(n))
 	}
 	return p.completion(resp)
 }
+
+// tokens estimates what a request counts against a tokens-per-minute
+// limit, the way OpenAI counts it before the answer (https://platform.openai.com/
+// docs/guides/rate-limits): the image by the model's documented tile rule
+// (or, for a model without one, the prompt tokens the last answer
+// reported), the text at four characters a token, and max_tokens.
+func (p *Provider) tokens(image *spliced, req goopenai.ChatCompletionRequest) int {
+	n := int64(len(p.cfg.SystemPrompt)+len(req.Messages[len(req.Messages)-1].MultiContent[0].Text)) / 4
+	if r, ok := RuleOf(p.model); ok {
+		if w, h, ok := normalize.Dimensions(image.data, image.format); ok {
+			n += r.Tokens(p.cfg.Detail, w, h)
+		}
+	} else {
+		n = max(n, p.prompt.Load())
+	}
+	if p.cfg.MaxTokens != nil {
+		n += int64(*p.cfg.MaxTokens)
+	}
+	return int(min(n, 1<<30))
+}
+
+// Pace is the model's governor, for status and metrics.
+func (p *Provider) Pace() *pace.Governor { return p.gov }
 
 // completion extracts the answer of a 2xx response: the first choice's text,
 // which must not be empty.

@@ -37,6 +37,7 @@ type exchange struct {
 
 	sent       bool                          // a request went out
 	status     int                           // the response's status; 0 = none
+	header     http.Header                   // the response's headers; nil = none
 	retryAfter time.Duration                 // the response's Retry-After; 0 = none
 	ioErr      error                         // the round trip's error, or reading the response body's
 	tooLarge   *provider.AnswerTooLargeError // the answer passed its bound
@@ -190,6 +191,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	ex.status = resp.StatusCode
+	ex.header = resp.Header
 	ex.retryAfter = httpjson.ParseRetryAfter(resp.Header, time.Now())
 	ex.body = &provider.BoundedBody{R: resp.Body, Limit: d.maxAnswer}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
