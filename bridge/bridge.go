@@ -39,6 +39,7 @@ const (
 	DefaultLeaderPoll   = time.Second
 	// DefaultRecheckInterval: see Timing.RecheckInterval.
 	DefaultRecheckInterval = 30 * time.Second
+	DefaultPaceReport      = 5 * time.Second
 )
 
 // Config configures a Bridge.
@@ -82,6 +83,9 @@ type Timing struct {
 	// the stream is between transactions, so that a rule whose table or
 	// column is created later starts without a rule change (default 30s).
 	RecheckInterval time.Duration
+	// PaceReport is how often the models' pacing is stored for status and
+	// checked for the log's rate-limited and recovered lines (default 5s).
+	PaceReport time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if t.RecheckInterval <= 0 {
 		t.RecheckInterval = DefaultRecheckInterval
+	}
+	if t.PaceReport <= 0 {
+		t.PaceReport = DefaultPaceReport
 	}
 	return c
 }
@@ -196,6 +203,7 @@ func (b *Bridge) status() metrics.Status {
 		_, st.Applied, _ = r.tracker.State()
 		st.Lanes = r.lanes.Status()
 		sort.Slice(st.Lanes, func(i, j int) bool { return st.Lanes[i].Name < st.Lanes[j].Name })
+		st.Models = models(r.engine.Governors())
 	}
 	return st
 }
@@ -329,6 +337,8 @@ func (b *Bridge) lead(ctx context.Context) error {
 	b.run.Store(&running{budget: budget, tracker: tracker, lanes: lanes, engine: eng, calls: caller.Counters()})
 	b.setStream(stream)
 	defer b.setStream(nil)
+	stopWatch := watchPace(ctx, paceWatch{log: log, dsn: cfg.TargetDSN, slot: cfg.Slot, every: cfg.Timing.PaceReport, governors: eng.Governors})
+	defer stopWatch()
 	p := &pipeline{log: log, timing: cfg.Timing, eng: eng, lanes: lanes, tracker: tracker, lock: b.lock}
 	if err := p.run(ctx, hard, stream, checkpoint, cpw); err != nil {
 		return err

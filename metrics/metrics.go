@@ -24,7 +24,8 @@ type Status struct {
 	// Applied is the source commit time of the last transaction that every
 	// lane has made durable (zero: none yet).
 	Applied time.Time
-	Lanes   []Lane // one per target table
+	Lanes   []Lane  // one per target table
+	Models  []Model // one per model the rules call, when its provider is paced
 }
 
 // LagBytes is the replication lag: server WAL end minus confirmed, 0 when
@@ -89,7 +90,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, laneCollector{m},
+		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, laneCollector{m}, modelCollector{m},
 		gauge("streaming", "1 while the replication stream is streaming, else 0.", func(s Status) float64 { return b2f(s.Streaming) }),
 		gauge("leader", "1 while this process holds the slot's leader lock, 0 while it waits as a standby.", func(s Status) float64 { return b2f(s.Leader) }),
 		gauge("replication_lag_bytes", "Server WAL end minus the LSN confirmed to the slot.", func(s Status) float64 { return float64(s.LagBytes()) }),

@@ -19,6 +19,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/provider/pace"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -211,6 +212,15 @@ func (e *Engine) swap(set *rules.Set) {
 func (e *Engine) TargetRules(lane string) []*rules.Rule {
 	if s := e.rules.current.Load(); s != nil {
 		return s.ForTarget(lane)
+	}
+	return nil
+}
+
+// Governors returns the governor of each model the valid rules call, by
+// models.name. It is safe for concurrent use.
+func (e *Engine) Governors() map[string]*pace.Governor {
+	if s := e.rules.current.Load(); s != nil {
+		return s.Governors()
 	}
 	return nil
 }

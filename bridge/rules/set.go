@@ -1,6 +1,9 @@
 package rules
 
-import "github.com/pgimageai/pgimageai/replication"
+import (
+	"github.com/pgimageai/pgimageai/provider/pace"
+	"github.com/pgimageai/pgimageai/replication"
+)
 
 // Set is the valid rules as of one WAL position: built whole by Live at the
 // commit that changes the configuration, then swapped in by the engine and
@@ -37,6 +40,18 @@ func (s *Set) ForTarget(name string) []*Rule { return s.byTarget[name] }
 
 // Named returns the rule called name, nil when it is not valid.
 func (s *Set) Named(name string) *Rule { return s.byName[name] }
+
+// Governors returns the governor of each model the set's rules call (by
+// models.name), leaving out models whose provider paces nothing (local).
+func (s *Set) Governors() map[string]*pace.Governor {
+	gs := map[string]*pace.Governor{}
+	for _, r := range s.byName {
+		if g := r.Fn.Pace(); g != nil {
+			gs[r.Model] = g
+		}
+	}
+	return gs
+}
 
 // Len is how many rules the set holds.
 func (s *Set) Len() int { return len(s.byName) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/leader"
 	"github.com/pgimageai/pgimageai/replication"
@@ -22,7 +23,15 @@ type statusReport struct {
 	OpenErrors []errorCount   // ordered by rule, then reason
 	Usage      []usageRow     // the last usageDays UTC days, newest first
 	Budgets    []budgetStatus // the models with a daily cap, by name
+	Models     []modelPace    // the pacing of the models, as the slot's leader last stored it
 }
+
+// modelPace is a row of pgimageai.model_pace.
+type modelPace = state.ModelPace
+
+// paceStale is how old stored pacing may be before status calls it stale:
+// a running leader stores it every 5 seconds.
+const paceStale = 30 * time.Second
 
 // slotStatus is the replication slot on the source and the WAL position it
 // lags behind.
@@ -178,6 +187,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 	}
 	if r.Budgets, err = readBudgets(ctx, source, target); err != nil {
 		return r, err
+	}
+	if r.Models, err = state.ModelPaces(ctx, target.conn, slot); err != nil {
+		return r, target.explain("read model pacing", err)
 	}
 	return r, nil
 }

@@ -29,6 +29,10 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 	}
 	writeLanesTable(&buf, r.Lanes, r.Slot)
 	buf.WriteByte('\n')
+	if len(r.Models) > 0 {
+		writeModelsTable(&buf, r.Models)
+		buf.WriteByte('\n')
+	}
 	writeBackfillsTable(&buf, r.Backfills)
 	buf.WriteByte('\n')
 	writeErrorCountsTable(&buf, r.OpenErrors)
@@ -182,6 +186,27 @@ func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
 	t.flush()
 }
 
+// writeModelsTable shows each model's pacing: calls in flight of the adaptive
+// limit and its ceiling, the pace and what set it, 429s in the last minute
+// and the time requests waited; pacing older than paceStale is marked.
+func writeModelsTable(buf *bytes.Buffer, models []modelPace) {
+	buf.WriteString("Model pacing\n")
+	t := newTable(buf)
+	t.row("MODEL", "IN FLIGHT", "LIMIT", "PACE", "429s/MIN", "WAITED", "STATE", "UPDATED")
+	for _, m := range models {
+		st := "ok"
+		switch {
+		case m.Age > paceStale:
+			st = "stale (no leader storing it)"
+		case m.RateLimited:
+			st = "rate-limited"
+		}
+		t.row(m.Model, strconv.Itoa(m.InFlight), fmt.Sprintf("%d of %d", m.Limit, m.Ceil), m.Pace,
+			strconv.Itoa(m.Limited1m), m.Waited.Round(time.Second).String(), st, utcTime(m.UpdatedAt))
+	}
+	t.flush()
+}
+
 func writeBackfillsTable(buf *bytes.Buffer, backfills []backfill) {
 	if len(backfills) == 0 {
 		buf.WriteString("Backfills: none\n")
@@ -260,6 +285,20 @@ type (
 		OpenErrors openErrorsJSON  `json:"open_errors"`
 		Usage      []usageJSON     `json:"usage"`
 		Budgets    []budgetJSON    `json:"budgets"`
+		Models     []modelJSON     `json:"models"`
+	}
+	modelJSON struct {
+		Model         string  `json:"model"`
+		InFlight      int     `json:"in_flight"`
+		Concurrency   int     `json:"concurrency"`
+		Ceiling       int     `json:"max_concurrency"`
+		Pace          string  `json:"pace"`
+		RateLimited1m int     `json:"rate_limited_last_minute"`
+		Answered1m    int     `json:"answered_last_minute"`
+		WaitedSeconds float64 `json:"waited_seconds"`
+		RateLimited   bool    `json:"rate_limited"`
+		Stale         bool    `json:"stale"`
+		UpdatedAt     string  `json:"updated_at"`
 	}
 	slotJSON struct {
 		Name               string `json:"name"`
@@ -394,6 +433,12 @@ func statusDocument(r statusReport) statusJSON {
 			j.Reason = &rule.Invalid
 		}
 		doc.Rules = append(doc.Rules, j)
+	}
+	doc.Models = []modelJSON{}
+	for _, m := range r.Models {
+		doc.Models = append(doc.Models, modelJSON{Model: m.Model, InFlight: m.InFlight, Concurrency: m.Limit, Ceiling: m.Ceil,
+			Pace: m.Pace, RateLimited1m: m.Limited1m, Answered1m: m.Answered1m, WaitedSeconds: m.Waited.Seconds(),
+			RateLimited: m.RateLimited, Stale: m.Age > paceStale, UpdatedAt: m.UpdatedAt.UTC().Format(time.RFC3339)})
 	}
 	doc.Budgets = []budgetJSON{}
 	for _, b := range r.Budgets {

@@ -1,0 +1,89 @@
+package bridge
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/provider/pace"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// paceWatch is what watchPace needs: where to store the pacing and the
+// governors of the models the rules call now.
+type paceWatch struct {
+	log       *slog.Logger
+	dsn, slot string
+	every     time.Duration
+	governors func() map[string]*pace.Governor
+}
+
+// watchPace reports the models' pacing every w.every while this instance
+// leads: the log says once when a model becomes rate-limited (a 429 within
+// the last minute) and once when it recovers, rather than a line per row;
+// pgimageai.model_pace holds the pacing for status. Storing is best effort:
+// a failure is logged once and tried again at the next tick. It returns a
+// function that stops the watch and waits for it.
+func watchPace(ctx context.Context, w paceWatch) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conn := reconn.New("target", w.dsn, nil)
+		defer conn.Drop(context.WithoutCancel(ctx))
+		limited := map[string]bool{}
+		failing := false
+		t := time.NewTicker(w.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			ms := models(w.governors())
+			for _, m := range ms {
+				switch {
+				case m.RateLimited && !limited[m.Name]:
+					w.log.Warn("model rate-limited: its requests wait for the provider's pace; no row fails for it",
+						"model", m.Name, "pace", m.Pace(), "rate_limited_last_minute", m.Limited, "concurrency", m.Limit)
+				case !m.RateLimited && limited[m.Name]:
+					w.log.Info("model no longer rate-limited", "model", m.Name, "pace", m.Pace(), "concurrency", m.Limit)
+				}
+			}
+			clear(limited)
+			for _, m := range ms {
+				limited[m.Name] = m.RateLimited
+			}
+			rows := make([]state.ModelPace, len(ms))
+			for i, m := range ms {
+				rows[i] = state.ModelPace{Model: m.Name, InFlight: m.InFlight, Limit: m.Limit, Ceil: m.Ceiling, Pace: m.Pace(),
+					Limited1m: m.Limited, Answered1m: m.Answered, Waited: m.Waited, RateLimited: m.RateLimited}
+			}
+			err := conn.Do(ctx, func(c *pgx.Conn) error { return state.WriteModelPace(ctx, c, w.slot, rows) })
+			switch {
+			case err != nil && ctx.Err() == nil && !failing:
+				w.log.Warn("storing the models' pacing for status failed; trying again", "err", err)
+				failing = true
+			case err == nil:
+				failing = false
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// models snapshots the governors, by model name.
+func models(gs map[string]*pace.Governor) []metrics.Model {
+	ms := make([]metrics.Model, 0, len(gs))
+	for name, g := range gs {
+		ms = append(ms, metrics.Model{Name: name, Snapshot: g.Snapshot()})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	return ms
+}
