@@ -12,8 +12,8 @@ import (
 
 // Defaults of the options every provider shares.
 const (
-	DefaultTimeout        = 60 * time.Second
-	DefaultMaxRetries     = 4
+	DefaultTimeout    = 60 * time.Second
+	DefaultMaxRetries = 4
 	// DefaultMaxConcurrency is the ceiling of a model's adaptive
 	// concurrency when max_concurrency is not set; it starts from
 	// pace.DefaultStart (8) and follows the provider's latency and 429s.
@@ -30,8 +30,11 @@ type Options struct {
 	MaxConcurrency    int      `json:"max_concurrency,omitempty"`     // ceiling of the requests in flight per model; default 64
 	RequestsPerMinute int      `json:"requests_per_minute,omitempty"` // ceiling of the pace; 0 = none
 	TokensPerMinute   int      `json:"tokens_per_minute,omitempty"`   // ceiling of the estimated tokens a minute; 0 = none
-	MaxImageBytes     int64    `json:"max_image_bytes,omitempty"`     // default 20 MiB
-	Formats           []string `json:"formats,omitempty"`             // allowed MIME types; default all four
+	// AdaptiveConcurrency false keeps max_concurrency requests in flight
+	// whatever the latency and the 429s; default true.
+	AdaptiveConcurrency *bool    `json:"adaptive_concurrency,omitempty"`
+	MaxImageBytes       int64    `json:"max_image_bytes,omitempty"` // default 20 MiB
+	Formats             []string `json:"formats,omitempty"`         // allowed MIME types; default all four
 	// MaxCallsPerDay and MaxTokensPerDay cap what the model may spend per
 	// UTC day, counted from pgimageai.usage plus calls in flight; 0 = no cap.
 	MaxCallsPerDay  int64 `json:"max_calls_per_day,omitempty"`
@@ -104,7 +107,8 @@ func (o Options) Validate() error {
 // it on options WithDefaults.
 func (o Options) Governor() *pace.Governor {
 	return pace.New(pace.Config{Ceiling: o.MaxConcurrency, Start: min(pace.DefaultStart, o.MaxConcurrency),
-		RequestsPerMinute: o.RequestsPerMinute, TokensPerMinute: o.TokensPerMinute})
+		RequestsPerMinute: o.RequestsPerMinute, TokensPerMinute: o.TokensPerMinute,
+		Fixed: o.AdaptiveConcurrency != nil && !*o.AdaptiveConcurrency})
 }
 
 // Allows reports whether format f is among the allowed formats. Call it on

@@ -47,7 +47,7 @@ func TestGenerateTextErrorsAndRetries(t *testing.T) {
 		// billing details"; type and code insufficient_quota): waiting does
 		// not cure it, so the row fails with the provider's message.
 		{name: "429 insufficient_quota fails for good", options: `{}`,
-			answers: []answer{{status: 429, body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`}},
+			answers:      []answer{{status: 429, body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`}},
 			wantRequests: 1, wantKind: provider.Permanent, wantStatus: 429, wantAttempts: 1,
 			wantMsg: "HTTP 429: You exceeded your current quota"},
 		{name: "400 not retried", options: `{}`,

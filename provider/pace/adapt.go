@@ -54,6 +54,7 @@ type concurrency struct {
 	slowStart bool
 	lastCut   time.Time
 	probe     probe
+	fixed     bool // the limit stays at the ceiling
 }
 
 // probe is the state of the periodic baseline probe.
@@ -62,10 +63,13 @@ type probe struct {
 	saved   float64 // the limit to return to; 0 = not probing
 }
 
-func newConcurrency(start, ceiling int, now time.Time) concurrency {
+func newConcurrency(start, ceiling int, now time.Time, fixed bool) concurrency {
 	ceiling = max(ceiling, 1)
+	if fixed {
+		start = ceiling
+	}
 	return concurrency{limit: float64(min(max(start, 1), ceiling)), ceiling: float64(ceiling), window: now, slowStart: true,
-		probe: probe{windows: probeEvery - firstProbe}}
+		probe: probe{windows: probeEvery - firstProbe}, fixed: fixed}
 }
 
 // allowed is the whole number of requests the limit lets in flight.
@@ -80,6 +84,9 @@ func (c *concurrency) take() {
 // sample records the latency of one answer and, at a window's end, adapts
 // the limit.
 func (c *concurrency) sample(now time.Time, rtt time.Duration) {
+	if c.fixed {
+		return
+	}
 	c.samples++
 	c.sum += rtt.Seconds()
 	mean := c.sum / float64(c.samples)
@@ -128,6 +135,9 @@ func (c *concurrency) adapt(mean float64) {
 // cut lowers the limit after a 429, once a window: the answers of requests
 // sent together arrive together and are one signal, not many.
 func (c *concurrency) cut(now time.Time) {
+	if c.fixed {
+		return
+	}
 	c.slowStart = false
 	if !c.lastCut.IsZero() && now.Sub(c.lastCut) < max(minWindow, time.Duration(c.baseline*float64(time.Second))) {
 		return

@@ -41,7 +41,7 @@ func TestConcurrencyFollowsServerSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newConcurrency(tt.start, tt.ceiling, time.Unix(0, 0))
+			c := newConcurrency(tt.start, tt.ceiling, time.Unix(0, 0), false)
 			got := simulate(&c, tt.slots, 100*time.Millisecond, tt.noise, 400, rand.New(rand.NewPCG(1, 2)))
 			if got < tt.lo || got > tt.hi {
 				t.Fatalf("limit %.1f after 400 windows, want %v..%v", got, tt.lo, tt.hi)
@@ -51,7 +51,7 @@ func TestConcurrencyFollowsServerSlots(t *testing.T) {
 }
 
 func TestConcurrencyAppLimitedDoesNotGrow(t *testing.T) {
-	c := newConcurrency(4, 64, time.Unix(0, 0))
+	c := newConcurrency(4, 64, time.Unix(0, 0), false)
 	now := time.Unix(0, 0)
 	for range 200 {
 		c.inFlight, c.peak = 1, 1 // the caller never has more than one request
@@ -66,7 +66,7 @@ func TestConcurrencyAppLimitedDoesNotGrow(t *testing.T) {
 }
 
 func TestConcurrencyCutOncePerWindow(t *testing.T) {
-	c := newConcurrency(16, 64, time.Unix(0, 0))
+	c := newConcurrency(16, 64, time.Unix(0, 0), false)
 	c.baseline = 0.1
 	now := time.Unix(10, 0)
 	for range 10 { // ten 429s of one burst
@@ -85,5 +85,14 @@ func TestConcurrencyCutOncePerWindow(t *testing.T) {
 	}
 	if c.limit != 1 {
 		t.Fatalf("limit %.2f, want the floor of 1", c.limit)
+	}
+}
+
+func TestConcurrencyFixed(t *testing.T) {
+	c := newConcurrency(2, 24, time.Unix(0, 0), true)
+	got := simulate(&c, 2, 100*time.Millisecond, 0, 100, rand.New(rand.NewPCG(1, 2)))
+	c.cut(time.Unix(1000, 0))
+	if got != 24 || c.limit != 24 {
+		t.Fatalf("limit %.1f, %.1f after a 429: want the ceiling, 24, whatever happens", got, c.limit)
 	}
 }

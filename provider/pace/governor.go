@@ -38,6 +38,9 @@ type Config struct {
 	Start             int // the limit to start from; 0 = min(DefaultStart, Ceiling)
 	RequestsPerMinute int // ceiling of the pace; 0 = none
 	TokensPerMinute   int // ceiling of the estimated tokens per minute; 0 = none
+	// Fixed keeps Ceiling requests in flight whatever the latency and the
+	// 429s (adaptive_concurrency false); the pace still follows the provider.
+	Fixed bool
 	// Now is the clock; nil = time.Now. Tests set it.
 	Now func() time.Time
 }
@@ -69,7 +72,7 @@ func New(cfg Config) *Governor {
 		cfg:  cfg,
 		now:  now,
 		wake: make(chan struct{}),
-		conc: newConcurrency(cfg.Start, cfg.Ceiling, t),
+		conc: newConcurrency(cfg.Start, cfg.Ceiling, t, cfg.Fixed),
 		rate: newPacer(cfg.RequestsPerMinute, cfg.TokensPerMinute),
 		seen: stats{since: t},
 	}
