@@ -82,8 +82,12 @@ func (l *openAILimits) install(ai *fakeAI) {
 	}
 	l.reqs = newBucket(l.rpm, l.rpm/60, now)
 	l.toks = newBucket(l.tpm, l.tpm/60, now)
-	l.burstReqs = newBucket(math.Max(1, l.rpm/60*burst), l.rpm/60, now)
-	l.burstToks = newBucket(math.Max(1, l.tpm/60*burst), l.tpm/60, now)
+	if l.rpm > 0 {
+		l.burstReqs = newBucket(math.Max(1, l.rpm/60*burst), l.rpm/60, now)
+	}
+	if l.tpm > 0 {
+		l.burstToks = newBucket(math.Max(1, l.tpm/60*burst), l.tpm/60, now)
+	}
 	ai.mu.Lock()
 	ai.hook = l.hook
 	ai.mu.Unlock()
@@ -121,6 +125,7 @@ func (l *openAILimits) hook(w http.ResponseWriter, _ *http.Request, req aiReques
 	}
 	if okReqs && okToks {
 		l.answered++
+		println("DEBUG ok at", now.Sub(l.firstAsked).String())
 		l.tokensAnswered += cost
 		l.lastAnswer = now
 		return false // fakeAI answers, with these headers

@@ -59,8 +59,9 @@ type concurrency struct {
 
 // probe is the state of the periodic baseline probe.
 type probe struct {
-	windows int     // since the last probe
-	saved   float64 // the limit to return to; 0 = not probing
+	windows int       // since the last probe
+	saved   float64   // the limit to return to; 0 = not probing
+	since   time.Time // the probe's start: only requests sent after it measure it
 }
 
 func newConcurrency(start, ceiling int, now time.Time, fixed bool) concurrency {
@@ -81,10 +82,11 @@ func (c *concurrency) take() {
 	c.peak = max(c.peak, c.inFlight)
 }
 
-// sample records the latency of one answer and, at a window's end, adapts
-// the limit.
-func (c *concurrency) sample(now time.Time, rtt time.Duration) {
-	if c.fixed {
+// sample records the latency of one answer to a request sent at sent and,
+// at a window's end, adapts the limit. During a probe only requests sent
+// after it began count: those sent before queued behind the higher limit.
+func (c *concurrency) sample(now, sent time.Time, rtt time.Duration) {
+	if c.fixed || c.probe.saved > 0 && sent.Before(c.probe.since) {
 		return
 	}
 	c.samples++
@@ -94,12 +96,12 @@ func (c *concurrency) sample(now time.Time, rtt time.Duration) {
 	if c.samples < minSamples || now.Sub(c.window) < length {
 		return
 	}
-	c.adapt(mean)
+	c.adapt(now, mean)
 	c.window, c.samples, c.sum, c.peak = now, 0, 0, c.inFlight
 }
 
 // adapt ends a window whose mean latency was mean seconds.
-func (c *concurrency) adapt(mean float64) {
+func (c *concurrency) adapt(now time.Time, mean float64) {
 	switch {
 	case c.probe.saved > 0: // a probe window ends: its latency is the baseline
 		c.baseline, c.limit, c.probe = mean, c.probe.saved, probe{}
@@ -110,7 +112,7 @@ func (c *concurrency) adapt(mean float64) {
 		c.baseline += (mean - c.baseline) * baselineDown
 	}
 	if c.probe.windows++; c.probe.windows >= probeEvery && c.limit >= 2 {
-		c.probe.saved, c.limit, c.slowStart = c.limit, c.limit/2, false
+		c.probe.saved, c.probe.since, c.limit, c.slowStart = c.limit, now, c.limit/2, false
 		return
 	}
 	gradient := max(0.5, min(1, tolerance*c.baseline/mean))

@@ -19,7 +19,7 @@ func simulate(c *concurrency, slots int, service time.Duration, noise float64, r
 		for range l {
 			rtt := time.Duration(float64(service) * queued * (1 + noise*rng.Float64()))
 			now = now.Add(rtt / time.Duration(l))
-			c.sample(now, rtt)
+			c.sample(now, now.Add(-rtt), rtt)
 		}
 	}
 	return c.limit
@@ -57,7 +57,7 @@ func TestConcurrencyAppLimitedDoesNotGrow(t *testing.T) {
 		c.inFlight, c.peak = 1, 1 // the caller never has more than one request
 		for range 4 {
 			now = now.Add(25 * time.Millisecond)
-			c.sample(now, 100*time.Millisecond)
+			c.sample(now, now.Add(-100*time.Millisecond), 100*time.Millisecond)
 		}
 	}
 	if c.limit != 4 {

@@ -150,12 +150,17 @@ func (g *Governor) Acquire(ctx context.Context, tokens int) (*Ticket, error) {
 			}
 		}
 		g.mu.Lock()
-		until := g.rate.pausedUntil // a 429 since the turn was given
+		now := g.now()
+		paused := g.rate.pausedUntil.After(now) // a 429 since the turn was given
+		if paused {
+			// A new turn after the pause, so that the requests that waited
+			// for it go spaced rather than all at its end.
+			at = g.rate.reserve(now, float64(tokens))
+		}
 		g.mu.Unlock()
-		if !until.After(g.now()) {
+		if !paused {
 			break
 		}
-		at = until
 	}
 	now := g.now()
 	g.mu.Lock()
@@ -196,11 +201,11 @@ func (g *Governor) done(t *Ticket, o Outcome) {
 		g.rate.limited(now, st, g.seen.answerRate(now))
 		g.seen.limited(now)
 	case o.Status >= 200 && o.Status <= 299:
-		g.conc.sample(now, now.Sub(t.sent))
+		g.conc.sample(now, t.sent, now.Sub(t.sent))
 		g.rate.answered(now)
 		g.seen.answered(now)
 	case o.TimedOut:
-		g.conc.sample(now, now.Sub(t.sent))
+		g.conc.sample(now, t.sent, now.Sub(t.sent))
 	}
 	g.broadcast()
 }

@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// openAIWindow is the window of OpenAI's limits: requests and tokens per
+// minute (RPM, TPM). A reset longer than it (a per-day limit) is read as
+// its own window.
+const openAIWindow = time.Minute
+
 // maxReset bounds any reset or Retry-After a server sends, so that an absurd
 // value cannot overflow a Duration or stop a model for days.
 const maxReset = 24 * time.Hour
@@ -18,17 +23,27 @@ type Bucket struct {
 	Limit     float64       // requests or tokens the window allows
 	Remaining float64       // what is left now
 	Reset     time.Duration // until the bucket is full again (OpenAI), or until the window ends
+	Window    time.Duration // the window Limit is per, when the headers' kind says it; 0 = not said
 }
 
 // Known reports whether the server described the bucket.
 func (b Bucket) Known() bool { return b.Limit > 0 }
 
-// Rate is how fast the bucket refills, per second: what has been used of it
-// (Limit − Remaining) comes back within Reset. 0 when the state says nothing
-// about the rate (the bucket is full, or no reset was given).
+// Rate is how fast the bucket refills, per second. With a known window that
+// the reset fits in, Limit per Window (OpenAI's limits are per minute: a
+// remaining count rounded down would make the estimate below noisy while
+// the bucket is nearly full). Otherwise what has been used of it
+// (Limit − Remaining) comes back within Reset; 0 when that says nothing
+// (the bucket is full, or no reset was given).
 func (b Bucket) Rate() float64 {
+	if !b.Known() {
+		return 0
+	}
+	if b.Window > 0 && b.Reset <= b.Window {
+		return b.Limit / b.Window.Seconds()
+	}
 	used := b.Limit - b.Remaining
-	if !b.Known() || used <= 0 || b.Reset <= 0 {
+	if used <= 0 || b.Reset <= 0 {
 		return 0
 	}
 	return used / b.Reset.Seconds()
@@ -68,6 +83,11 @@ func ParseHeaders(h http.Header, now time.Time) State {
 	var s State
 	s.Requests = bucket(h, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", parseGoDuration)
 	s.Tokens = bucket(h, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", parseGoDuration)
+	for _, b := range []*Bucket{&s.Requests, &s.Tokens} {
+		if b.Known() {
+			b.Window = openAIWindow
+		}
+	}
 	if s.Requests.Known() || s.Tokens.Known() {
 		s.By = ByHeaders
 	} else if b := bucket(h, "Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", parseSeconds); b.Known() {
@@ -89,6 +109,9 @@ func bucket(h http.Header, limit, remaining, reset string, parseReset func(strin
 		return Bucket{}
 	}
 	b := Bucket{Limit: l, Remaining: min(r, l)}
+	if b.Remaining < 0 {
+		b.Remaining = 0
+	}
 	if d, ok := parseReset(strings.TrimSpace(h.Get(reset))); ok {
 		b.Reset = d
 	}

@@ -20,6 +20,7 @@ func header(kv ...string) http.Header {
 // "Rate limits in headers": limit, remaining and reset of requests and of
 // tokens; resets such as "1s", "6m0s").
 func TestParseHeaders(t *testing.T) {
+	var none Bucket
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name       string
@@ -33,23 +34,24 @@ func TestParseHeaders(t *testing.T) {
 			"x-ratelimit-limit-requests", "60", "x-ratelimit-limit-tokens", "150000",
 			"x-ratelimit-remaining-requests", "59", "x-ratelimit-remaining-tokens", "149984",
 			"x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"),
-			reqs: Bucket{60, 59, time.Second}, toks: Bucket{150000, 149984, 6 * time.Minute}, by: ByHeaders, reqRate: 1},
+			reqs: Bucket{60, 59, time.Second, time.Minute}, toks: Bucket{150000, 149984, 6 * time.Minute, time.Minute}, by: ByHeaders, reqRate: 1},
 		{name: "openai resets in ms and compound", h: header(
 			"x-ratelimit-limit-requests", "1200", "x-ratelimit-remaining-requests", "1199", "x-ratelimit-reset-requests", "50ms",
 			"x-ratelimit-limit-tokens", "1000", "x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "1h2m3.5s"),
-			reqs: Bucket{1200, 1199, 50 * time.Millisecond}, toks: Bucket{1000, 0, time.Hour + 2*time.Minute + 3500*time.Millisecond}, by: ByHeaders, reqRate: 20},
+			reqs: Bucket{1200, 1199, 50 * time.Millisecond, time.Minute}, toks: Bucket{1000, 0, time.Hour + 2*time.Minute + 3500*time.Millisecond, time.Minute}, by: ByHeaders, reqRate: 20},
 		{name: "azure -1 is no limit", h: header(
-			"x-ratelimit-limit-tokens", "-1", "x-ratelimit-remaining-tokens", "-1", "x-ratelimit-reset-tokens", "0"), by: ByNone},
+			"x-ratelimit-limit-tokens", "-1", "x-ratelimit-remaining-tokens", "-1", "x-ratelimit-reset-tokens", "0"),
+			by: ByNone},
 		{name: "ietf draft", h: header("RateLimit-Limit", "100", "RateLimit-Remaining", "50", "RateLimit-Reset", "5"),
-			reqs: Bucket{100, 50, 5 * time.Second}, by: ByDraftHeaders, reqRate: 10},
-		{name: "retry-after seconds", h: header("Retry-After", "2"), retry: 2 * time.Second},
-		{name: "retry-after-ms first", h: header("Retry-After", "2", "retry-after-ms", "150"), retry: 150 * time.Millisecond},
-		{name: "retry-after date", h: header("Retry-After", now.Add(3*time.Second).Format(http.TimeFormat)), retry: 3 * time.Second},
-		{name: "garbage", h: header("x-ratelimit-limit-requests", "many", "x-ratelimit-remaining-requests", "NaN", "Retry-After", "soon")},
+			reqs: Bucket{100, 50, 5 * time.Second, 0}, by: ByDraftHeaders, reqRate: 10},
+		{name: "retry-after seconds", h: header("Retry-After", "2"), retry: 2 * time.Second, reqs: none, toks: none},
+		{name: "retry-after-ms first", h: header("Retry-After", "2", "retry-after-ms", "150"), retry: 150 * time.Millisecond, reqs: none, toks: none},
+		{name: "retry-after date", h: header("Retry-After", now.Add(3*time.Second).Format(http.TimeFormat)), retry: 3 * time.Second, reqs: none, toks: none},
+		{name: "garbage", h: header("x-ratelimit-limit-requests", "many", "x-ratelimit-remaining-requests", "NaN", "Retry-After", "soon"), reqs: none, toks: none},
 		{name: "absurd reset capped", h: header("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "99999h"),
-			reqs: Bucket{10, 0, maxReset}, by: ByHeaders, reqRate: 10 / maxReset.Seconds()},
+			reqs: Bucket{10, 0, maxReset, time.Minute}, toks: none, by: ByHeaders, reqRate: 10 / maxReset.Seconds()},
 		{name: "remaining above limit", h: header("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "20"),
-			reqs: Bucket{10, 10, 0}, by: ByHeaders},
+			reqs: Bucket{10, 10, 0, time.Minute}, toks: none, by: ByHeaders, reqRate: 10.0 / 60},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -99,7 +99,7 @@ func (p *pacer) reserve(now time.Time, tokens float64) time.Time {
 func (p *pacer) learn(s State) {
 	if r := s.Requests.Rate(); r > 0 {
 		p.reqs, p.reqsBy = r, s.By
-	} else if s.Requests.Known() && p.reqs == 0 && s.Requests.Reset == 0 {
+	} else if s.Requests.Known() && p.reqs == 0 {
 		// A full bucket says nothing of its refill: assume the per-minute
 		// window every provider we know documents.
 		p.reqs, p.reqsBy = s.Requests.Limit/60, s.By
