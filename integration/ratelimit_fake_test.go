@@ -125,7 +125,6 @@ func (l *openAILimits) hook(w http.ResponseWriter, _ *http.Request, req aiReques
 	}
 	if okReqs && okToks {
 		l.answered++
-		println("DEBUG ok at", now.Sub(l.firstAsked).String())
 		l.tokensAnswered += cost
 		l.lastAnswer = now
 		return false // fakeAI answers, with these headers
