@@ -32,12 +32,13 @@ type Llama struct {
 	url  string // http://host:port
 }
 
-// StartLlama starts a llama-server container for tb alone and purges it in tb.Cleanup.
+// StartLlama starts a llama-server container for tb alone and purges it in tb.Cleanup;
+// args go to llama-server after the image's own (e.g. "--parallel", "4").
 // Like the PostgreSQL harness it fails tb when the image or the engine is missing, and
 // skips only without an engine under -short outside CI.
-func StartLlama(tb testing.TB) *Llama {
+func StartLlama(tb testing.TB, args ...string) *Llama {
 	tb.Helper()
-	l, err := startLlama(context.Background())
+	l, err := startLlama(context.Background(), args...)
 	if err != nil {
 		fail(tb, err)
 	}
@@ -53,7 +54,7 @@ func StartLlama(tb testing.TB) *Llama {
 // OpenAI-compatible API is under URL()+"/v1".
 func (l *Llama) URL() string { return l.url }
 
-func startLlama(ctx context.Context) (*Llama, error) {
+func startLlama(ctx context.Context, args ...string) (*Llama, error) {
 	pool, err := dockertest.NewPool("")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDockerUnavailable, err)
@@ -83,7 +84,7 @@ func startLlama(ctx context.Context) (*Llama, error) {
 			}
 			binding.HostIP = "127.0.0.1"
 		}
-		res, err = runLlama(pool, image, binding)
+		res, err = runLlama(pool, image, binding, args)
 		if err == nil || !local || attempt == 3 {
 			break
 		}
@@ -103,7 +104,7 @@ func startLlama(ctx context.Context) (*Llama, error) {
 
 // runLlama creates and starts the container; one that was created but failed to start
 // is removed again.
-func runLlama(pool *dockertest.Pool, image string, binding docker.PortBinding) (*dockertest.Resource, error) {
+func runLlama(pool *dockertest.Pool, image string, binding docker.PortBinding, args []string) (*dockertest.Resource, error) {
 	repo, tag := splitImage(image)
 	name := fmt.Sprintf("pgimageai-llama-%d-%d", os.Getpid(), containerSeq.Add(1))
 	res, err := pool.RunWithOptions(&dockertest.RunOptions{
@@ -113,6 +114,7 @@ func runLlama(pool *dockertest.Pool, image string, binding docker.PortBinding) (
 		Labels:       map[string]string{label: "integration"},
 		PortBindings: map[docker.Port][]docker.PortBinding{llamaPort: {binding}},
 		ExposedPorts: []string{llamaPort},
+		Cmd:          args, // after the image's ENTRYPOINT
 	}, func(hc *docker.HostConfig) {
 		hc.AutoRemove = false // Restart needs the container to outlive its process
 		hc.RestartPolicy = docker.RestartPolicy{Name: "no"}

@@ -194,7 +194,7 @@ func (g *Governor) done(t *Ticket, o Outcome) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.conc.inFlight--
-	g.rate.learn(st)
+	g.rate.learn(now, st)
 	switch {
 	case o.Limited:
 		g.conc.cut(now)

@@ -80,16 +80,22 @@ func TestHeadersPaceRequests(t *testing.T) {
 		t.Fatalf("pace %q, want %q", s.Pace(), want)
 	}
 	t0 := time.Now()
-	for range 6 {
+	var at []time.Duration
+	for range 20 {
 		tk, err := g.Acquire(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		at = append(at, time.Since(t0))
 		tk.Done(Outcome{Status: 200})
 	}
-	// Six starts at 9.7/s: the sixth no earlier than 5 intervals after the first.
-	if d := time.Since(t0); d < 500*time.Millisecond {
-		t.Fatalf("6 requests in %s: not paced at 9.7/s", d)
+	// The headers' pace may run 0.9 s ahead (OpenAI enforces per-minute
+	// limits over a second): about 9 at once, then one every 1/9.7 s.
+	if at[7] > 50*time.Millisecond {
+		t.Errorf("the 8th request went after %s: no burst", at[7])
+	}
+	if at[19] < 1000*time.Millisecond {
+		t.Fatalf("20 requests in %s: not paced at 9.7/s", at[19])
 	}
 }
 

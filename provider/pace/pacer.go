@@ -32,7 +32,17 @@ type pacer struct {
 	nextReq     time.Time
 	nextTok     time.Time
 	pausedUntil time.Time
+	early       []start // starts before the provider's rates were known
 }
+
+// start is one request's start and its estimated tokens.
+type start struct {
+	at     time.Time
+	tokens float64
+}
+
+// maxEarly bounds the starts remembered before the rates are known.
+const maxEarly = 1024
 
 // blind is the pace of a model whose 429s carry no hint: cut to 70% of the
 // rate answers came at by each 429, grown back by blindGrowth a second, and
@@ -74,29 +84,76 @@ func (p *pacer) tokenRate() (float64, Source) {
 	return rate, by
 }
 
-// reserve gives a request of tokens estimated tokens its start time.
+// reserve gives a request of tokens estimated tokens its start time. Each
+// rate is a GCRA (a token bucket kept as a theoretical arrival time): starts
+// are spaced 1/rate apart, and a pace taken from the provider's headers may
+// run ahead of that by burst — the second OpenAI enforces per-minute limits
+// over ("quantized", https://platform.openai.com/docs/guides/rate-limits),
+// less a tenth for the network's jitter. The operator's ceilings never
+// burst.
 func (p *pacer) reserve(now time.Time, tokens float64) time.Time {
 	at := now
-	for _, t := range []time.Time{p.pausedUntil, p.nextReq} {
-		if t.After(at) {
-			at = t
+	if p.pausedUntil.After(at) {
+		at = p.pausedUntil
+	}
+	r, rby := p.requestRate()
+	if r > 0 {
+		at = later(at, p.nextReq.Add(-burstOf(rby)))
+	}
+	rt, tby := p.tokenRate()
+	pacedTokens := rt > 0 && tokens > 0
+	if pacedTokens {
+		at = later(at, p.nextTok.Add(-burstOf(tby)))
+	}
+	if r > 0 {
+		p.nextReq = later(p.nextReq, at).Add(seconds(1 / r))
+	}
+	if pacedTokens {
+		p.nextTok = later(p.nextTok, at).Add(seconds(tokens / rt))
+	}
+	if p.reqs == 0 && p.toks == 0 {
+		if len(p.early) == maxEarly {
+			p.early = append(p.early[:0], p.early[maxEarly/2:]...)
 		}
-	}
-	rt, _ := p.tokenRate()
-	if rt > 0 && tokens > 0 && p.nextTok.After(at) {
-		at = p.nextTok
-	}
-	if r, _ := p.requestRate(); r > 0 {
-		p.nextReq = at.Add(seconds(1 / r))
-	}
-	if rt > 0 && tokens > 0 {
-		p.nextTok = at.Add(seconds(tokens / rt))
+		p.early = append(p.early, start{at, tokens})
 	}
 	return at
 }
 
-// learn takes the provider's rates from the state an answer carried.
-func (p *pacer) learn(s State) {
+// spent is what the starts before the rates were known took of the burst
+// that ends at now: the requests and the tokens.
+func (p *pacer) spent(now time.Time) (reqs, tokens float64) {
+	for _, s := range p.early {
+		if now.Sub(s.at) < burst {
+			reqs++
+			tokens += s.tokens
+		}
+	}
+	return reqs, tokens
+}
+
+// burst is how far a pace from the provider's headers may run ahead.
+const burst = 900 * time.Millisecond
+
+func burstOf(by Source) time.Duration {
+	if by == ByHeaders || by == ByDraftHeaders {
+		return burst
+	}
+	return 0
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// learn takes the provider's rates from the state an answer carried. When
+// a rate becomes known, what was sent before it counts against its burst:
+// the server's bucket holds those requests already.
+func (p *pacer) learn(now time.Time, s State) {
+	knewReqs, knewToks := p.reqs > 0, p.toks > 0
 	if r := s.Requests.Rate(); r > 0 {
 		p.reqs, p.reqsBy = r, s.By
 	} else if s.Requests.Known() && p.reqs == 0 {
@@ -106,6 +163,16 @@ func (p *pacer) learn(s State) {
 	}
 	if r := s.Tokens.Rate(); r > 0 {
 		p.toks = r
+	}
+	reqs, tokens := p.spent(now)
+	if !knewReqs && p.reqs > 0 {
+		p.nextReq = later(p.nextReq, now.Add(seconds(reqs/(p.reqs*margin))))
+	}
+	if !knewToks && p.toks > 0 {
+		p.nextTok = later(p.nextTok, now.Add(seconds(tokens/(p.toks*margin))))
+	}
+	if p.reqs > 0 || p.toks > 0 {
+		p.early = nil
 	}
 }
 
@@ -130,6 +197,9 @@ func (p *pacer) limited(now time.Time, s State, answerRate float64) {
 	if until := now.Add(pause); until.After(p.pausedUntil) {
 		p.pausedUntil = until
 	}
+	// The bucket is empty: no burst when the pause ends.
+	p.nextReq = later(p.nextReq, p.pausedUntil.Add(burst))
+	p.nextTok = later(p.nextTok, p.pausedUntil.Add(burst))
 }
 
 // cut lowers the pace after a hint-less 429 and returns how long to pause:

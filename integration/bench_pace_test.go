@@ -1,0 +1,130 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
+	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/provider/openai"
+)
+
+// BenchmarkRateLimit runs rows through the whole bridge against a provider
+// that enforces its limits the way OpenAI does (openAILimits: per-minute
+// buckets enforced over one second, headers on every answer, 429
+// rate_limit_exceeded past them), with a model configured as users do —
+// max_concurrency 64, no requests_per_minute or tokens_per_minute. Each case
+// reports the answered rate as a ratio to the rate the limits allowed over
+// the same time (the limit, measured in the same run), the share of
+// requests answered 429, and the rows that failed.
+func BenchmarkRateLimit(b *testing.B) {
+	const tokensPerRequest = 309 // an 8×8 PNG by gpt-4o's tile rule (255), the prompt (4), max_tokens (50)
+	cases := []struct {
+		name       string
+		rpm, tpm   float64
+		retryAfter bool
+		rows       int
+	}{
+		{name: "requests", rpm: 2400, rows: 800},
+		{name: "requests+Retry-After", rpm: 2400, retryAfter: true, rows: 800},
+		{name: "tokens", rpm: 6000, tpm: 20 * 60 * tokensPerRequest, rows: 400},
+		{name: "tokens+Retry-After", rpm: 6000, tpm: 20 * 60 * tokensPerRequest, retryAfter: true, rows: 400},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			for range b.N {
+				s := newSource(b)
+				ai := newFakeAI(b)
+				lim := &openAILimits{rpm: tc.rpm, tpm: tc.tpm, retryAfter: tc.retryAfter}
+				lim.install(ai)
+				s.exec(b, `INSERT INTO pgimageai.models (name, provider, base_url, model, options) VALUES ('vision', 'openai', $1, 'gpt-4o', $2)`,
+					ai.BaseURL(), `{"max_concurrency":64,"max_tokens":50}`)
+				s.rule(b, "caption", "vision", "public.captions", "caption")
+				cfg := s.config(b)
+				cfg.Logger = slog.New(slog.DiscardHandler)
+				_, stop := s.start(b, cfg)
+				s.exec(b, `INSERT INTO public.photos (id, img) SELECT i, $1::bytea || int4send(i) FROM generate_series(1, $2) i`,
+					pngImage(b, 1), tc.rows)
+				s.sync(b, 10*time.Minute)
+				if err := stop(); err != nil {
+					b.Fatal(err)
+				}
+				answered, limited, rate, allowed := lim.counts()
+				failed := queryInt(b, s.conn, "SELECT count(*) FROM pgimageai.errors")
+				written := queryInt(b, s.conn, "SELECT count(caption) FROM public.captions")
+				share := float64(limited) / float64(answered+limited)
+				b.Logf("%s: %d rows, %d written, %d failed; %d answered, %d answered 429 (%.2f%% of requests); %.2f answers/s of %.2f allowed: ratio %.3f",
+					tc.name, tc.rows, written, failed, answered, limited, 100*share, rate, allowed, rate/allowed)
+				b.ReportMetric(rate/allowed, "ratio_to_allowed")
+				b.ReportMetric(100*share, "pct_429")
+				b.ReportMetric(float64(failed), "failed_rows")
+			}
+		})
+	}
+}
+
+// BenchmarkLlamaParallel is the same sweep as provider/openai's
+// BenchmarkSlotLimited against the real llama-server test image started
+// with --parallel 4: image chat requests through the openai provider at
+// fixed concurrencies (adaptive_concurrency false), then with no
+// max_concurrency (adaptive under 64); the ratio is to the best fixed
+// setting of the same run.
+func BenchmarkLlamaParallel(b *testing.B) {
+	const requests = 80
+	l := integration.StartLlama(b, "--parallel", "4")
+	img := provider.Image{Data: pngImage(b, 3), MIME: "image/png"}
+	model := func(options string) *openai.Provider {
+		p, err := openai.New(provider.Model{Name: "vision", Provider: "openai", BaseURL: l.URL() + "/v1", Model: "tiny",
+			Options: []byte(options)}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return p
+	}
+	run := func(p *openai.Provider, workers int) float64 {
+		jobs := make(chan int, requests)
+		for i := range requests {
+			jobs <- i
+		}
+		close(jobs)
+		done := make(chan error, workers)
+		start := time.Now()
+		for range workers {
+			go func() {
+				for range jobs {
+					if _, err := p.GenerateText(context.Background(), img, "Describe the image"); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+		}
+		for range workers {
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		}
+		return requests / time.Since(start).Seconds()
+	}
+	for range b.N {
+		run(model(`{"max_tokens":8}`), 4) // warm up: the model's pages in memory
+		best, bestN := 0.0, 0
+		for _, n := range []int{1, 2, 4, 8, 16} {
+			rate := run(model(fmt.Sprintf(`{"max_tokens":8,"max_concurrency":%d,"adaptive_concurrency":false}`, n)), n)
+			b.Logf("fixed %2d: %5.2f req/s", n, rate)
+			if rate > best {
+				best, bestN = rate, n
+			}
+		}
+		p := model(`{"max_tokens":8}`)
+		rate := run(p, p.Options().MaxConcurrency)
+		s := p.Pace().Snapshot()
+		b.Logf("adaptive (no max_concurrency): %5.2f req/s, limit %d of %d at the end; best fixed %d: %.2f req/s; ratio %.3f",
+			rate, s.Limit, s.Ceiling, bestN, best, rate/best)
+		b.ReportMetric(rate/best, "ratio_to_best_fixed")
+	}
+}
