@@ -73,9 +73,19 @@ func BenchmarkRateLimit(b *testing.B) {
 // max_concurrency (adaptive under 64); the ratio is to the best fixed
 // setting of the same run.
 func BenchmarkLlamaParallel(b *testing.B) {
-	const requests = 80
+	const requests = 400
 	l := integration.StartLlama(b, "--parallel", "4")
-	img := provider.Image{Data: pngImage(b, 3), MIME: "image/png"}
+	// Distinct images, so that llama-server's prompt cache answers none of
+	// them from an earlier request.
+	seed := 0
+	images := func() []provider.Image {
+		imgs := make([]provider.Image, requests)
+		for i := range imgs {
+			seed++
+			imgs[i] = provider.Image{Data: pngImage(b, seed), MIME: "image/png"}
+		}
+		return imgs
+	}
 	model := func(options string) *openai.Provider {
 		p, err := openai.New(provider.Model{Name: "vision", Provider: "openai", BaseURL: l.URL() + "/v1", Model: "tiny",
 			Options: []byte(options)}, nil)
@@ -85,6 +95,7 @@ func BenchmarkLlamaParallel(b *testing.B) {
 		return p
 	}
 	run := func(p *openai.Provider, workers int) float64 {
+		imgs := images()
 		jobs := make(chan int, requests)
 		for i := range requests {
 			jobs <- i
@@ -94,8 +105,8 @@ func BenchmarkLlamaParallel(b *testing.B) {
 		start := time.Now()
 		for range workers {
 			go func() {
-				for range jobs {
-					if _, err := p.GenerateText(context.Background(), img, "Describe the image"); err != nil {
+				for i := range jobs {
+					if _, err := p.GenerateText(context.Background(), imgs[i], "Describe the image"); err != nil {
 						done <- err
 						return
 					}
@@ -111,16 +122,16 @@ func BenchmarkLlamaParallel(b *testing.B) {
 		return requests / time.Since(start).Seconds()
 	}
 	for range b.N {
-		run(model(`{"max_tokens":8}`), 4) // warm up: the model's pages in memory
+		run(model(`{"max_tokens":48}`), 4) // warm up: the model's pages in memory
 		best, bestN := 0.0, 0
 		for _, n := range []int{1, 2, 4, 8, 16} {
-			rate := run(model(fmt.Sprintf(`{"max_tokens":8,"max_concurrency":%d,"adaptive_concurrency":false}`, n)), n)
+			rate := run(model(fmt.Sprintf(`{"max_tokens":48,"max_concurrency":%d,"adaptive_concurrency":false}`, n)), n)
 			b.Logf("fixed %2d: %5.2f req/s", n, rate)
 			if rate > best {
 				best, bestN = rate, n
 			}
 		}
-		p := model(`{"max_tokens":8}`)
+		p := model(`{"max_tokens":48}`)
 		rate := run(p, p.Options().MaxConcurrency)
 		s := p.Pace().Snapshot()
 		b.Logf("adaptive (no max_concurrency): %5.2f req/s, limit %d of %d at the end; best fixed %d: %.2f req/s; ratio %.3f",

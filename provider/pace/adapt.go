@@ -21,8 +21,8 @@ const (
 	// lower limit does not lower is the model's own (longer answers, a
 	// slower provider), not queueing, and the limit recovers; a probe costs
 	// about 1/probeEvery/2 of the throughput.
-	probeEvery = 32
-	firstProbe = 8 // windows before the first probe
+	probeEvery = 16
+	firstProbe = 4 // windows before the first probe
 	// minWindow and minSamples bound a window, so that one fast answer is not
 	// a verdict.
 	minWindow  = 50 * time.Millisecond
@@ -60,8 +60,7 @@ type concurrency struct {
 // probe is the state of the periodic baseline probe.
 type probe struct {
 	windows int       // since the last probe
-	saved   float64   // the limit to return to; 0 = not probing
-	since   time.Time // the probe's start: only requests sent after it measure it
+	saved   float64 // the limit to return to; 0 = not probing
 }
 
 func newConcurrency(start, ceiling int, now time.Time, fixed bool) concurrency {
@@ -83,10 +82,11 @@ func (c *concurrency) take() {
 }
 
 // sample records the latency of one answer to a request sent at sent and,
-// at a window's end, adapts the limit. During a probe only requests sent
-// after it began count: those sent before queued behind the higher limit.
+// at a window's end, adapts the limit. Only requests sent within the window
+// count: those sent before went out under another limit (and, before a
+// probe or after slow start doubled, queued behind it).
 func (c *concurrency) sample(now, sent time.Time, rtt time.Duration) {
-	if c.fixed || c.probe.saved > 0 && sent.Before(c.probe.since) {
+	if c.fixed || sent.Before(c.window) {
 		return
 	}
 	c.samples++
@@ -112,7 +112,7 @@ func (c *concurrency) adapt(now time.Time, mean float64) {
 		c.baseline += (mean - c.baseline) * baselineDown
 	}
 	if c.probe.windows++; c.probe.windows >= probeEvery && c.limit >= 2 {
-		c.probe.saved, c.probe.since, c.limit, c.slowStart = c.limit, now, c.limit/2, false
+		c.probe.saved, c.limit, c.slowStart = c.limit, c.limit/2, false
 		return
 	}
 	gradient := max(0.5, min(1, tolerance*c.baseline/mean))

@@ -51,7 +51,7 @@ type Governor struct {
 	cfg  Config
 	now  func() time.Time
 	mu   sync.Mutex
-	wake chan struct{} // closed (and replaced) when a waiter may go on
+	wait queue // requests waiting for a place, first come first served
 	conc concurrency
 	rate pacer
 	seen stats
@@ -71,7 +71,6 @@ func New(cfg Config) *Governor {
 	return &Governor{
 		cfg:  cfg,
 		now:  now,
-		wake: make(chan struct{}),
 		conc: newConcurrency(cfg.Start, cfg.Ceiling, t, cfg.Fixed),
 		rate: newPacer(cfg.RequestsPerMinute, cfg.TokensPerMinute),
 		seen: stats{since: t},
@@ -124,16 +123,21 @@ func (g *Governor) Acquire(ctx context.Context, tokens int) (*Ticket, error) {
 		return nil, err
 	}
 	began := g.now()
-	for {
-		g.mu.Lock()
-		if g.conc.inFlight < g.conc.allowed() {
-			break
-		}
-		wake := g.wake
+	g.mu.Lock()
+	if g.conc.inFlight+g.wait.woken >= g.conc.allowed() || len(g.wait.q) > 0 {
+		w := g.wait.add()
 		g.mu.Unlock()
 		select {
-		case <-wake:
+		case <-w:
+			g.mu.Lock()
+			g.wait.woken--
 		case <-ctx.Done():
+			g.mu.Lock()
+			if !g.wait.remove(w) { // woken meanwhile: the place goes to the next
+				g.wait.woken--
+				g.wakeLocked()
+			}
+			g.mu.Unlock()
 			return nil, ctx.Err()
 		}
 	}
@@ -210,10 +214,42 @@ func (g *Governor) done(t *Ticket, o Outcome) {
 	g.broadcast()
 }
 
-// broadcast wakes every waiter; the caller holds g.mu.
-func (g *Governor) broadcast() {
-	close(g.wake)
-	g.wake = make(chan struct{})
+// broadcast wakes as many waiters as there are free places, first come
+// first served; the caller holds g.mu. Waking one per place rather than all
+// keeps a queue of many waiters from stampeding the lock at every answer.
+func (g *Governor) broadcast() { g.wakeLocked() }
+
+func (g *Governor) wakeLocked() {
+	for len(g.wait.q) > 0 && g.conc.inFlight+g.wait.woken < g.conc.allowed() {
+		close(g.wait.q[0])
+		g.wait.q[0] = nil
+		g.wait.q = g.wait.q[1:]
+		g.wait.woken++
+	}
+}
+
+// queue is the requests waiting for a place. woken counts those told to go
+// that have not taken their place yet, so that one place wakes one waiter.
+type queue struct {
+	q     []chan struct{}
+	woken int
+}
+
+func (q *queue) add() chan struct{} {
+	w := make(chan struct{})
+	q.q = append(q.q, w)
+	return w
+}
+
+// remove takes w out of the queue; false when it was woken already.
+func (q *queue) remove(w chan struct{}) bool {
+	for i, x := range q.q {
+		if x == w {
+			q.q = append(q.q[:i], q.q[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // sleep waits d, or until ctx ends and then returns its error.
