@@ -59,7 +59,7 @@ type concurrency struct {
 
 // probe is the state of the periodic baseline probe.
 type probe struct {
-	windows int       // since the last probe
+	windows int     // since the last probe
 	saved   float64 // the limit to return to; 0 = not probing
 }
 
