@@ -423,6 +423,22 @@ func batching(t *testing.T, sp Spec) {
 			}
 		}
 	})
+	// A batch answered 429 is sent again whole, at the model's pace, without
+	// spending a retry (max_retries 0): never split into rows.
+	t.Run("a batch answered 429 is sent again whole", func(t *testing.T) {
+		srv := sp.NewServer(t, Answer{Status: 429, Header: map[string]string{"Retry-After": "0.1"}, Body: sp.ErrorBody("rate limited")}, Answer{})
+		p, _ := sp.build(t, sp.Model(srv, `{"batch_size":4,"batch_wait":"2s","max_retries":0}`), nil)
+		got := embedAll(t, p, 4)
+		r := srv.Requests()
+		if len(r) != 2 || len(sp.Inputs(r[0].Body)) != 4 || len(sp.Inputs(r[1].Body)) != 4 {
+			t.Fatalf("requests = %d, want 2 (the 429, then the same batch) of 4 inputs each", len(r))
+		}
+		for i, e := range got {
+			if !slices.Equal(e.Vector, Vector(sp.Payload(Image(i)))) {
+				t.Errorf("row %d got %v", i, e.Vector)
+			}
+		}
+	})
 	t.Run("batch_size 1 sends each row alone", func(t *testing.T) {
 		srv := sp.NewServer(t)
 		p, _ := sp.build(t, sp.Model(srv, `{"batch_size":1}`), nil)
