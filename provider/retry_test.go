@@ -161,3 +161,26 @@ func TestRetrierCanceledBeforeStart(t *testing.T) {
 		t.Fatalf("calls = %d, err = %v; want 0 calls and context.Canceled", *calls, err)
 	}
 }
+
+// TestRetrierRateLimitedSpendsNoRetry: rate-limited failures (429, 503
+// with Retry-After) are sent again at once — the model's governor waits —
+// without counting against MaxRetries, each reported to the trace; a real
+// error after them still gets only its retries.
+func TestRetrierRateLimitedSpendsNoRetry(t *testing.T) {
+	limited := &Error{Kind: Transient, Status: 429, Message: "slow down", RateLimited: true}
+	failing := &Error{Kind: Transient, Status: 503, Message: "overloaded"}
+	script := []error{limited, limited, limited, limited, limited, failing, failing}
+	calls, paced := 0, 0
+	var waits []time.Duration
+	r := Retrier{MaxRetries: 1, Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }}
+	ctx := WithTrace(context.Background(), &Trace{Paced: func(error) { paced++ }})
+	err := r.Do(ctx, func(context.Context) error {
+		e := script[calls]
+		calls++
+		return e
+	})
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Status != 503 || calls != 7 || paced != 5 || len(waits) != 1 {
+		t.Fatalf("err %v after %d calls, %d paced, waits %v: want the 503 after 5 rate limits and 1 retry (7 calls, one wait)", err, calls, paced, waits)
+	}
+}

@@ -1,0 +1,42 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/pgimageai/pgimageai/provider/pace"
+)
+
+func TestModelSeries(t *testing.T) {
+	m := New()
+	models := []Model{{Name: "vision", Snapshot: pace.Snapshot{Limit: 6, Ceiling: 64, InFlight: 5, Rate: 19.4, By: pace.ByHeaders,
+		Allowed: 20, RateLimited: true, Total429: 7, Waited: 90 * time.Second}}}
+	m.SetStatus(func() Status { return Status{Models: models} })
+	want := `
+# HELP pgimageai_model_concurrency_limit The adaptive limit of a model's requests in flight (at most max_concurrency).
+# TYPE pgimageai_model_concurrency_limit gauge
+pgimageai_model_concurrency_limit{model="vision"} 6
+# HELP pgimageai_model_pace_requests_per_second The pace of a model's requests (0 = not paced), by what set it (x-ratelimit, ratelimit, retry-after, 429s, requests_per_minute).
+# TYPE pgimageai_model_pace_requests_per_second gauge
+pgimageai_model_pace_requests_per_second{by="x-ratelimit",model="vision"} 19.4
+# HELP pgimageai_model_rate_limited_responses_total Answers of a model that asked to slow down (429, or 503 with Retry-After); each was sent again without failing a row.
+# TYPE pgimageai_model_rate_limited_responses_total counter
+pgimageai_model_rate_limited_responses_total{model="vision"} 7
+# HELP pgimageai_model_wait_seconds_total Time a model's requests waited for their turn (concurrency, pace, pauses after 429s).
+# TYPE pgimageai_model_wait_seconds_total counter
+pgimageai_model_wait_seconds_total{model="vision"} 90
+`
+	names := []string{"pgimageai_model_concurrency_limit", "pgimageai_model_pace_requests_per_second",
+		"pgimageai_model_rate_limited_responses_total", "pgimageai_model_wait_seconds_total"}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	// A model the rules no longer call leaves no series behind.
+	models = nil
+	if n, err := testutil.GatherAndCount(m.Registry(), names...); err != nil || n != 0 {
+		t.Fatalf("%d series of a model no longer called (%v), want none", n, err)
+	}
+}
