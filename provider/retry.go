@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// pacedBackstop is how many rate-limited attempts in a row go again at
+// once (the governor waits) before the Retrier waits a backoff of its own.
+const pacedBackstop = 8
+
 // Defaults of a zero Retrier.
 const (
 	DefaultRetryBase     = 500 * time.Millisecond // first backoff
@@ -84,6 +88,16 @@ func (r Retrier) Do(ctx context.Context, call func(ctx context.Context) error) e
 		if e.RateLimited {
 			paced++
 			ContextTrace(ctx).paced(last)
+			if paced%pacedBackstop != 0 {
+				continue
+			}
+			// Many in a row: the governor's pauses are not holding the
+			// server off (or there is no governor). Wait a backoff too,
+			// still without spending a retry.
+			prev = decorrelated(base, prev, maxWait)
+			if err := sleep(ctx, max(prev, min(e.RetryAfter, maxRetryAfter))); err != nil {
+				return stopped(err, last, attempt)
+			}
 			continue
 		}
 		if attempt-paced > r.MaxRetries {

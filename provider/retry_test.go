@@ -184,3 +184,22 @@ func TestRetrierRateLimitedSpendsNoRetry(t *testing.T) {
 		t.Fatalf("err %v after %d calls, %d paced, waits %v: want the 503 after 5 rate limits and 1 retry (7 calls, one wait)", err, calls, paced, waits)
 	}
 }
+
+// TestRetrierRateLimitedBackstop: without a governor holding the server off,
+// rate-limited attempts in a row still wait a backoff every pacedBackstop
+// attempts, without spending a retry.
+func TestRetrierRateLimitedBackstop(t *testing.T) {
+	limited := &Error{Kind: Transient, Status: 429, Message: "slow down", RateLimited: true}
+	calls := 0
+	var waits []time.Duration
+	r := Retrier{MaxRetries: 0, Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }}
+	err := r.Do(context.Background(), func(context.Context) error {
+		if calls++; calls <= 2*pacedBackstop+1 {
+			return limited
+		}
+		return nil
+	})
+	if err != nil || len(waits) != 2 || waits[0] < DefaultRetryBase {
+		t.Fatalf("err %v, waits %v: want success after %d rate limits with 2 backoffs", err, waits, 2*pacedBackstop+1)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/httpjson"
+	"github.com/pgimageai/pgimageai/provider/pace"
 )
 
 // This file is the openai provider's provider.BatchAPI: a backfill of a
@@ -228,14 +229,23 @@ func (p *Provider) batchCall(ctx context.Context, call func(ctx context.Context)
 	return p.retrier.Do(ctx, func(ctx context.Context) error { return p.batchAttempt(ctx, call) })
 }
 
-// batchAttempt is one attempt of batchCall.
+// batchAttempt is one attempt of batchCall: a request to the same account
+// as the model's chat requests, so it takes its turn from the model's
+// governor too (a 429 pauses it like any other).
 func (p *Provider) batchAttempt(ctx context.Context, call func(ctx context.Context) error) error {
+	ticket, err := p.gov.Acquire(ctx, 0)
+	if err != nil {
+		return &provider.Error{Kind: provider.Transient, Message: err.Error(), Err: err}
+	}
 	actx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	ex := &exchange{}
 	if err := call(withExchange(actx, ex)); err != nil {
-		return p.classify(ctx, actx, ex, err)
+		e := p.classify(ctx, actx, ex, err)
+		ticket.Done(pace.Outcome{Header: ex.header, Status: ex.status, Limited: e.RateLimited})
+		return e
 	}
+	ticket.Done(pace.Outcome{Header: ex.header, Status: ex.status})
 	return nil
 }
 

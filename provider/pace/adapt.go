@@ -22,7 +22,8 @@ const (
 	// slower provider), not queueing, and the limit recovers; a probe costs
 	// about 1/probeEvery/2 of the throughput.
 	probeEvery = 16
-	firstProbe = 4 // windows before the first probe
+	firstProbe = 4   // windows before the first probe
+	probeMax   = 128 // the longest interval between probes, in windows
 	// minWindow and minSamples bound a window, so that one fast answer is not
 	// a verdict.
 	minWindow  = 50 * time.Millisecond
@@ -54,12 +55,14 @@ type concurrency struct {
 	slowStart bool
 	lastCut   time.Time
 	probe     probe
+	steady    bool // the last window's latency held (no queueing seen)
 	fixed     bool // the limit stays at the ceiling
 }
 
 // probe is the state of the periodic baseline probe.
 type probe struct {
 	windows int     // since the last probe
+	every   int     // windows between probes; 0 = probeEvery
 	saved   float64 // the limit to return to; 0 = not probing
 }
 
@@ -96,6 +99,10 @@ func (c *concurrency) sample(now, sent time.Time, rtt time.Duration) {
 	if c.samples < minSamples || now.Sub(c.window) < length {
 		return
 	}
+	if mean <= 0 { // a clock that did not move: no verdict
+		c.window, c.samples, c.sum, c.peak = now, 0, 0, c.inFlight
+		return
+	}
 	c.adapt(now, mean)
 	c.window, c.samples, c.sum, c.peak = now, 0, 0, c.inFlight
 }
@@ -104,18 +111,26 @@ func (c *concurrency) sample(now, sent time.Time, rtt time.Duration) {
 func (c *concurrency) adapt(now time.Time, mean float64) {
 	switch {
 	case c.probe.saved > 0: // a probe window ends: its latency is the baseline
-		c.baseline, c.limit, c.probe = mean, c.probe.saved, probe{}
+		// A baseline that held (within a tenth) is probed half as often
+		// next time, up to probeMax windows apart; one that moved, again
+		// after probeEvery.
+		every := probeEvery
+		if c.steady && c.baseline > 0 && math.Abs(mean-c.baseline) <= c.baseline/10 {
+			every = min(2*max(c.probe.every, probeEvery), probeMax)
+		}
+		c.baseline, c.limit, c.probe = mean, c.probe.saved, probe{every: every}
 		return
 	case c.baseline == 0:
 		c.baseline = mean
 	case mean < c.baseline:
 		c.baseline += (mean - c.baseline) * baselineDown
 	}
-	if c.probe.windows++; c.probe.windows >= probeEvery && c.limit >= 2 {
+	if c.probe.windows++; c.probe.windows >= max(c.probe.every, probeEvery) && c.limit >= 2 {
 		c.probe.saved, c.limit, c.slowStart = c.limit, c.limit/2, false
 		return
 	}
 	gradient := max(0.5, min(1, tolerance*c.baseline/mean))
+	c.steady = gradient == 1
 	full := c.peak >= c.allowed() // the window used the whole limit
 	if c.slowStart {
 		if gradient < 1 {

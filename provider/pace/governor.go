@@ -91,6 +91,9 @@ func (g *Governor) Limit() int {
 // slow start: what a server says it can serve at once (llama.cpp's
 // total_slots) is a better start than the default.
 func (g *Governor) StartFrom(n int) {
+	if g.cfg.Fixed {
+		return
+	}
 	g.mu.Lock()
 	g.conc.limit = float64(min(max(n, 1), g.cfg.Ceiling))
 	g.broadcast()

@@ -167,3 +167,34 @@ func TestBlind429sCutThePace(t *testing.T) {
 		t.Fatalf("snapshot %+v (%s): want a pace set by 429s and a pause of the backoff", s, s.Pace())
 	}
 }
+
+// A server whose headers claim a billion requests a minute and none left
+// still gets a pause after its 429: no storm of immediate retries.
+func TestPauseHasAFloor(t *testing.T) {
+	g := New(Config{Ceiling: 4})
+	tk, _ := g.Acquire(context.Background(), 0)
+	tk.Done(Outcome{Status: 429, Limited: true, Header: header("x-ratelimit-limit-requests", "1000000000",
+		"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1ms")})
+	t0 := time.Now()
+	tk, err := g.Acquire(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Done(Outcome{Status: 200})
+	if d := time.Since(t0); d < 45*time.Millisecond {
+		t.Fatalf("the next request went after %s, want the 50 ms floor", d)
+	}
+}
+
+func TestStartFromKeepsAFixedLimit(t *testing.T) {
+	g := New(Config{Ceiling: 16, Fixed: true})
+	g.StartFrom(2)
+	if l := g.Limit(); l != 16 {
+		t.Fatalf("limit %d, want the fixed 16", l)
+	}
+	a := New(Config{Ceiling: 16})
+	a.StartFrom(4)
+	if l := a.Limit(); l != 4 {
+		t.Fatalf("limit %d, want the server's 4", l)
+	}
+}

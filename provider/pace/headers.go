@@ -13,6 +13,10 @@ import (
 // its own window.
 const openAIWindow = time.Minute
 
+// maxLimit is the largest limit believed: a billion requests or tokens a
+// window; past it (or below 1) the header is read as absent.
+const maxLimit = 1e9
+
 // maxReset bounds any reset or Retry-After a server sends, so that an absurd
 // value cannot overflow a Duration or stop a model for days.
 const maxReset = 24 * time.Hour
@@ -101,7 +105,7 @@ func ParseHeaders(h http.Header, now time.Time) State {
 // number, or not positive leaves the bucket unknown.
 func bucket(h http.Header, limit, remaining, reset string, parseReset func(string) (time.Duration, bool)) Bucket {
 	l, ok := number(h.Get(limit))
-	if !ok || l <= 0 {
+	if !ok || l < 1 || l > maxLimit {
 		return Bucket{}
 	}
 	r, ok := number(h.Get(remaining))

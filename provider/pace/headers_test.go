@@ -50,6 +50,8 @@ func TestParseHeaders(t *testing.T) {
 		{name: "garbage", h: header("x-ratelimit-limit-requests", "many", "x-ratelimit-remaining-requests", "NaN", "Retry-After", "soon"), reqs: none, toks: none},
 		{name: "absurd reset capped", h: header("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "99999h"),
 			reqs: Bucket{10, 0, maxReset, time.Minute}, toks: none, by: ByHeaders, reqRate: 10 / maxReset.Seconds()},
+		{name: "absurd limit ignored", h: header("x-ratelimit-limit-requests", "1e300", "x-ratelimit-remaining-requests", "0"), by: ByNone},
+		{name: "limit below one ignored", h: header("x-ratelimit-limit-requests", "0.0000001", "x-ratelimit-remaining-requests", "0"), by: ByNone},
 		{name: "remaining above limit", h: header("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "20"),
 			reqs: Bucket{10, 10, 0, time.Minute}, toks: none, by: ByHeaders, reqRate: 10.0 / 60},
 	}

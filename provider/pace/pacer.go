@@ -44,6 +44,10 @@ type start struct {
 // maxEarly bounds the starts remembered before the rates are known.
 const maxEarly = 1024
 
+// minPause is the shortest pause after a 429, whatever the headers say: a
+// server whose headers claim an enormous rate gets no storm of requests.
+const minPause = 50 * time.Millisecond
+
 // blind is the pace of a model whose 429s carry no hint: cut to 70% of the
 // rate answers came at by each 429, grown back by blindGrowth a second, and
 // dropped blindForget after the last 429.
@@ -194,6 +198,7 @@ func (p *pacer) limited(now time.Time, s State, answerRate float64) {
 	default:
 		pause = p.blind.cut(now, answerRate)
 	}
+	pause = max(pause, minPause)
 	if until := now.Add(pause); until.After(p.pausedUntil) {
 		p.pausedUntil = until
 	}
