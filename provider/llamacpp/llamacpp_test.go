@@ -248,3 +248,31 @@ func TestMarkerOfARestartedServer(t *testing.T) {
 		t.Fatalf("GET /props %d times, POST %d times; want 2 and 3 (the stale one resent once)", props, posts)
 	}
 }
+
+// TestConcurrencyStartsFromTotalSlots: GET /props' total_slots (the
+// server's --parallel; tools/server/README.md, "GET /props") is where the
+// model's adaptive concurrency starts, within max_concurrency.
+func TestConcurrencyStartsFromTotalSlots(t *testing.T) {
+	for _, tt := range []struct {
+		options string
+		slots   int
+		want    int
+	}{
+		{options: `{"batch_size":1}`, slots: 3, want: 3},
+		{options: `{"batch_size":1,"max_concurrency":2}`, slots: 3, want: 2},
+		{options: `{"batch_size":1,"adaptive_concurrency":false,"max_concurrency":5}`, slots: 3, want: 5},
+	} {
+		srv := spec.NewServer(t, fakeapi.Answer{Status: 200, Body: fmt.Sprintf(`{"media_marker":"<m>","total_slots":%d}`, tt.slots)}, fakeapi.Answer{})
+		srv.Inputs = func(map[string]any) []string { return []string{"x"} }
+		p, err := New(provider.Model{BaseURL: srv.URL + "/v1", Model: "m", Options: json.RawMessage(tt.options)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.EmbedImage(context.Background(), pngImage); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Pace().Limit(); got != tt.want {
+			t.Errorf("%s with total_slots %d: limit %d, want %d", tt.options, tt.slots, got, tt.want)
+		}
+	}
+}

@@ -154,6 +154,12 @@ func TestAcquireCanceled(t *testing.T) {
 	}
 }
 
+// TestBlind429sCutThePace: providers that document a 429 past their
+// per-minute limits but no rate-limit headers — Voyage
+// (docs.voyageai.com/docs/rate-limits), Cohere (docs.cohere.com/docs/rate-limits),
+// Jina (jina.ai/api-dashboard/rate-limit) — and servers without limits of
+// their own behind a gateway (vLLM, llama.cpp) are paced by their 429s
+// alone: a pause of the backoff and a pace cut below the rate answers came at.
 func TestBlind429sCutThePace(t *testing.T) {
 	g := New(Config{Ceiling: 8})
 	for range 10 { // answers at some rate first
