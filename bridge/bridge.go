@@ -259,7 +259,11 @@ func (b *Bridge) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	own := apply.NewOwn(xids)
+	next, err := state.NextXID(ctx, src)
+	if err != nil {
+		return err
+	}
+	own := apply.NewOwn(xids, next)
 	// Permanent failures of earlier runs are not paid for again.
 	cache := cost.NewCache(max(cfg.Limits.CacheEntries, 0), cfg.Limits.CacheBytes)
 	failed, err := state.PermanentFailures(ctx, tgt, max(cfg.Limits.CacheEntries, 0))

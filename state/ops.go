@@ -220,7 +220,7 @@ JOIN pgimageai.results r ON r.rule = $1 AND r.source_key = k.key::jsonb`, rule, 
 // Begin carries that ID. Only the bridge's role may write that table, so no
 // other transaction can pass for one of its own.
 type OwnWrites struct {
-	Note func(xid uint32)
+	Note func(xid uint64) // the full ID: epoch and XID (bridge/apply.Own widens the stream's)
 }
 
 func (o OwnWrites) Queue(b *pgx.Batch) {
@@ -230,7 +230,7 @@ func (o OwnWrites) Queue(b *pgx.Batch) {
 			return err
 		}
 		if o.Note != nil {
-			o.Note(uint32(xid)) // the epoch aside: what pgoutput's Begin carries
+			o.Note(uint64(xid))
 		}
 		return nil
 	})
@@ -239,20 +239,30 @@ func (o OwnWrites) Queue(b *pgx.Batch) {
 // OwnXacts returns the transaction IDs of the bridge's own write-back
 // transactions of the last week, after deleting older ones: those that a
 // restart may read again from the slot.
-func OwnXacts(ctx context.Context, conn *pgx.Conn) ([]uint32, error) {
+func OwnXacts(ctx context.Context, conn *pgx.Conn) ([]uint64, error) {
 	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.own_xacts WHERE created_at < now() - interval '7 days'"); err != nil {
 		return nil, fmt.Errorf("prune own transactions: %w", err)
 	}
 	rows, _ := conn.Query(ctx, "SELECT xid FROM pgimageai.own_xacts")
-	xids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint32, error) {
+	xids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
 		var xid int64
 		err := r.Scan(&xid)
-		return uint32(xid), err
+		return uint64(xid), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read own transactions: %w", err)
 	}
 	return xids, nil
+}
+
+// NextXID returns the server's next transaction ID, epoch included
+// (txid_snapshot_xmax of the current snapshot), without taking one.
+func NextXID(ctx context.Context, conn *pgx.Conn) (uint64, error) {
+	var next int64
+	if err := conn.QueryRow(ctx, "SELECT txid_snapshot_xmax(txid_current_snapshot())").Scan(&next); err != nil {
+		return 0, fmt.Errorf("read the next transaction ID: %w", err)
+	}
+	return uint64(next), nil
 }
 
 // BackfillProgress records a backfill page of a rule: the last key processed

@@ -161,7 +161,7 @@ func (b *batch) countUsage(r *rules.Rule, u provider.Usage) {
 // writes to a source table (write-back), so that the bridge ignores those
 // changes when it reads them back from the WAL (note receives the
 // transaction's ID), and the usage last.
-func (b *batch) final(note func(xid uint32)) []sink.Op {
+func (b *batch) final(note func(xid uint64)) []sink.Op {
 	b.flush()
 	ops := b.ops
 	if b.own {

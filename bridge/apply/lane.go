@@ -362,7 +362,7 @@ type Config struct {
 	// missing (dropped while the bridge ran); it makes them again, and the
 	// lane's name goes on Repaired so that the engine backfills its rules.
 	Repair func(ctx context.Context, lane string) error
-	Own    func(xid uint32) // receives the IDs of write-back transactions
+	Own    func(xid uint64) // receives the full IDs of write-back transactions
 }
 
 // Lanes is the registry of lanes by target table. Get, Push and Drain are
