@@ -306,7 +306,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	var eng *engine.Engine
 	lanes := apply.New(laneCtx, apply.Config{
 		Log: log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,
-		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add,
+		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add, Idle: apply.DefaultIdle,
 		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
 		Repair: func(ctx context.Context, lane string) error {
 			return recreate(ctx, cfg.TargetDSN, eng.TargetRules(lane))

@@ -175,6 +175,7 @@ func (l *lane) run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	closed := false // the connection was given back while idle
 	for {
 		items, wait, hold, done := l.take(time.Now())
 		if done {
@@ -196,14 +197,27 @@ func (l *lane) run(ctx context.Context) error {
 				timer.Stop()
 				continue
 			}
+			// Idle: a lane with nothing to write for a while gives its target
+			// connection back (the writer connects again on its next write),
+			// so that lanes of rules long gone hold no connection.
+			var idle <-chan time.Time
+			if !closed && l.ls.cfg.Idle > 0 {
+				timer.Reset(l.ls.cfg.Idle)
+				idle = timer.C
+			}
 			select {
 			case <-wait: // nil when waiting for a push: only wake fires
 			case <-l.wake:
+			case <-idle:
+				l.w.Close(ctx)
+				closed = true
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			timer.Stop()
 			continue
 		}
+		closed = false
 		if err := l.write(ctx, items); err != nil {
 			return err
 		}
@@ -363,7 +377,13 @@ type Config struct {
 	// lane's name goes on Repaired so that the engine backfills its rules.
 	Repair func(ctx context.Context, lane string) error
 	Own    func(xid uint64) // receives the full IDs of write-back transactions
+	// Idle is how long a lane with nothing to write keeps its target
+	// connection; 0 = for good.
+	Idle time.Duration
 }
+
+// DefaultIdle is how long an idle lane keeps its target connection.
+const DefaultIdle = time.Minute
 
 // Lanes is the registry of lanes by target table. Get, Push and Drain are
 // called by the engine's goroutine; the rest by anyone.

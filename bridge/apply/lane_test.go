@@ -30,6 +30,7 @@ type fakeWriter struct {
 	pos     []state.Position
 	fail    int
 	wrote   chan struct{} // signalled after each write, when set
+	closes  int
 }
 
 func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, pos state.Position, _ time.Time) error {
@@ -47,7 +48,12 @@ func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, pos state.Position,
 	return nil
 }
 
-func (w *fakeWriter) Close(context.Context) error { return nil }
+func (w *fakeWriter) Close(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closes++
+	return nil
+}
 
 func (w *fakeWriter) written() ([][]sink.Op, []state.Position) {
 	w.mu.Lock()
@@ -553,4 +559,37 @@ func TestLaneCloseEndsLinger(t *testing.T) {
 	if batches, _ := w.written(); len(batches) != 1 {
 		t.Fatalf("%d writes, want 1", len(batches))
 	}
+}
+
+// TestIdleLaneGivesItsConnectionBack: a lane with nothing to write closes
+// its writer's connection after Idle, once, and writes again afterwards
+// (the writer connects on demand).
+func TestIdleLaneGivesItsConnectionBack(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &fakeWriter{}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, w, 100, &acks, &mu)
+	ls.cfg.Idle = 30 * time.Millisecond
+	tr := ls.cfg.Tracker
+	ls.cfg.Budget.Acquire(context.Background(), 2*itemCost)
+	push := func(id int, commit replication.LSN) {
+		rec := tr.Begin(time.Time{})
+		it := resultItem(r, id, done(functions.Result{Text: "x"}, nil), rec, state.Position{Commit: commit, Ord: 1 << eventBits})
+		tr.Add(rec)
+		ls.Push(it)
+		tr.Seal(rec, commit+1)
+	}
+	push(1, 10)
+	waitFor(t, "the first write", func() bool { b, _ := w.written(); return len(b) == 1 })
+	waitFor(t, "the idle lane to close its connection", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.closes == 1 })
+	time.Sleep(100 * time.Millisecond)
+	w.mu.Lock()
+	closes := w.closes
+	w.mu.Unlock()
+	if closes != 1 {
+		t.Fatalf("%d closes while idle, want 1", closes)
+	}
+	push(2, 20)
+	waitFor(t, "a write after the idle close", func() bool { b, _ := w.written(); return len(b) == 2 })
 }
