@@ -74,9 +74,14 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	u.User = url.UserPassword(role, password)
 	cfg.SourceDSN = u.String()
 	cfg.Timing.RecheckInterval = 300 * time.Millisecond
+	cfg.Timing.PaceReport = 300 * time.Millisecond
 	_, stop := s.start(t, cfg)
 
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (3, $1)", pngImage(t, 3))
+	// The role's grants cover the models' pacing that status reads.
+	waitFor(t, 30*time.Second, "the model's pacing stored by the role", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.model_pace WHERE slot = $1 AND model = 'vision'", s.slot) == 1
+	})
 	waitFor(t, 30*time.Second, "the backfill of rows 1 and 2", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})

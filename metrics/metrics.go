@@ -50,8 +50,9 @@ type Metrics struct {
 	errors      *prometheus.CounterVec   // reason
 	rowsWritten *prometheus.CounterVec   // op
 	batches     prometheus.Counter
-	budgetUsed  *prometheus.GaugeVec // model, unit
-	budgetLimit *prometheus.GaugeVec // model, unit
+	pruned      *prometheus.CounterVec // table
+	budgetUsed  *prometheus.GaugeVec   // model, unit
+	budgetLimit *prometheus.GaugeVec   // model, unit
 
 	status atomic.Pointer[func() Status]
 	slot   atomic.Pointer[func(context.Context) (Slot, error)]
@@ -76,6 +77,7 @@ func New() *Metrics {
 	m.cacheHits = counter("cache_hits_total", "Calls saved by the result cache or an identical call in flight, by rule.", "rule")
 	m.errors = counter("errors_total", "Rows written to pgimageai.errors, by reason.", "reason")
 	m.rowsWritten = counter("rows_written_total", "Target rows written (committed), by operation.", "op")
+	m.pruned = counter("retention_deleted_rows_total", "Bookkeeping rows the retention deleted (errors_resolved: open errors of deleted rules resolved), by table.", "table")
 	m.batches = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "batches_total", Help: "Target transactions committed."})
 
 	gauge := func(name, help string, f func(Status) float64) prometheus.Collector {
@@ -90,7 +92,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, laneCollector{m}, modelCollector{m},
+		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, m.pruned, laneCollector{m}, modelCollector{m},
 		gauge("streaming", "1 while the replication stream is streaming, else 0.", func(s Status) float64 { return b2f(s.Streaming) }),
 		gauge("leader", "1 while this process holds the slot's leader lock, 0 while it waits as a standby.", func(s Status) float64 { return b2f(s.Leader) }),
 		gauge("replication_lag_bytes", "Server WAL end minus the LSN confirmed to the slot.", func(s Status) float64 { return float64(s.LagBytes()) }),
@@ -111,6 +113,14 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// Pruned counts rows the retention deleted from table.
+func (m *Metrics) Pruned(table string, n int64) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.pruned.WithLabelValues(table).Add(float64(n))
 }
 
 // Registry returns the registry the collectors are on.

@@ -1,0 +1,83 @@
+package bridge
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// Retention timing: the first pass a minute after the leader starts, then
+// one every 10 minutes.
+const (
+	retentionFirst = time.Minute
+	retentionEvery = 10 * time.Minute
+)
+
+// retention is what the leader's retention task needs.
+type retention struct {
+	log                  *slog.Logger
+	sourceDSN, targetDSN string
+	metrics              *metrics.Metrics
+	first, every         time.Duration
+}
+
+// runRetention deletes old bookkeeping rows while this instance leads
+// (state.Prune: pgimageai.retention's horizons; the results, Batch API
+// answers and open errors of deleted rules when source and target are one
+// database), in small batches, counting them in metrics. A failure is
+// logged and the pass tried again next time. It returns a function that
+// stops the task and waits for it.
+func runRetention(ctx context.Context, r retention) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conns := reconn.NewPair(r.sourceDSN, r.targetDSN)
+		wait := r.first
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = r.every
+			pruned, err := pruneOnce(ctx, conns)
+			conns.Close(context.WithoutCancel(ctx)) // no connection held between passes
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("retention pass failed; trying again at the next", "err", err)
+				}
+				continue
+			}
+			var total int64
+			for table, n := range pruned {
+				r.metrics.Pruned(table, n)
+				total += n
+			}
+			if total > 0 {
+				r.log.Info("retention: old bookkeeping rows deleted", "rows", total, "by_table", map[string]int64(pruned))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// pruneOnce is one retention pass on conns.
+func pruneOnce(ctx context.Context, conns *reconn.Pair) (state.Pruned, error) {
+	src, tgt, err := conns.Conns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	if rules.SameDatabase(src, tgt) {
+		if names, err = state.RuleNames(ctx, src); err != nil {
+			return nil, err
+		}
+	}
+	return state.Prune(ctx, tgt, names)
+}
