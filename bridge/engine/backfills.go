@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/backfill"
 	"github.com/pgimageai/pgimageai/bridge/cost"
@@ -18,6 +19,17 @@ import (
 
 // backfills is the engine's record of the running backfills. It is used by
 // the engine's goroutine only; workers reach it through pages.
+// progress is what the log says of a running backfill: the rows read, and
+// when it last said so.
+type progress struct {
+	rows   int
+	logged time.Time
+}
+
+// progressEvery is how often a running backfill's progress is logged: by
+// time, not by pages, so that small pages do not flood the log.
+const progressEvery = 30 * time.Second
+
 type backfills struct {
 	srcDSN  string                        // for the workers' connections
 	tgtDSN  string                        // for the workers' reads of stored inputs
@@ -25,7 +37,7 @@ type backfills struct {
 	workers map[string]context.CancelFunc // running backfill workers by rule
 	pages   chan *backfill.Page           // pages read by workers, for the engine's goroutine
 	pending map[string]*backfill.Page     // pages waiting for their marker message
-	rows    map[string]int                // rows read by each running backfill, for the log
+	rows    map[string]*progress          // rows read by each running backfill, for the log
 	seen    map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
 	// truncated: the source tables with a backfill that were truncated
 	// since it started.
@@ -40,7 +52,7 @@ type backfills struct {
 
 func newBackfills(srcDSN, tgtDSN string, ctx context.Context) backfills {
 	return backfills{srcDSN: srcDSN, tgtDSN: tgtDSN, ctx: ctx, workers: map[string]context.CancelFunc{}, pages: make(chan *backfill.Page),
-		pending: map[string]*backfill.Page{}, rows: map[string]int{}, seen: map[uint32]map[keyDigest]bool{},
+		pending: map[string]*backfill.Page{}, rows: map[string]*progress{}, seen: map[uint32]map[keyDigest]bool{},
 		truncated: map[uint32]bool{}, runs: map[string]string{}}
 }
 
@@ -232,12 +244,18 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 			return err
 		}
 	}
-	e.bf.rows[r.Name] += len(p.Rows)
-	if n := e.bf.rows[r.Name]; !p.Done && n/backfill.PageRows%10 == 0 {
-		e.log.Info("backfill progress", "rule", r.Name, "rows", n, "last_key", string(p.LastKey))
+	pr := e.bf.rows[r.Name]
+	if pr == nil {
+		pr = &progress{logged: time.Now()}
+		e.bf.rows[r.Name] = pr
+	}
+	pr.rows += len(p.Rows)
+	if now := time.Now(); !p.Done && now.Sub(pr.logged) >= progressEvery {
+		pr.logged = now
+		e.log.Info("backfill progress", "rule", r.Name, "rows", pr.rows, "last_key", string(p.LastKey))
 	}
 	if p.Done {
-		e.log.Info("backfill done", "rule", r.Name, "rows", e.bf.rows[r.Name])
+		e.log.Info("backfill pages read", "rule", r.Name, "rows", pr.rows)
 		delete(e.bf.rows, r.Name)
 		e.stopBackfill(r.Name)
 		if !e.backfilling(r.Source.OID) {
