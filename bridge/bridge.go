@@ -309,7 +309,11 @@ func (b *Bridge) lead(ctx context.Context) error {
 		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add, Idle: apply.DefaultIdle,
 		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
 		Repair: func(ctx context.Context, lane string) error {
-			return recreate(ctx, cfg.TargetDSN, eng.TargetRules(lane))
+			rs := eng.TargetRules(lane)
+			if len(rs) == 0 {
+				return apply.ErrNoRules // deleted with its rules: nothing to make again
+			}
+			return recreate(ctx, cfg.TargetDSN, rs)
 		},
 	})
 	lookups := cost.NewLookups(cfg.TargetDSN, 4)

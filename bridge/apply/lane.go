@@ -87,6 +87,7 @@ type laneStat struct {
 	written    atomic.Int64 // ops written
 	batches    atomic.Int64
 	errorsN    atomic.Int64
+	abandoned  atomic.Int64 // items given up: no rule writes the target any more
 }
 
 func newLane(name string, w Writer, ls *Lanes) *lane {
@@ -237,9 +238,40 @@ func (l *lane) write(ctx context.Context, items []work.Item) error {
 	if errors.Is(err, errRefused) {
 		return l.isolate(ctx, items, err)
 	}
+	if errors.Is(err, ErrNoRules) {
+		l.abandon(items, err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	l.done(items)
+	l.stat.mu.Lock()
+	l.stat.pos, l.stat.commitTime = last.Pos, last.Txn.CommitTime()
+	l.stat.mu.Unlock()
+	l.stat.written.Add(int64(len(ops)))
+	l.stat.batches.Add(1)
+	l.stat.errorsN.Add(int64(b.errorsN))
+	l.ls.cfg.Metrics.Written(b.rows, b.reasons)
+	return nil
+}
+
+// abandon gives up items whose target cannot be written and has no rule
+// left (the rule deleted, its target dropped): nothing would read them, and
+// holding them would hold the slot — and the server's WAL — for good. Their
+// budget is released and their transactions count them done, so the slot
+// moves on; the log says so once for the lane.
+func (l *lane) abandon(items []work.Item, err error) {
+	if l.stat.abandoned.Add(int64(len(items))) == int64(len(items)) {
+		l.ls.cfg.Log.Warn("the lane's target cannot be written and no rule writes it any more; its pending changes are abandoned",
+			"lane", l.name, "items", len(items), "err", err)
+	}
+	l.done(items)
+}
+
+// done releases items' budget and marks them done in their rows and
+// transactions.
+func (l *lane) done(items []work.Item) {
 	var cost int64
 	for i := range items {
 		cost += items[i].Cost
@@ -256,14 +288,6 @@ func (l *lane) write(ctx context.Context, items []work.Item) error {
 		l.ls.cfg.Tracker.Done(items[i].Txn, j-i)
 		i = j
 	}
-	l.stat.mu.Lock()
-	l.stat.pos, l.stat.commitTime = last.Pos, last.Txn.CommitTime()
-	l.stat.mu.Unlock()
-	l.stat.written.Add(int64(len(ops)))
-	l.stat.batches.Add(1)
-	l.stat.errorsN.Add(int64(b.errorsN))
-	l.ls.cfg.Metrics.Written(b.rows, b.reasons)
-	return nil
 }
 
 // errRefused marks a write the target refused for what it holds (a data
@@ -335,7 +359,9 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error 
 		}
 		l.ls.cfg.Log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.Pos.String(), "err", err)
 		if missingTarget(err) && l.ls.cfg.Repair != nil {
-			if rerr := l.ls.cfg.Repair(ctx, l.name); rerr != nil {
+			if rerr := l.ls.cfg.Repair(ctx, l.name); errors.Is(rerr, ErrNoRules) {
+				return fmt.Errorf("%w: %w", ErrNoRules, err)
+			} else if rerr != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -353,6 +379,11 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error 
 		}
 	}
 }
+
+// ErrNoRules is what Config.Repair returns for a lane no rule writes any
+// more: its target is not made again, and what the lane holds for it is
+// abandoned.
+var ErrNoRules = errors.New("no rule writes the lane's target")
 
 // missingTarget reports a write that failed because its target table or
 // column does not exist (SQLSTATE 42P01 undefined_table, 42703

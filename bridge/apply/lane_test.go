@@ -593,3 +593,53 @@ func TestIdleLaneGivesItsConnectionBack(t *testing.T) {
 	push(2, 20)
 	waitFor(t, "a write after the idle close", func() bool { b, _ := w.written(); return len(b) == 2 })
 }
+
+// missingWriter fails every write as PostgreSQL does on a dropped table.
+type missingWriter struct{ fakeWriter }
+
+func (w *missingWriter) Write(context.Context, []sink.Op, state.Position, time.Time) error {
+	return &pgconn.PgError{Code: "42P01", Message: `relation "public.t" does not exist`}
+}
+
+// TestLaneAbandonsATargetWithoutRules: a rule deleted and its target
+// dropped while its results were on their way — the write fails with 42P01
+// for good and no rule would make the table again. The lane gives those
+// items up (budget released, the slot confirmed past them) instead of
+// holding the slot, and the server's WAL, for ever.
+func TestLaneAbandonsATargetWithoutRules(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &missingWriter{}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	tr := track.New(func(l replication.LSN) { mu.Lock(); acks = append(acks, l); mu.Unlock() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	repairs := 0
+	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
+		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
+		Repair: func(context.Context, string) error { repairs++; return ErrNoRules }})
+	ls.cfg.Budget.Acquire(context.Background(), 2*itemCost)
+	for i, commit := range []replication.LSN{10, 20} {
+		rec := tr.Begin(time.Time{})
+		it := resultItem(r, i, done(functions.Result{Text: "x"}, nil), rec, state.Position{Commit: commit, Ord: 1 << eventBits})
+		tr.Add(rec)
+		ls.Push(it)
+		tr.Seal(rec, commit+1)
+	}
+	waitFor(t, "the slot confirmed past the abandoned items", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks) > 0 && acks[len(acks)-1] == 21
+	})
+	if used, _ := ls.cfg.Budget.InUse(); used != 0 {
+		t.Fatalf("%d bytes of budget still held", used)
+	}
+	if repairs == 0 {
+		t.Fatal("the lane never asked whether its target should be made again")
+	}
+	select {
+	case err := <-ls.Failed():
+		t.Fatalf("the lane failed: %v", err)
+	default:
+	}
+}
