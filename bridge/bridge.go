@@ -136,6 +136,7 @@ type Stats struct {
 	Errors     int64 // errors rows written
 	PeakBytes  int64 // highest bytes of images in flight
 	Unchanged  int64 // calls saved because the stored result had the same input
+	Dropped    int64 // queued calls of rules deleted, disabled or changed, not sent
 }
 
 // Bridge streams changes of the source tables of the enabled rules through
@@ -327,6 +328,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		Resume:    engine.Resume{Tracker: tracker, Own: own, Routed: routed},
 		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN,
 	})
+	caller.SetLive(eng.Live)
 	// The publication goes first: pgoutput refuses to decode from before
 	// its publication existed. Backfills read rows only once the slot exists.
 	if err := eng.Load(ctx); err != nil {
@@ -387,7 +389,7 @@ func (b *Bridge) Stats() Stats {
 	}
 	_, peak := r.budget.InUse()
 	s := Stats{Changes: r.engine.Changes(), Calls: r.calls.Calls.Load(), CacheHits: r.calls.Hits.Load(), PeakBytes: peak,
-		Unchanged: r.calls.Unchanged.Load()}
+		Unchanged: r.calls.Unchanged.Load(), Dropped: r.calls.Dropped.Load()}
 	s.OpsWritten, s.Batches, s.Errors = r.lanes.Totals()
 	return s
 }

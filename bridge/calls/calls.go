@@ -52,6 +52,7 @@ type Counters struct {
 	Calls     atomic.Int64 // provider calls made
 	Hits      atomic.Int64 // calls saved by the cache or an identical call in flight
 	Unchanged atomic.Int64 // calls saved because the stored result had the same input
+	Dropped   atomic.Int64 // calls of rules deleted, disabled or changed before they were sent
 }
 
 // Caller starts function calls. Start and Answered are called by the
@@ -63,6 +64,19 @@ type Caller struct {
 	ctx     context.Context // calls outlive a graceful stop's cancellation
 	rows    Follower
 	count   Counters
+	live    atomic.Pointer[func(*rules.Rule) bool] // nil: every rule is live
+}
+
+// SetLive sets the check made before a queued call is sent: a call of a rule
+// for which live is false (deleted, disabled or changed since the call was
+// queued) is dropped — nothing is sent, nothing is billed, and its item
+// writes nothing. It is safe to call at any time.
+func (cl *Caller) SetLive(live func(*rules.Rule) bool) { cl.live.Store(&live) }
+
+// isLive reports whether r's calls may still be sent.
+func (cl *Caller) isLive(r *rules.Rule) bool {
+	f := cl.live.Load()
+	return f == nil || (*f)(r)
 }
 
 // New returns a Caller of c whose calls run under ctx (which outlives a
@@ -119,6 +133,12 @@ func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 		if prev != nil && c.Follow(prev) {
 			cl.count.Hits.Add(1)
 			cl.metrics.CacheHit(r.Name)
+			close(c.Done)
+			return
+		}
+		if !cl.isLive(r) {
+			c.Unchanged, c.Hit = true, true
+			cl.count.Dropped.Add(1)
 			close(c.Done)
 			return
 		}

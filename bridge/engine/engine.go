@@ -216,6 +216,18 @@ func (e *Engine) TargetRules(lane string) []*rules.Rule {
 	return nil
 }
 
+// Live reports whether r is one of the valid rules now, as compiled then
+// (same name and fingerprint): calls queued for a rule deleted, disabled or
+// changed since are not sent. It is safe for concurrent use.
+func (e *Engine) Live(r *rules.Rule) bool {
+	s := e.rules.current.Load()
+	if s == nil {
+		return true
+	}
+	cur := s.Named(r.Name)
+	return cur != nil && cur.Fingerprint == r.Fingerprint
+}
+
 // Governors returns the governor of each model the valid rules call, by
 // models.name. It is safe for concurrent use.
 func (e *Engine) Governors() map[string]*pace.Governor {
