@@ -115,6 +115,27 @@ func b2f(b bool) float64 {
 	return 0
 }
 
+// ForgetRule deletes the series of a rule that no longer runs (deleted,
+// disabled or invalid), so that the scrape does not carry it for good.
+func (m *Metrics) ForgetRule(rule string) {
+	if m == nil {
+		return
+	}
+	m.calls.DeletePartialMatch(prometheus.Labels{"rule": rule})
+	m.latency.DeletePartialMatch(prometheus.Labels{"rule": rule})
+	m.cacheHits.DeleteLabelValues(rule)
+}
+
+// ForgetModel deletes the series of a model no rule calls any more.
+func (m *Metrics) ForgetModel(model string) {
+	if m == nil {
+		return
+	}
+	m.retries.DeleteLabelValues(model)
+	m.budgetUsed.DeletePartialMatch(prometheus.Labels{"model": model})
+	m.budgetLimit.DeletePartialMatch(prometheus.Labels{"model": model})
+}
+
 // Pruned counts rows the retention deleted from table.
 func (m *Metrics) Pruned(table string, n int64) {
 	if m == nil || n <= 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/pgimageai/pgimageai/provider/pace"
@@ -38,5 +39,27 @@ pgimageai_model_wait_seconds_total{model="vision"} 90
 	models = nil
 	if n, err := testutil.GatherAndCount(m.Registry(), names...); err != nil || n != 0 {
 		t.Fatalf("%d series of a model no longer called (%v), want none", n, err)
+	}
+}
+
+func TestForgetRuleAndModel(t *testing.T) {
+	m := New()
+	m.Call("gone", "vision", "ok", time.Second)
+	m.Call("kept", "vision", "ok", time.Second)
+	m.CacheHit("gone")
+	m.Retry("old-model")
+	m.Budget("old-model", "calls", 1, 10)
+	m.ForgetRule("gone")
+	m.ForgetModel("old-model")
+	if n := testutil.CollectAndCount(m.calls); n != 1 {
+		t.Errorf("%d call series, want only the kept rule's", n)
+	}
+	if n := testutil.CollectAndCount(m.latency); n != 1 {
+		t.Errorf("%d latency series, want 1", n)
+	}
+	for name, c := range map[string]prometheus.Collector{"cache hits": m.cacheHits, "retries": m.retries, "budget used": m.budgetUsed} {
+		if n := testutil.CollectAndCount(c); n != 0 {
+			t.Errorf("%d %s series of a forgotten rule or model, want none", n, name)
+		}
 	}
 }

@@ -40,9 +40,21 @@ func (e *Engine) configTables() []uint32 {
 // change on, the backfills of changed and removed rules stopped, those of
 // new and changed rules started.
 func (e *Engine) apply(ctx context.Context, d rules.Diff) error {
+	old := e.rules.set
 	e.swap(d.Set)
 	for _, name := range d.Stop {
 		e.stopBackfill(name)
+		if d.Set.Named(name) == nil { // deleted, disabled or invalid, not changed
+			e.metrics.ForgetRule(name)
+		}
+	}
+	if old != nil {
+		now := d.Set.Models()
+		for m := range old.Models() {
+			if !now[m] {
+				e.metrics.ForgetModel(m)
+			}
+		}
 	}
 	for _, r := range d.Start {
 		if err := e.startBackfill(ctx, r); err != nil {

@@ -53,6 +53,15 @@ func (s *Set) Governors() map[string]*pace.Governor {
 	return gs
 }
 
+// Models returns the names of the models the set's rules call.
+func (s *Set) Models() map[string]bool {
+	ms := map[string]bool{}
+	for _, r := range s.byName {
+		ms[r.Model] = true
+	}
+	return ms
+}
+
 // Len is how many rules the set holds.
 func (s *Set) Len() int { return len(s.byName) }
 
