@@ -40,6 +40,7 @@ const (
 	// DefaultRecheckInterval: see Timing.RecheckInterval.
 	DefaultRecheckInterval = 30 * time.Second
 	DefaultPaceReport      = 5 * time.Second
+	DefaultStallAfter      = 10 * time.Minute
 )
 
 // Config configures a Bridge.
@@ -86,6 +87,9 @@ type Timing struct {
 	// PaceReport is how often the models' pacing is stored for status and
 	// checked for the log's rate-limited and recovered lines (default 5s).
 	PaceReport time.Duration
+	// StallAfter is how long a lane may hold changes without writing any
+	// before /healthz says "stalled" (default 10m; negative = never).
+	StallAfter time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if t.PaceReport <= 0 {
 		t.PaceReport = DefaultPaceReport
+	}
+	if t.StallAfter == 0 {
+		t.StallAfter = DefaultStallAfter
 	}
 	return c
 }
@@ -203,6 +210,7 @@ func (b *Bridge) status() metrics.Status {
 		st.BytesInFlight, _ = r.budget.InUse()
 		_, st.Applied, _ = r.tracker.State()
 		st.Lanes = r.lanes.Status()
+		st.StallAfter = max(b.cfg.Timing.StallAfter, 0)
 		sort.Slice(st.Lanes, func(i, j int) bool { return st.Lanes[i].Name < st.Lanes[j].Name })
 		st.Models = models(r.engine.Governors())
 	}

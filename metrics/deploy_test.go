@@ -32,7 +32,10 @@ func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	m := New()
 	safe := int64(1 << 30)
-	m.SetStatus(func() Status { return Status{Leader: true, Streaming: true, ServerWALEnd: 2, Confirmed: 1} })
+	m.SetStatus(func() Status {
+		return Status{Leader: true, Streaming: true, ServerWALEnd: 2, Confirmed: 1, Lanes: []Lane{{Name: "t", Pending: 1}},
+			Models: []Model{{Name: "m"}}}
+	})
 	m.SetSlotSource(func(context.Context) (Slot, error) {
 		return Slot{Name: "s", Found: true, Active: true, WALStatus: "reserved", SafeWALSize: &safe, RetainedBytes: 1}, nil
 	})
@@ -116,7 +119,8 @@ func TestDeployMetricNamesExist(t *testing.T) {
 			"pgimageai_rows_written_total", "pgimageai_provider_calls_total", "pgimageai_provider_call_duration_seconds_bucket",
 			"pgimageai_bytes_in_flight", "pgimageai_errors_total", "pgimageai_leader", "pgimageai_slot_wal_status"},
 		alertsFile: {"pgimageai_replication_lag_bytes", "pgimageai_last_applied_commit_timestamp_seconds", "pgimageai_provider_calls_total",
-			"pgimageai_leader", "pgimageai_slot_wal_status"},
+			"pgimageai_leader", "pgimageai_slot_wal_status", "pgimageai_slot_retained_wal_bytes", "pgimageai_lane_stalled_seconds",
+			"pgimageai_model_rate_limited"},
 	}
 	for file, text := range files {
 		used := metricName.FindAllString(text, -1)

@@ -12,6 +12,10 @@ type Lane struct {
 	Pending    int64     // changes routed to the lane and not yet written
 	Applied    uint64    // commit LSN of the last source transaction the lane wrote (in part or whole)
 	CommitTime time.Time // its source commit time; zero before the first write
+	// Stalled is how long the lane has held items without writing any:
+	// since its last write, or since it last went from empty to holding
+	// something; 0 while it holds nothing.
+	Stalled time.Duration
 }
 
 // LagBytes is how far the lane is behind the server: 0 when it holds nothing
@@ -34,6 +38,8 @@ var (
 		"Changes routed to a lane (target table) and not yet written.", []string{"lane"}, nil)
 	laneLag = prometheus.NewDesc(Namespace+"_lane_lag_bytes",
 		"Server WAL end minus what a lane (target table) has applied.", []string{"lane"}, nil)
+	laneStalled = prometheus.NewDesc(Namespace+"_lane_stalled_seconds",
+		"How long a lane (target table) has held changes without writing any; 0 while it holds none.", []string{"lane"}, nil)
 	laneApplied = prometheus.NewDesc(Namespace+"_lane_last_applied_commit_timestamp_seconds",
 		"Source commit time of the last transaction a lane (target table) wrote (Unix seconds); time() minus it is the lane's apply delay.", []string{"lane"}, nil)
 )
@@ -45,6 +51,7 @@ func (laneCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lanePending
 	ch <- laneLag
 	ch <- laneApplied
+	ch <- laneStalled
 }
 
 func (c laneCollector) Collect(ch chan<- prometheus.Metric) {
@@ -53,6 +60,7 @@ func (c laneCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(lanePending, prometheus.GaugeValue, float64(l.Pending), l.Name)
 		ch <- prometheus.MustNewConstMetric(laneLag, prometheus.GaugeValue, float64(l.LagBytes(s)), l.Name)
 		ch <- prometheus.MustNewConstMetric(laneApplied, prometheus.GaugeValue, unixSeconds(l.CommitTime), l.Name)
+		ch <- prometheus.MustNewConstMetric(laneStalled, prometheus.GaugeValue, l.Stalled.Seconds(), l.Name)
 	}
 }
 

@@ -24,8 +24,11 @@ type Status struct {
 	// Applied is the source commit time of the last transaction that every
 	// lane has made durable (zero: none yet).
 	Applied time.Time
-	Lanes   []Lane  // one per target table
-	Models  []Model // one per model the rules call, when its provider is paced
+	Lanes   []Lane // one per target table
+	// StallAfter is how long a lane may hold changes without writing before
+	// /healthz says "stalled"; 0 = never.
+	StallAfter time.Duration
+	Models     []Model // one per model the rules call, when its provider is paced
 }
 
 // LagBytes is the replication lag: server WAL end minus confirmed, 0 when

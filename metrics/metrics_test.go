@@ -25,6 +25,13 @@ func TestHealthz(t *testing.T) {
 		{"leader reconnecting", &Status{Leader: true, ServerWALEnd: 900, Confirmed: 100}, http.StatusServiceUnavailable, "disconnected", 800},
 		{"streaming", &Status{Leader: true, Streaming: true, ServerWALEnd: 5000, Confirmed: 4000}, http.StatusOK, "streaming", 1000},
 		{"slot ahead of the known WAL end", &Status{Leader: true, Streaming: true, ServerWALEnd: 10, Confirmed: 20}, http.StatusOK, "streaming", 0},
+		{"a lane stalled", &Status{Leader: true, Streaming: true, ServerWALEnd: 10, Confirmed: 5, StallAfter: 10 * time.Minute,
+			Lanes: []Lane{{Name: "public.ok", Pending: 1, Stalled: time.Second}, {Name: "public.stuck", Pending: 3, Stalled: 11 * time.Minute}}},
+			http.StatusServiceUnavailable, "stalled", 5},
+		{"a lane slow but within StallAfter", &Status{Leader: true, Streaming: true, StallAfter: 10 * time.Minute,
+			Lanes: []Lane{{Name: "public.slow", Pending: 3, Stalled: 9 * time.Minute}}}, http.StatusOK, "streaming", 0},
+		{"stall check off", &Status{Leader: true, Streaming: true,
+			Lanes: []Lane{{Name: "public.stuck", Pending: 3, Stalled: time.Hour}}}, http.StatusOK, "streaming", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,14 +46,18 @@ func TestHealthz(t *testing.T) {
 				t.Errorf("code %d, want %d", rec.Code, tt.wantCode)
 			}
 			var body struct {
-				State    string `json:"state"`
-				LagBytes uint64 `json:"lag_bytes"`
+				State        string   `json:"state"`
+				LagBytes     uint64   `json:"lag_bytes"`
+				StalledLanes []string `json:"stalled_lanes"`
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 				t.Fatalf("body %q: %v", rec.Body.String(), err)
 			}
 			if body.State != tt.wantState || body.LagBytes != tt.wantLagged {
 				t.Errorf("body %+v, want state %s lag %d", body, tt.wantState, tt.wantLagged)
+			}
+			if tt.wantState == "stalled" && (len(body.StalledLanes) != 1 || body.StalledLanes[0] != "public.stuck") {
+				t.Errorf("stalled lanes %v, want [public.stuck]", body.StalledLanes)
 			}
 		})
 	}

@@ -88,6 +88,8 @@ type laneStat struct {
 	batches    atomic.Int64
 	errorsN    atomic.Int64
 	abandoned  atomic.Int64 // items given up: no rule writes the target any more
+	progress   atomic.Int64 // Unix ns of the last write, or of the queue becoming non-empty
+	writing    atomic.Int64 // items taken from the queue and being written
 }
 
 func newLane(name string, w Writer, ls *Lanes) *lane {
@@ -97,6 +99,9 @@ func newLane(name string, w Writer, ls *Lanes) *lane {
 // push appends an item at the end of the lane.
 func (l *lane) push(it work.Item) {
 	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.stat.progress.Store(time.Now().UnixNano()) // holding something from now on
+	}
 	l.queue = append(l.queue, it)
 	l.mu.Unlock()
 	l.signal()
@@ -228,6 +233,8 @@ func (l *lane) run(ctx context.Context) error {
 // write writes items in one target transaction, retrying with backoff until
 // it succeeds or ctx ends, then releases their budget and marks them done.
 func (l *lane) write(ctx context.Context, items []work.Item) error {
+	l.stat.writing.Store(int64(len(items)))
+	defer l.stat.writing.Store(0)
 	var b batch
 	for i := range items {
 		b.add(&items[i])
@@ -272,6 +279,7 @@ func (l *lane) abandon(items []work.Item, err error) {
 // done releases items' budget and marks them done in their rows and
 // transactions.
 func (l *lane) done(items []work.Item) {
+	l.stat.progress.Store(time.Now().UnixNano())
 	var cost int64
 	for i := range items {
 		cost += items[i].Cost
@@ -530,5 +538,9 @@ func (l *lane) status() metrics.Lane {
 	l.stat.mu.Lock()
 	pos, at := l.stat.pos, l.stat.commitTime
 	l.stat.mu.Unlock()
-	return metrics.Lane{Name: l.name, Pending: int64(l.pending()), Applied: uint64(pos.Commit), CommitTime: at}
+	st := metrics.Lane{Name: l.name, Pending: int64(l.pending()) + l.stat.writing.Load(), Applied: uint64(pos.Commit), CommitTime: at}
+	if st.Pending > 0 {
+		st.Stalled = max(time.Since(time.Unix(0, l.stat.progress.Load())), 0)
+	}
+	return st
 }

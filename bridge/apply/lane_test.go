@@ -643,3 +643,51 @@ func TestLaneAbandonsATargetWithoutRules(t *testing.T) {
 	default:
 	}
 }
+
+// TestLaneStalled: a lane holding an item it cannot write yet reports how
+// long it has held it; once written, nothing.
+func TestLaneStalled(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &fakeWriter{}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, w, 100, &acks, &mu)
+	ls.cfg.Budget.Acquire(context.Background(), itemCost)
+	tr := ls.cfg.Tracker
+	rec := tr.Begin(time.Time{})
+	slow := work.NewCall(0, nil)
+	tr.Add(rec)
+	ls.Push(resultItem(r, 1, slow, rec, state.Position{Commit: 10, Ord: 1 << eventBits}))
+	tr.Seal(rec, 11)
+	time.Sleep(50 * time.Millisecond)
+	if st := ls.Status(); len(st) != 1 || st[0].Pending != 1 || st[0].Stalled < 50*time.Millisecond {
+		t.Fatalf("status %+v, want one pending item held ≥ 50ms", st)
+	}
+	slow.Result = functions.Result{Text: "x"}
+	close(slow.Done)
+	waitFor(t, "the write", func() bool { b, _ := w.written(); return len(b) == 1 })
+	waitFor(t, "the lane to report nothing held", func() bool { st := ls.Status(); return st[0].Pending == 0 && st[0].Stalled == 0 })
+}
+
+// TestLaneStalledOnFailingWrites: a lane whose writes keep failing (a target
+// that cannot be written, with rules that still want it) reports the items
+// it keeps trying as pending and stalled.
+func TestLaneStalledOnFailingWrites(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &missingWriter{}
+	tr := track.New(func(replication.LSN) {})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
+		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
+		Repair: func(context.Context, string) error { return errors.New("permission denied to create table") }})
+	ls.cfg.Budget.Acquire(context.Background(), itemCost)
+	rec := tr.Begin(time.Time{})
+	tr.Add(rec)
+	ls.Push(resultItem(r, 1, done(functions.Result{Text: "x"}, nil), rec, state.Position{Commit: 10, Ord: 1 << eventBits}))
+	tr.Seal(rec, 11)
+	waitFor(t, "the failing lane to report a stall", func() bool {
+		st := ls.Status()
+		return len(st) == 1 && st[0].Pending == 1 && st[0].Stalled >= 50*time.Millisecond
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/provider"
@@ -25,10 +26,12 @@ type config struct {
 	PprofAddr   string // loopback only; "" = off
 	LogFormat   string
 	ByteBudget  int64
+	StallAfter  time.Duration          // a lane holding changes this long without a write is stalled; <0 = never
 	KeyEnv      *provider.KeyEnvPolicy // which variables api_key_env may name
 	Query       queryFlags             // flags of status, errors and retry (commandflags.go)
 
 	byteBudget  string // as given
+	stallAfter  string // as given
 	keyEnvAllow string // as given
 }
 
@@ -64,6 +67,7 @@ func (c *config) settings() []setting {
 		{"pprof-addr", "PGIMAGEAI_PPROF_ADDR", "", "loopback address for Go's /debug/pprof/ profiles, e.g. 127.0.0.1:6060 (default: off; never another host)", &c.PprofAddr},
 		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
 		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
+		{"stall-after", "PGIMAGEAI_STALL_AFTER", "10m", "how long a lane may hold changes without writing before /healthz says stalled (0 = never)", &c.stallAfter},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }
@@ -115,6 +119,12 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		return c, fmt.Errorf("%w: --byte-budget must be at least 1MiB (1048576 bytes), got %q", errUsage, c.byteBudget)
 	}
 	c.ByteBudget = n
+	if c.StallAfter, err = time.ParseDuration(c.stallAfter); err != nil || c.StallAfter < 0 {
+		return c, fmt.Errorf("%w: --stall-after must be a duration such as 10m, or 0 for never, got %q", errUsage, c.stallAfter)
+	}
+	if c.StallAfter == 0 {
+		c.StallAfter = -1 // never
+	}
 	if err := checkLoopback(c.PprofAddr); err != nil {
 		return c, fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(m map[string]string) func(string) string {
@@ -53,6 +54,12 @@ func TestParseConfig(t *testing.T) {
 		{"pprof on a public address", []string{"--pprof-addr", "0.0.0.0:6060"}, nil, config{}, "is not a loopback address"},
 		{"pprof on a host name", []string{"--pprof-addr", "example.com:6060"}, nil, config{}, "is not a loopback address"},
 		{"pprof without a port", []string{"--pprof-addr", "127.0.0.1"}, nil, config{}, "--pprof-addr"},
+		{"stall after", []string{"--stall-after", "90s"}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", StallAfter: 90 * time.Second, stallAfter: "90s"}, ""},
+		{"stall after 0 is never", nil, map[string]string{"PGIMAGEAI_STALL_AFTER": "0"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", StallAfter: -1, stallAfter: "0"}, ""},
+		{"bad stall after", []string{"--stall-after", "ten minutes"}, nil, config{}, "--stall-after must be a duration"},
+		{"negative stall after", []string{"--stall-after", "-1m"}, nil, config{}, "--stall-after must be a duration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,6 +74,9 @@ func TestParseConfig(t *testing.T) {
 				t.Fatalf("key variables %v, %v; want %q", got.KeyEnv, err, tc.want.keyEnvAllow)
 			}
 			got.KeyEnv = nil
+			if tc.want.stallAfter == "" {
+				tc.want.StallAfter, tc.want.stallAfter = 10*time.Minute, "10m"
+			}
 			if got != tc.want {
 				t.Fatalf("got %+v; want %+v", got, tc.want)
 			}

@@ -95,6 +95,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Registry:    registry(c.KeyEnv),
 		Env:         os.LookupEnv,
 		Limits:      bridge.Limits{ByteBudget: c.ByteBudget},
+		Timing:      bridge.Timing{StallAfter: c.StallAfter},
 		Logger:      log,
 		Metrics:     m,
 	})
