@@ -37,6 +37,12 @@ func (w *Writer) Close(ctx context.Context) error {
 	return nil
 }
 
+// Forget deletes the lane's checkpoint row: the lane is retired (no rule
+// writes its target any more).
+func (w *Writer) Forget(ctx context.Context) error {
+	return w.conn.Do(ctx, func(c *pgx.Conn) error { return state.ForgetLane(ctx, c, w.slot, w.lane) })
+}
+
 // Write applies ops and stores pos as the lane's checkpoint, all in one
 // transaction. When it returns nil the batch is durable; on error nothing of
 // it is applied. commitTime is the source commit time at pos.

@@ -114,3 +114,11 @@ func LoadLaneCheckpoints(ctx context.Context, conn *pgx.Conn, slot string) (map[
 	}
 	return out, nil
 }
+
+// ForgetLane deletes the checkpoint row of a retired lane of slot.
+func ForgetLane(ctx context.Context, conn *pgx.Conn, slot, lane string) error {
+	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.lane_checkpoints WHERE slot = $1 AND lane = $2", slot, lane); err != nil {
+		return fmt.Errorf("forget lane %s: %w", lane, err)
+	}
+	return nil
+}

@@ -27,6 +27,8 @@ import (
 type Writer interface {
 	Write(ctx context.Context, ops []sink.Op, pos state.Position, commitTime time.Time) error
 	Close(ctx context.Context) error
+	// Forget deletes the lane's checkpoint row: the lane is retired.
+	Forget(ctx context.Context) error
 }
 
 // A lane whose ready prefix is short while the call right behind it is in
@@ -70,6 +72,9 @@ type lane struct {
 	mu     sync.Mutex
 	queue  []work.Item
 	closed bool          // no more items: drain and stop
+	// retiring: no rule writes the lane's target any more; once it holds
+	// nothing it stops (Lanes.retire), unless a push comes first.
+	retiring bool
 	wake   chan struct{} // signalled by push and close
 	stop   chan struct{} // closed by close: a held prefix is written at once
 	// lingering is when a short ready prefix began to wait for the calls
@@ -99,6 +104,7 @@ func newLane(name string, w Writer, ls *Lanes) *lane {
 // push appends an item at the end of the lane.
 func (l *lane) push(it work.Item) {
 	l.mu.Lock()
+	l.retiring = false
 	if len(l.queue) == 0 {
 		l.stat.progress.Store(time.Now().UnixNano()) // holding something from now on
 	}
@@ -123,6 +129,13 @@ func (l *lane) close() {
 	l.closed = true
 	l.mu.Unlock()
 	l.signal()
+}
+
+// isClosed reports whether close was called.
+func (l *lane) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // pending returns the items the lane holds.
@@ -160,7 +173,7 @@ func (l *lane) take(now time.Time) (items []work.Item, wait <-chan struct{}, hol
 	l.lingering = time.Time{}
 	if n == 0 {
 		if len(l.queue) == 0 {
-			return nil, nil, 0, l.closed
+			return nil, nil, 0, l.closed || l.retiring
 		}
 		c := l.queue[0].NotReady()
 		if c == nil { // it became ready since the loop looked: take it next time
@@ -185,7 +198,10 @@ func (l *lane) run(ctx context.Context) error {
 	for {
 		items, wait, hold, done := l.take(time.Now())
 		if done {
-			return nil
+			if l.isClosed() || l.ls.retire(ctx, l) {
+				return nil
+			}
+			continue // a push came before the lane could retire
 		}
 		if len(items) == 0 {
 			if hold > 0 {
@@ -454,17 +470,68 @@ func (ls *Lanes) Repaired() <-chan string { return ls.repaired }
 // Rows is the count of items waiting per row, for the engine's decisions.
 func (ls *Lanes) Rows() *RowCounts { return &ls.rows }
 
-// Push routes it to its lane, starting the lane when new.
+// Push routes it to its lane, starting the lane when new. The item is
+// pushed under the registry's lock, so that a lane retiring meanwhile
+// (retire) either takes it or is gone and a new one does.
 func (ls *Lanes) Push(it work.Item) {
 	lane := it.Dest.Target.Name()
 	ls.rows.Route(lane, &it)
-	ls.get(lane).push(it)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.getLocked(lane).push(it)
+}
+
+// Retire stops the lane of target table name once it holds nothing: no rule
+// writes that table any more. Its goroutine ends, its connection closes, its
+// checkpoint row is deleted and it leaves status and metrics. A push before
+// then keeps it (a rule for the table came back).
+func (ls *Lanes) Retire(name string) {
+	if ls == nil {
+		return
+	}
+	ls.mu.Lock()
+	l := ls.byID[name]
+	ls.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.retiring = true
+	l.mu.Unlock()
+	l.signal()
+}
+
+// retire removes l when it still is retiring and holds nothing, and
+// deletes its checkpoint row; false when a push came first.
+func (ls *Lanes) retire(ctx context.Context, l *lane) bool {
+	ls.mu.Lock()
+	l.mu.Lock()
+	ok := l.retiring && len(l.queue) == 0 && !l.closed
+	if ok {
+		delete(ls.byID, l.name)
+		l.closed = true
+	}
+	l.mu.Unlock()
+	ls.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if err := l.w.Forget(ctx); err != nil && ctx.Err() == nil {
+		ls.cfg.Log.Warn("deleting a retired lane's checkpoint failed; it stays, unused", "lane", l.name, "err", err)
+	}
+	ls.cfg.Log.Info("lane retired: no rule writes its target any more", "lane", l.name)
+	return true
 }
 
 // get returns the lane of target table name, starting it when new.
 func (ls *Lanes) get(name string) *lane {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	return ls.getLocked(name)
+}
+
+// getLocked is get with ls.mu held.
+func (ls *Lanes) getLocked(name string) *lane {
 	if l, ok := ls.byID[name]; ok {
 		return l
 	}

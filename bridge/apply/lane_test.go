@@ -31,6 +31,7 @@ type fakeWriter struct {
 	fail    int
 	wrote   chan struct{} // signalled after each write, when set
 	closes  int
+	forgot  int
 }
 
 func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, pos state.Position, _ time.Time) error {
@@ -45,6 +46,13 @@ func (w *fakeWriter) Write(_ context.Context, ops []sink.Op, pos state.Position,
 	if w.wrote != nil {
 		w.wrote <- struct{}{}
 	}
+	return nil
+}
+
+func (w *fakeWriter) Forget(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forgot++
 	return nil
 }
 
@@ -690,4 +698,45 @@ func TestLaneStalledOnFailingWrites(t *testing.T) {
 		st := ls.Status()
 		return len(st) == 1 && st[0].Pending == 1 && st[0].Stalled >= 50*time.Millisecond
 	})
+}
+
+// TestLaneRetires: the lane of a target no rule writes any more stops once
+// it has written what it holds — its goroutine ends, its connection closes,
+// its checkpoint row is deleted, it leaves status — and a push before that
+// keeps it; after it retired, a push starts a new lane.
+func TestLaneRetires(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &fakeWriter{}
+	var acks []replication.LSN
+	var mu sync.Mutex
+	ls := testLanes(t, w, 100, &acks, &mu)
+	tr := ls.cfg.Tracker
+	ls.cfg.Budget.Acquire(context.Background(), 3*itemCost)
+	push := func(id int, c *work.Call, commit replication.LSN) {
+		rec := tr.Begin(time.Time{})
+		tr.Add(rec)
+		ls.Push(resultItem(r, id, c, rec, state.Position{Commit: commit, Ord: 1 << eventBits}))
+		tr.Seal(rec, commit+1)
+	}
+	slow := work.NewCall(0, nil)
+	push(1, slow, 10)
+	ls.Retire(r.Target.Name())
+	time.Sleep(30 * time.Millisecond)
+	if st := ls.Status(); len(st) != 1 {
+		t.Fatalf("a lane holding an unwritten item retired: status %+v", st)
+	}
+	slow.Result = functions.Result{Text: "x"}
+	close(slow.Done)
+	waitFor(t, "the lane to write and retire", func() bool { return len(ls.Status()) == 0 })
+	w.mu.Lock()
+	forgot, closes, batches := w.forgot, w.closes, len(w.batches)
+	w.mu.Unlock()
+	if forgot != 1 || closes < 1 || batches != 1 {
+		t.Fatalf("forgot %d, closes %d, batches %d: want the item written, then the checkpoint forgotten and the connection closed", forgot, closes, batches)
+	}
+	push(2, done(functions.Result{Text: "y"}, nil), 20)
+	waitFor(t, "a new lane's write", func() bool { b, _ := w.written(); return len(b) == 2 })
+	if st := ls.Status(); len(st) != 1 {
+		t.Fatalf("status %+v, want the new lane", st)
+	}
 }

@@ -41,19 +41,25 @@ func (e *Engine) configTables() []uint32 {
 // new and changed rules started.
 func (e *Engine) apply(ctx context.Context, d rules.Diff) error {
 	old := e.rules.set
+	if old == nil {
+		old = rules.NewSet(nil)
+	}
 	e.swap(d.Set)
 	for _, name := range d.Stop {
 		e.stopBackfill(name)
 		if d.Set.Named(name) == nil { // deleted, disabled or invalid, not changed
 			e.metrics.ForgetRule(name)
 		}
+		// The lane of a target no rule writes any more stops once it has
+		// written what it holds.
+		if r := old.Named(name); r != nil && len(d.Set.ForTarget(r.Target.Name())) == 0 {
+			e.lanes.Retire(r.Target.Name())
+		}
 	}
-	if old != nil {
-		now := d.Set.Models()
-		for m := range old.Models() {
-			if !now[m] {
-				e.metrics.ForgetModel(m)
-			}
+	now := d.Set.Models()
+	for m := range old.Models() {
+		if !now[m] {
+			e.metrics.ForgetModel(m)
 		}
 	}
 	for _, r := range d.Start {
