@@ -71,12 +71,12 @@ type lane struct {
 
 	mu     sync.Mutex
 	queue  []work.Item
-	closed bool          // no more items: drain and stop
+	closed bool // no more items: drain and stop
 	// retiring: no rule writes the lane's target any more; once it holds
 	// nothing it stops (Lanes.retire), unless a push comes first.
 	retiring bool
-	wake   chan struct{} // signalled by push and close
-	stop   chan struct{} // closed by close: a held prefix is written at once
+	wake     chan struct{} // signalled by push and close
+	stop     chan struct{} // closed by close: a held prefix is written at once
 	// lingering is when a short ready prefix began to wait for the calls
 	// behind it (see LingerFor).
 	lingering time.Time
