@@ -17,6 +17,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/backoff"
+	"github.com/pgimageai/pgimageai/internal/logsum"
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/sink"
@@ -314,6 +315,10 @@ func (l *lane) done(items []work.Item) {
 	}
 }
 
+// refusedLogs holds the per-row "refused a result" errors to one line a lane
+// and minute, with the count of the rest (each row has its errors row).
+var refusedLogs logsum.Sampled
+
 // errRefused marks a write the target refused for what it holds (a data
 // exception or a constraint, SQLSTATE classes 22 and 23): writing the same
 // again would fail the same way.
@@ -356,7 +361,7 @@ func (l *lane) isolate(ctx context.Context, items []work.Item, err error) error 
 	if it.Call != nil {
 		size, head = it.Call.Size, it.Call.Head
 	}
-	l.ls.cfg.Log.Error("the target refused a result; writing it as a bad_response", "lane", l.name, "key", string(it.Row.JSON), "err", err)
+	refusedLogs.Log(l.ls.cfg.Log, slog.LevelError, l.name, "the target refused a result; writing it as a bad_response", "lane", l.name, "key", string(it.Row.JSON), "err", err)
 	it.Call = work.Failed(&functions.Error{Reason: functions.BadResponse, ImageBytes: size, ImageHead: head,
 		Detail: fmt.Sprintf("model %s: the target column %s.%s refused the answer: %s", it.Rule.Model, it.Dest.Target.Name(), it.Dest.Target.Column, refusal(err))}, size, head)
 	return l.write(ctx, items)

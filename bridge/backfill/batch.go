@@ -17,6 +17,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/internal/backoff"
+	"github.com/pgimageai/pgimageai/internal/logsum"
 	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
@@ -77,6 +78,10 @@ type BatchDeps struct {
 
 // batchRun is the collect and poll steps of one rule's batch backfill. It
 // runs on the backfill worker's goroutine, with connections of its own.
+// rowLogs holds per-row warnings of Batch API backfills to one line a rule
+// and minute, with the count of the rest.
+var rowLogs logsum.Sampled
+
 type batchRun struct {
 	log     *slog.Logger
 	r       *rules.Rule
@@ -251,7 +256,7 @@ func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (st
 						full = true
 						break
 					}
-					b.log.Warn("batch: a request larger than batch_max_bytes; the row gets the synchronous call", "rule", b.r.Name, "bytes", n)
+					rowLogs.Log(b.log, slog.LevelWarn, "large "+b.r.Name, "batch: a request larger than batch_max_bytes; the row gets the synchronous call", "rule", b.r.Name, "bytes", n)
 				} else if b.budgets != nil && b.budgets.Reserve(b.r.Model, b.r.Cap) != nil {
 					// over the daily budget: no request
 				} else {
@@ -339,7 +344,7 @@ func (b *batchRun) lines(ctx context.Context, rows []Row) ([][]byte, error) {
 			return nil, ctx.Err()
 		}
 		if err != nil {
-			b.log.Warn("batch: a row gets the synchronous call", "rule", b.r.Name, "err", err)
+			rowLogs.Log(b.log, slog.LevelWarn, "line "+b.r.Name, "batch: a row gets the synchronous call", "rule", b.r.Name, "err", err)
 			continue
 		}
 		out[i] = line
