@@ -55,6 +55,9 @@ type fakeBatchAI struct {
 	expire func(n int) int
 	// pad lengthens each answer of a batch by that many bytes.
 	pad int
+	// deleted and cancelled record DELETE /v1/files/{id} and
+	// POST /v1/batches/{id}/cancel.
+	deleted, cancelled []string
 }
 
 type batchInput struct {
@@ -172,6 +175,26 @@ func (f *fakeBatchAI) serveLocked(w http.ResponseWriter, r *http.Request) {
 			data = append(data, f.batches[i].obj)
 		}
 		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "has_more": false})
+	case r.Method == "DELETE" && strings.HasPrefix(p, "/v1/files/"):
+		// https://platform.openai.com/docs/api-reference/files/delete
+		id := strings.TrimPrefix(p, "/v1/files/")
+		f.deleted = append(f.deleted, id)
+		delete(f.content, id)
+		delete(f.inputs, id)
+		json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "file", "deleted": true})
+	case r.Method == "POST" && strings.HasPrefix(p, "/v1/batches/") && strings.HasSuffix(p, "/cancel"):
+		// https://platform.openai.com/docs/api-reference/batch/cancel
+		id := strings.TrimSuffix(strings.TrimPrefix(p, "/v1/batches/"), "/cancel")
+		f.cancelled = append(f.cancelled, id)
+		for _, b := range f.batches {
+			if b.obj["id"] == id {
+				b.obj["status"] = "cancelling"
+				json.NewEncoder(w).Encode(b.obj)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":{"message":"No such batch","type":"invalid_request_error"}}`)
 	case r.Method == "GET" && strings.HasPrefix(p, "/v1/batches/"):
 		for n, b := range f.batches {
 			if b.obj["id"] == strings.TrimPrefix(p, "/v1/batches/") {

@@ -109,6 +109,15 @@ func TestBatchAPIBackfill(t *testing.T) {
 	if n := queryInt(t, s.conn, "SELECT rows_done::int FROM pgimageai.backfills WHERE rule = 'caption'"); n != 1000 {
 		t.Errorf("backfill rows_done = %d, want 1000", n)
 	}
+	// The input file (the images), the output and the error file are
+	// deleted at the provider once the answers are stored.
+	ai.mu.Lock()
+	deleted := append([]string(nil), ai.deleted...)
+	left := len(ai.inputs) + len(ai.content)
+	ai.mu.Unlock()
+	if len(deleted) != 3 || left != 0 {
+		t.Errorf("files deleted at the provider: %v, %d left; want the input, output and error file, none left", deleted, left)
+	}
 }
 
 // TestBatchAPIExpired: 100 rows with batch_max_requests 40 go as three

@@ -35,6 +35,13 @@ type BatchAPI interface {
 	// maxLines lines, each bounded like a synchronous answer, and calls each
 	// for every line.
 	BatchAnswers(ctx context.Context, fileID string, maxLines int, each func(BatchAnswer) error) error
+	// DeleteBatchFile deletes an uploaded input file or a batch's output or
+	// error file: the images and answers they hold do not stay at the
+	// provider once applied. A file already gone is not an error.
+	DeleteBatchFile(ctx context.Context, fileID string) error
+	// CancelBatch cancels a running batch (of a backfill that stopped). A
+	// batch already final is not an error.
+	CancelBatch(ctx context.Context, id string) error
 }
 
 // BatchLimits bound a batch and pace its polling.

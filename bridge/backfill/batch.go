@@ -174,6 +174,11 @@ func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
 	}
 	for _, bt := range batches {
 		if bt.Fingerprint != b.r.Fingerprint { // of an earlier backfill
+			// The rule changed since: its batches are of no use; they are
+			// cancelled and their files deleted at the provider.
+			for _, old := range batches {
+				b.cleanup(ctx, old, true)
+			}
 			if err := state.ForgetBatches(ctx, b.db, b.r.Name); err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -164,7 +165,29 @@ func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error 
 	}
 	b.log.Info("batch answers stored", "rule", b.r.Name, "batch", bt.BatchID, "status", bt.Status,
 		"answers", answered, "failed", failed, "unanswered", bt.Requests-answered-failed)
+	b.cleanup(ctx, *bt, false)
 	return nil
+}
+
+// cleanup deletes a batch's files at the provider — the input file holds
+// the images, the output file the answers — once its answers are stored,
+// and, with cancel, cancels the batch first (a backfill that stopped before
+// it finished). It is best effort: a failure is logged (once a minute per
+// rule) and the files stay, as they would have before.
+func (b *batchRun) cleanup(ctx context.Context, bt state.BackfillBatch, cancel bool) {
+	if cancel && bt.BatchID != "" && !bt.Downloaded {
+		if err := b.api.CancelBatch(ctx, bt.BatchID); err != nil && ctx.Err() == nil {
+			rowLogs.Log(b.log, slog.LevelWarn, "cancel "+b.r.Name, "batch: cancelling a stopped backfill's batch failed", "rule", b.r.Name, "batch", bt.BatchID, "err", err)
+		}
+	}
+	for _, file := range []string{bt.InputFileID, bt.OutputFileID, bt.ErrorFileID} {
+		if file == "" {
+			continue
+		}
+		if err := b.api.DeleteBatchFile(ctx, file); err != nil && ctx.Err() == nil {
+			rowLogs.Log(b.log, slog.LevelWarn, "delete "+b.r.Name, "batch: deleting a file at the provider failed; it stays there", "rule", b.r.Name, "file", file, "err", err)
+		}
+	}
 }
 
 // answerPages is the Source of the apply step: the backfill's pages,

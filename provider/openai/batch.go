@@ -312,6 +312,31 @@ func (p *Provider) FindBatch(ctx context.Context, fileID string) (provider.Batch
 	return provider.BatchJob{}, false, nil
 }
 
+// DeleteBatchFile deletes a file (DELETE /v1/files/{file_id},
+// https://platform.openai.com/docs/api-reference/files/delete); a file
+// already gone (404) is not an error.
+func (p *Provider) DeleteBatchFile(ctx context.Context, fileID string) error {
+	err := p.batchCall(ctx, func(ctx context.Context) error { return p.batch.json.DeleteFile(ctx, fileID) })
+	if pe := (*provider.Error)(nil); errors.As(err, &pe) && pe.Status == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
+// CancelBatch cancels a running batch (POST /v1/batches/{id}/cancel,
+// https://platform.openai.com/docs/api-reference/batch/cancel); a batch
+// already final (the API answers 400 or 404 for it) is not an error.
+func (p *Provider) CancelBatch(ctx context.Context, id string) error {
+	err := p.batchCall(ctx, func(ctx context.Context) error {
+		_, err := p.batch.json.CancelBatch(ctx, id)
+		return err
+	})
+	if pe := (*provider.Error)(nil); errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusBadRequest) {
+		return nil
+	}
+	return err
+}
+
 // RetrieveBatch implements provider.BatchAPI.
 func (p *Provider) RetrieveBatch(ctx context.Context, id string) (provider.BatchJob, error) {
 	var out goopenai.BatchResponse

@@ -143,6 +143,34 @@ func (s *batchServer) serve(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/files/"), "/content")
 		w.Header().Set("Content-Type", "application/octet-stream")
 		io.WriteString(w, s.files[id])
+	case r.Method == "DELETE" && strings.HasPrefix(r.URL.Path, "/v1/files/"):
+		// https://platform.openai.com/docs/api-reference/files/delete
+		id := strings.TrimPrefix(r.URL.Path, "/v1/files/")
+		if _, ok := s.files[id]; !ok {
+			w.WriteHeader(404)
+			io.WriteString(w, `{"error":{"message":"No such File object","type":"invalid_request_error"}}`)
+			return
+		}
+		delete(s.files, id)
+		fmt.Fprintf(w, `{"id":%q,"object":"file","deleted":true}`, id)
+	case r.Method == "POST" && strings.HasPrefix(r.URL.Path, "/v1/batches/") && strings.HasSuffix(r.URL.Path, "/cancel"):
+		// https://platform.openai.com/docs/api-reference/batch/cancel: a
+		// batch that is not running is a 400.
+		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/batches/"), "/cancel")
+		for _, b := range s.batches {
+			if b["id"] == id {
+				if b["status"] == "cancelling" || b["status"] == "completed" {
+					w.WriteHeader(400)
+					io.WriteString(w, `{"error":{"message":"Cannot cancel a batch with status completed.","type":"invalid_request_error"}}`)
+					return
+				}
+				b["status"] = "cancelling"
+				json.NewEncoder(w).Encode(b)
+				return
+			}
+		}
+		w.WriteHeader(404)
+		io.WriteString(w, `{"error":{"message":"No batch found","type":"invalid_request_error"}}`)
 	default:
 		s.t.Errorf("unexpected %s %s", r.Method, r.URL.Path)
 		w.WriteHeader(404)
@@ -352,5 +380,37 @@ func TestBatchAnswersBounded(t *testing.T) {
 				t.Fatalf("err = %v, want a %v error naming %q", err, tt.kind, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestBatchCleanup: a file is deleted (DELETE /v1/files/{id}) and a running
+// batch cancelled (POST /v1/batches/{id}/cancel); a file already gone (404)
+// and a batch no longer running (400) are not errors.
+func TestBatchCleanup(t *testing.T) {
+	ctx := context.Background()
+	srv := newBatchServer(t)
+	m := testModel(srv.URL+"/v1", `{"batch_api":true}`)
+	m.APIKeyEnv = "BATCH_KEY"
+	p, _ := newTestProvider(t, m, map[string]string{"BATCH_KEY": "sk-batch"})
+	id, err := p.UploadBatch(ctx, "in.jsonl", strings.NewReader("{}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := p.CreateBatch(ctx, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := p.CancelBatch(ctx, job.ID); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+		if err := p.DeleteBatchFile(ctx, id); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if _, ok := srv.files[id]; ok || srv.batches[0]["status"] != "cancelling" {
+		t.Fatalf("file kept %v, batch %v: want the file deleted and the batch cancelling", ok, srv.batches[0]["status"])
 	}
 }
