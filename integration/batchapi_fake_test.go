@@ -179,8 +179,7 @@ func (f *fakeBatchAI) serveLocked(w http.ResponseWriter, r *http.Request) {
 		// https://platform.openai.com/docs/api-reference/files/delete
 		id := strings.TrimPrefix(p, "/v1/files/")
 		f.deleted = append(f.deleted, id)
-		delete(f.content, id)
-		delete(f.inputs, id)
+		delete(f.content, id) // input files stay in f.inputs, for the tests to inspect
 		json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "file", "deleted": true})
 	case r.Method == "POST" && strings.HasPrefix(p, "/v1/batches/") && strings.HasSuffix(p, "/cancel"):
 		// https://platform.openai.com/docs/api-reference/batch/cancel

@@ -112,8 +112,17 @@ func TestBatchAPIBackfill(t *testing.T) {
 	// The input file (the images), the output and the error file are
 	// deleted at the provider once the answers are stored.
 	ai.mu.Lock()
-	deleted := append([]string(nil), ai.deleted...)
-	left := len(ai.inputs) + len(ai.content)
+	deleted := map[string]bool{}
+	for _, id := range ai.deleted {
+		deleted[id] = true
+	}
+	inputsLeft := 0
+	for id := range ai.inputs {
+		if !deleted[id] {
+			inputsLeft++
+		}
+	}
+	left := inputsLeft + len(ai.content)
 	ai.mu.Unlock()
 	if len(deleted) != 3 || left != 0 {
 		t.Errorf("files deleted at the provider: %v, %d left; want the input, output and error file, none left", deleted, left)
