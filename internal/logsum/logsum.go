@@ -20,7 +20,7 @@ const maxKeys = 4096
 // Sampled logs one line per key and interval. The zero value is usable
 // (interval Every); it is safe for concurrent use.
 type Sampled struct {
-	Every time.Duration   // 0 = Every
+	Every time.Duration    // 0 = Every
 	Now   func() time.Time // nil = time.Now
 
 	mu   sync.Mutex
