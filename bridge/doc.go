@@ -4,7 +4,9 @@
 // engine — and runs its pipeline (pipeline.go): the stream's events go to
 // the engine, the lanes write, the checkpointer stores what the tracker
 // confirms, and acks flow back to replication. It also recovers a lost slot
-// (recoverslot.go). It holds no decision of its own.
+// (recoverslot.go). Beside the pipeline, while it leads, it reports the
+// models' pacing for status and the log (pacewatch.go) and deletes old
+// bookkeeping rows (retention.go). It holds no decision of its own.
 //
 // The packages below it, each importing only those further down:
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestClassifyStatus(t *testing.T) {
@@ -57,5 +58,31 @@ func TestInputRefused(t *testing.T) {
 				t.Fatalf("InputRefused(%v) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestRateLimitedStatus(t *testing.T) {
+	tests := []struct {
+		status     int
+		retryAfter time.Duration
+		code       string
+		limited    bool
+		quota      bool
+	}{
+		{status: 429, limited: true},
+		{status: 429, retryAfter: time.Second, code: "rate_limit_exceeded", limited: true},
+		{status: 429, code: "insufficient_quota", quota: true},
+		{status: 503, retryAfter: time.Second, limited: true},
+		{status: 503},
+		{status: 500, retryAfter: time.Second},
+		{status: 400, code: "insufficient_quota"},
+	}
+	for _, tt := range tests {
+		if got := RateLimitedStatus(tt.status, tt.retryAfter, tt.code); got != tt.limited {
+			t.Errorf("RateLimitedStatus(%d, %s, %q) = %v, want %v", tt.status, tt.retryAfter, tt.code, got, tt.limited)
+		}
+		if got := QuotaExhausted(tt.status, tt.code); got != tt.quota {
+			t.Errorf("QuotaExhausted(%d, %q) = %v, want %v", tt.status, tt.code, got, tt.quota)
+		}
 	}
 }

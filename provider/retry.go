@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/pgimageai/pgimageai/provider/pace"
 )
 
 // pacedBackstop is how many rate-limited attempts in a row go again at
@@ -160,16 +162,4 @@ func stopped(cause error, last *Error, attempts int) *Error {
 }
 
 // SleepContext waits d, or until ctx is done and then returns ctx's error.
-func SleepContext(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func SleepContext(ctx context.Context, d time.Duration) error { return pace.Sleep(ctx, d) }

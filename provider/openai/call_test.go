@@ -38,6 +38,11 @@ func TestGenerateTextErrorsAndRetries(t *testing.T) {
 		{name: "429 with Retry-After-Ms then 200", options: `{"max_retries":0}`,
 			answers:      []answer{{status: 429, header: map[string]string{"Retry-After-Ms": "300"}, body: apiError("slow down")}, ok200},
 			wantRequests: 2, wantWaits: []time.Duration{}},
+		// SPEC §3: a 503 with Retry-After is a rate limit too (no retry
+		// spent); one without is an error of the row (below).
+		{name: "503 with Retry-After then 200", options: `{"max_retries":0}`,
+			answers:      []answer{{status: 503, header: map[string]string{"Retry-After": "0.2"}, body: apiError("busy")}, ok200},
+			wantRequests: 2, wantWaits: []time.Duration{}},
 		{name: "three 429s without hints then 200", options: `{"max_retries":1}`,
 			answers: []answer{{status: 429, body: apiError("Rate limit reached")}, {status: 429, body: apiError("Rate limit reached")},
 				{status: 429, body: apiError("Rate limit reached")}, ok200},

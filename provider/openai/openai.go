@@ -119,7 +119,7 @@ func (p *Provider) GenerateText(ctx context.Context, img provider.Image, prompt 
 
 	var out provider.Completion
 	err := p.retrier.Do(ctx, func(ctx context.Context) error {
-		c, err := p.attempt(ctx, req, fix, image)
+		c, err := p.attempt(ctx, req, fix, image, prompt)
 		if err == nil {
 			out = c
 		}
@@ -176,8 +176,8 @@ func (p *Provider) request(dataURL, prompt string) goopenai.ChatCompletionReques
 // attempt makes one HTTP request: its turn from the model's governor, the
 // per-request timeout, and the classification of its outcome, which goes
 // back to the governor.
-func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionRequest, fix wireFix, image *spliced) (provider.Completion, error) {
-	ticket, err := p.gov.Acquire(ctx, p.tokens(image, req))
+func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionRequest, fix wireFix, image *spliced, prompt string) (provider.Completion, error) {
+	ticket, err := p.gov.Acquire(ctx, p.tokens(image, prompt))
 	if err != nil {
 		return provider.Completion{}, &provider.Error{Kind: provider.Transient, Message: err.Error(), Err: err}
 	}
@@ -206,8 +206,8 @@ func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionReque
 // docs/guides/rate-limits): the image by the model's documented tile rule
 // (or, for a model without one, the prompt tokens the last answer
 // reported), the text at four characters a token, and max_tokens.
-func (p *Provider) tokens(image *spliced, req goopenai.ChatCompletionRequest) int {
-	n := int64(len(p.cfg.SystemPrompt)+len(req.Messages[len(req.Messages)-1].MultiContent[0].Text)) / 4
+func (p *Provider) tokens(image *spliced, prompt string) int {
+	n := int64(len(p.cfg.SystemPrompt)+len(prompt)) / 4
 	if r, ok := RuleOf(p.model); ok {
 		if w, h, ok := normalize.Dimensions(image.data, image.format); ok {
 			n += r.Tokens(p.cfg.Detail, w, h)

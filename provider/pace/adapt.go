@@ -46,11 +46,8 @@ type concurrency struct {
 	limit    float64 // requests allowed in flight, 1..ceiling
 	ceiling  float64
 	inFlight int
-	peak     int // most in flight during the window
+	win      window
 
-	window    time.Time // start of the window
-	samples   int
-	sum       float64 // of the window's latencies, in seconds
 	baseline  float64 // latency without queueing, seconds; 0 = none yet
 	slowStart bool
 	lastCut   time.Time
@@ -58,6 +55,17 @@ type concurrency struct {
 	steady    bool // the last window's latency held (no queueing seen)
 	fixed     bool // the limit stays at the ceiling
 }
+
+// window is the answers of one round trip, as they come.
+type window struct {
+	start   time.Time // only requests sent after it count
+	samples int
+	sum     float64 // of their latencies, in seconds
+	peak    int     // most requests in flight meanwhile
+}
+
+// reset starts a new window at now, with inFlight requests out.
+func (w *window) reset(now time.Time, inFlight int) { *w = window{start: now, peak: inFlight} }
 
 // probe is the state of the periodic baseline probe.
 type probe struct {
@@ -71,7 +79,7 @@ func newConcurrency(start, ceiling int, now time.Time, fixed bool) concurrency {
 	if fixed {
 		start = ceiling
 	}
-	return concurrency{limit: float64(min(max(start, 1), ceiling)), ceiling: float64(ceiling), window: now, slowStart: true,
+	return concurrency{limit: float64(min(max(start, 1), ceiling)), ceiling: float64(ceiling), win: window{start: now}, slowStart: true,
 		probe: probe{windows: probeEvery - firstProbe}, fixed: fixed}
 }
 
@@ -81,7 +89,7 @@ func (c *concurrency) allowed() int { return max(int(c.limit), 1) }
 // take counts a request going out.
 func (c *concurrency) take() {
 	c.inFlight++
-	c.peak = max(c.peak, c.inFlight)
+	c.win.peak = max(c.win.peak, c.inFlight)
 }
 
 // sample records the latency of one answer to a request sent at sent and,
@@ -89,22 +97,22 @@ func (c *concurrency) take() {
 // count: those sent before went out under another limit (and, before a
 // probe or after slow start doubled, queued behind it).
 func (c *concurrency) sample(now, sent time.Time, rtt time.Duration) {
-	if c.fixed || sent.Before(c.window) {
+	if c.fixed || sent.Before(c.win.start) {
 		return
 	}
-	c.samples++
-	c.sum += rtt.Seconds()
-	mean := c.sum / float64(c.samples)
+	c.win.samples++
+	c.win.sum += rtt.Seconds()
+	mean := c.win.sum / float64(c.win.samples)
 	length := max(minWindow, time.Duration(mean*float64(time.Second)))
-	if c.samples < minSamples || now.Sub(c.window) < length {
+	if c.win.samples < minSamples || now.Sub(c.win.start) < length {
 		return
 	}
 	if mean <= 0 { // a clock that did not move: no verdict
-		c.window, c.samples, c.sum, c.peak = now, 0, 0, c.inFlight
+		c.win.reset(now, c.inFlight)
 		return
 	}
 	c.adapt(now, mean)
-	c.window, c.samples, c.sum, c.peak = now, 0, 0, c.inFlight
+	c.win.reset(now, c.inFlight)
 }
 
 // adapt ends a window whose mean latency was mean seconds.
@@ -131,7 +139,7 @@ func (c *concurrency) adapt(now time.Time, mean float64) {
 	}
 	gradient := max(0.5, min(1, tolerance*c.baseline/mean))
 	c.steady = gradient == 1
-	full := c.peak >= c.allowed() // the window used the whole limit
+	full := c.win.peak >= c.allowed() // the window used the whole limit
 	if c.slowStart {
 		if gradient < 1 {
 			c.slowStart = false

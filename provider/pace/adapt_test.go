@@ -14,7 +14,7 @@ func simulate(c *concurrency, slots int, service time.Duration, noise float64, r
 	now := time.Unix(0, 0)
 	for range rounds {
 		l := c.allowed()
-		c.inFlight, c.peak = l, l
+		c.inFlight, c.win.peak = l, l
 		queued := max(1, float64(l)/float64(slots))
 		for range l {
 			rtt := time.Duration(float64(service) * queued * (1 + noise*rng.Float64()))
@@ -54,7 +54,7 @@ func TestConcurrencyAppLimitedDoesNotGrow(t *testing.T) {
 	c := newConcurrency(4, 64, time.Unix(0, 0), false)
 	now := time.Unix(0, 0)
 	for range 200 {
-		c.inFlight, c.peak = 1, 1 // the caller never has more than one request
+		c.inFlight, c.win.peak = 1, 1 // the caller never has more than one request
 		for range 4 {
 			now = now.Add(25 * time.Millisecond)
 			c.sample(now, now.Add(-100*time.Millisecond), 100*time.Millisecond)

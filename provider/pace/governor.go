@@ -151,7 +151,7 @@ func (g *Governor) Acquire(ctx context.Context, tokens int) (*Ticket, error) {
 	for {
 		wait := at.Sub(g.now())
 		if wait > 0 {
-			if err := sleep(ctx, wait); err != nil {
+			if err := Sleep(ctx, wait); err != nil {
 				g.release()
 				return nil, err
 			}
@@ -255,8 +255,12 @@ func (q *queue) remove(w chan struct{}) bool {
 	return false
 }
 
-// sleep waits d, or until ctx ends and then returns its error.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends and then returns its error (at once for
+// d <= 0 when ctx has ended). provider.SleepContext is this.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -204,3 +204,14 @@ func TestStartFromKeepsAFixedLimit(t *testing.T) {
 		t.Fatalf("limit %d, want the server's 4", l)
 	}
 }
+
+// A Retry-After of a day pauses the model for 5 minutes at most, the cap
+// the retrier has always put on a server's Retry-After.
+func TestPauseHasACeiling(t *testing.T) {
+	g := New(Config{Ceiling: 4})
+	tk, _ := g.Acquire(context.Background(), 0)
+	tk.Done(Outcome{Status: 429, Limited: true, Header: header("Retry-After", "86400")})
+	if p := g.Snapshot().PausedFor; p > 5*time.Minute || p < 4*time.Minute {
+		t.Fatalf("paused for %s, want the 5-minute cap", p)
+	}
+}

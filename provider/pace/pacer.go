@@ -46,7 +46,12 @@ const maxEarly = 1024
 
 // minPause is the shortest pause after a 429, whatever the headers say: a
 // server whose headers claim an enormous rate gets no storm of requests.
-const minPause = 50 * time.Millisecond
+// maxPause is the longest, whatever they say (the cap the retrier always put
+// on a server's Retry-After): a provider cannot stop its model for a day.
+const (
+	minPause = 50 * time.Millisecond
+	maxPause = 5 * time.Minute
+)
 
 // blind is the pace of a model whose 429s carry no hint: cut to 70% of the
 // rate answers came at by each 429, grown back by blindGrowth a second, and
@@ -198,7 +203,7 @@ func (p *pacer) limited(now time.Time, s State, answerRate float64) {
 	default:
 		pause = p.blind.cut(now, answerRate)
 	}
-	pause = max(pause, minPause)
+	pause = min(max(pause, minPause), maxPause)
 	if until := now.Add(pause); until.After(p.pausedUntil) {
 		p.pausedUntil = until
 	}
