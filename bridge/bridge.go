@@ -21,6 +21,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/track"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
@@ -90,6 +91,11 @@ type Timing struct {
 	// StallAfter is how long a lane may hold changes without writing any
 	// before /healthz says "stalled" (default 10m; negative = never).
 	StallAfter time.Duration
+	// FailoverWait is how long the bridge waits, reconnecting, while a
+	// failover of the source settles — no server reachable, the server a
+	// standby, the slot not there yet — before it stops with what to do
+	// (default 5m).
+	FailoverWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -129,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if t.StallAfter == 0 {
 		t.StallAfter = DefaultStallAfter
+	}
+	if t.FailoverWait <= 0 {
+		t.FailoverWait = replication.DefaultFailoverWait
 	}
 	return c
 }
@@ -180,18 +189,40 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.lock = leader.New(b.cfg.SourceDSN, b.cfg.Slot, b.cfg.Logger, b.cfg.Timing.LeaderPoll)
 	defer b.lock.Release()
 	b.cfg.Metrics.SetStatus(b.status)
+	var settling time.Time // since when the source has been settling
 	for {
-		if err := b.lock.Acquire(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil // stopped while a standby: nothing to finish
+		began := time.Now()
+		err := b.lock.Acquire(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil // stopped while a standby: nothing to finish
+		}
+		if err == nil {
+			if err = b.lead(ctx); err == nil || ctx.Err() != nil {
+				return err
 			}
+		}
+		if time.Since(began) > b.cfg.Timing.FailoverWait {
+			settling = time.Time{} // it led for a while: a new outage
+		}
+		switch {
+		case errors.Is(err, ErrLeadershipLost):
+			b.cfg.Logger.Warn("stepping down to standby", "slot", b.cfg.Slot, "err", err)
+			continue
+		case errors.Is(err, replication.ErrFailoverTimeout) || errors.Is(err, replication.ErrNoSlot) || !replication.Settling(err):
 			return err
 		}
-		err := b.lead(ctx)
-		if !errors.Is(err, ErrLeadershipLost) || ctx.Err() != nil {
-			return err
+		// No server reachable, or only a standby: a failover under way.
+		if settling.IsZero() {
+			settling = time.Now()
 		}
-		b.cfg.Logger.Warn("stepping down to standby", "slot", b.cfg.Slot, "err", err)
+		if waited := time.Since(settling); waited >= b.cfg.Timing.FailoverWait {
+			return fmt.Errorf("%w after waiting %s for a failover to end: %w", replication.ErrFailoverTimeout, waited.Round(time.Second), err)
+		}
+		b.cfg.Logger.Warn("the source is not a reachable primary; waiting for a failover to end", "slot", b.cfg.Slot, "err", err,
+			"waited", time.Since(settling).Round(time.Second), "limit", b.cfg.Timing.FailoverWait)
+		if backoff.Wait(ctx, time.Second) != nil {
+			return nil
+		}
 	}
 }
 
@@ -255,6 +286,9 @@ func (b *Bridge) lead(ctx context.Context) error {
 	if err := replication.Preflight(ctx, src); err != nil {
 		return err
 	}
+	if err := replication.CheckPrimary(ctx, src); err != nil {
+		return err
+	}
 	live := rules.NewLive(log, cfg.Publication, cfg.Registry, cfg.Env, conns)
 	if err := live.Load(ctx, rules.GroupOrDefault(cfg.Group)); err != nil {
 		return fmt.Errorf("%w (run pgimageai migrate first)", err)
@@ -285,7 +319,9 @@ func (b *Bridge) lead(ctx context.Context) error {
 				Err: provider.Errorf(provider.Permanent, "%s", f.Detail)})
 		}
 	}
-	checkpoint, err := state.LoadCheckpoint(ctx, tgt, cfg.Slot)
+	// Where to stream from — after starting over, when the slot skipped
+	// changes since the checkpoint.
+	checkpoint, err := b.closeGap(ctx, src, tgt)
 	if err != nil {
 		return err
 	}
@@ -300,9 +336,13 @@ func (b *Bridge) lead(ctx context.Context) error {
 		return err
 	}
 
+	// The slot is confirmed only through the checkpointer, once stored:
+	// the tracker's moves and the stream's idle positions alike.
+	tracker := track.New(nil)
 	stream := replication.NewStream(replication.Config{
 		ConnString: cfg.SourceDSN, Slot: cfg.Slot, Publication: cfg.Publication,
-		StatusInterval: cfg.Timing.StatusInterval, Logger: log,
+		StatusInterval: cfg.Timing.StatusInterval, FailoverWait: cfg.Timing.FailoverWait, Logger: log,
+		Idle: func(lsn replication.LSN) { tracker.Idle(lsn) },
 	})
 	// The stream and the calls outlive ctx so that a graceful stop can finish
 	// what it read and confirm it; hard bounds them instead.
@@ -311,7 +351,6 @@ func (b *Bridge) lead(ctx context.Context) error {
 	laneCtx, stopLanes := context.WithCancel(hard)
 	defer stopLanes()
 	budget := cost.NewBudget(cfg.Limits.ByteBudget)
-	tracker := track.New(stream.Ack)
 	var eng *engine.Engine
 	lanes := apply.New(laneCtx, apply.Config{
 		Log: log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,

@@ -56,7 +56,7 @@ func (p *pipeline) run(ctx, hard context.Context, stream *replication.Stream, ch
 	events := make(chan replication.Event, 16)
 	streamErr := make(chan error, 1)
 	go func() { streamErr <- stream.Run(streamCtx, checkpoint, events) }()
-	cp := apply.NewCheckpointer(cpw, p.tracker, p.log, checkpoint)
+	cp := apply.NewCheckpointer(cpw, p.tracker, stream.Ack, p.log, checkpoint)
 	cpCtx, stopCheckpointer := context.WithCancel(hard)
 	defer stopCheckpointer()
 	cpErr := make(chan error, 1)

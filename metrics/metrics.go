@@ -54,6 +54,7 @@ type Metrics struct {
 	rowsWritten *prometheus.CounterVec   // op
 	batches     prometheus.Counter
 	pruned      *prometheus.CounterVec // table
+	slotGaps    *prometheus.CounterVec // cause
 	budgetUsed  *prometheus.GaugeVec   // model, unit
 	budgetLimit *prometheus.GaugeVec   // model, unit
 
@@ -81,6 +82,7 @@ func New() *Metrics {
 	m.errors = counter("errors_total", "Rows written to pgimageai.errors, by reason.", "reason")
 	m.rowsWritten = counter("rows_written_total", "Target rows written (committed), by operation.", "op")
 	m.pruned = counter("retention_deleted_rows_total", "Bookkeeping rows the retention deleted (errors_resolved: open errors of deleted rules resolved), by table.", "table")
+	m.slotGaps = counter("slot_gaps_total", "Times the slot was found to have skipped changes (slot_missing, slot_ahead), each followed by a backfill of every rule.", "cause")
 	m.batches = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "batches_total", Help: "Target transactions committed."})
 
 	gauge := func(name, help string, f func(Status) float64) prometheus.Collector {
@@ -95,7 +97,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, m.pruned, laneCollector{m}, modelCollector{m},
+		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, m.pruned, m.slotGaps, laneCollector{m}, modelCollector{m},
 		gauge("streaming", "1 while the replication stream is streaming, else 0.", func(s Status) float64 { return b2f(s.Streaming) }),
 		gauge("leader", "1 while this process holds the slot's leader lock, 0 while it waits as a standby.", func(s Status) float64 { return b2f(s.Leader) }),
 		gauge("replication_lag_bytes", "Server WAL end minus the LSN confirmed to the slot.", func(s Status) float64 { return float64(s.LagBytes()) }),
@@ -145,6 +147,14 @@ func (m *Metrics) Pruned(table string, n int64) {
 		return
 	}
 	m.pruned.WithLabelValues(table).Add(float64(n))
+}
+
+// SlotGap counts a gap in the stream found at start, by cause.
+func (m *Metrics) SlotGap(cause string) {
+	if m == nil {
+		return
+	}
+	m.slotGaps.WithLabelValues(cause).Inc()
 }
 
 // Registry returns the registry the collectors are on.

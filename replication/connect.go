@@ -103,22 +103,26 @@ func (ss *session) checkSource(ctx context.Context) (Slot, error) {
 		return Slot{}, err
 	}
 	sql := "SELECT (" + selectSlot + "'" + slotLit + "'), current_database(), current_setting('wal_level')," +
-		" EXISTS (SELECT FROM pg_publication WHERE pubname = '" + pubLit + "')::text"
+		" EXISTS (SELECT FROM pg_publication WHERE pubname = '" + pubLit + "')::text, pg_is_in_recovery()::text"
 	res, err := ss.conn.Exec(ctx, sql).ReadAll()
 	if err != nil {
 		return Slot{}, fmt.Errorf("check slot %s: %w", cfg.Slot, err)
 	}
-	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 4 {
+	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 5 {
 		return Slot{}, fmt.Errorf("%w: unexpected result of the slot check", ErrProtocol)
 	}
 	row := res[0].Rows[0]
 	db, walLevel := string(row[1]), string(row[2])
+	if strings.EqualFold(string(row[4]), "true") {
+		return Slot{}, inRecovery(ss.host())
+	}
 	if walLevel != "logical" {
 		return Slot{}, fmt.Errorf("%w: wal_level is %q; set wal_level = logical and restart PostgreSQL", ErrWALLevel, walLevel)
 	}
 	if row[0] == nil {
-		return Slot{}, fmt.Errorf("%w: slot %s is not in pg_replication_slots; create it with EnsureSlot (pgimageai run does) — if it was dropped, rows changed since need a backfill",
-			ErrNoSlot, cfg.Slot)
+		return Slot{}, fmt.Errorf("%w: slot %s is not in pg_replication_slots of the server at %s: it was dropped, or the primary failed over to a standby that had no copy of it "+
+			"(failover slots need PostgreSQL 17 and sync_replication_slots = on on the standby). Start pgimageai run again: it creates the slot and backfills every rule from the rows as they are now; rows already computed cost no provider calls",
+			ErrNoSlot, cfg.Slot, ss.host())
 	}
 	slot, err := parseSlot(row[0])
 	if err != nil {
@@ -131,5 +135,34 @@ func (ss *session) checkSource(ctx context.Context) (Slot, error) {
 		return Slot{}, fmt.Errorf("%w: publication %s; create it with SyncPublication (pgimageai run does)",
 			ErrNoPublication, pgx.Identifier{cfg.Publication}.Sanitize())
 	}
+	if !slot.Failover && FailoverSlots(ss.conn) {
+		ss.enableFailover(ctx, slot.Name)
+	}
 	return slot, nil
+}
+
+// enableFailover turns failover on for an existing slot created without it
+// (by a pgimageai before failover slots, or by hand), with the replication
+// command ALTER_REPLICATION_SLOT of PostgreSQL 17; see
+// https://www.postgresql.org/docs/17/protocol-replication.html#PROTOCOL-REPLICATION-ALTER-REPLICATION-SLOT
+// A failure is logged, not fatal: the slot streams as before, it only does
+// not survive a failover.
+func (ss *session) enableFailover(ctx context.Context, name string) {
+	// name is ValidSlotName (checked by Run): lower-case letters, digits and
+	// underscores, quoted all the same.
+	_, err := ss.conn.Exec(ctx, "ALTER_REPLICATION_SLOT "+pgx.Identifier{name}.Sanitize()+" ( FAILOVER true )").ReadAll()
+	if err != nil {
+		ss.log.Warn("could not turn failover on for the slot; it streams, but a standby keeps no copy of it", "slot", name, "err", err)
+		return
+	}
+	ss.log.Info("failover turned on for the slot: standbys with sync_replication_slots = on keep a copy of it", "slot", name)
+}
+
+// host names the server of the connection, for messages: the address it is
+// connected to, which tells the hosts of a multi-host DSN apart.
+func (ss *session) host() string {
+	if ss.conn == nil || ss.conn.Conn() == nil {
+		return "?"
+	}
+	return ss.conn.Conn().RemoteAddr().String()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
@@ -34,6 +35,13 @@ var (
 	ErrNoPublication = errors.New("publication does not exist")
 	// ErrProtocol: the server sent something this package cannot decode.
 	ErrProtocol = errors.New("pgoutput protocol error")
+	// ErrFailoverTimeout: a failover did not settle within
+	// Config.FailoverWait; it wraps the last error, which says what to do.
+	ErrFailoverTimeout = errors.New("the source did not settle")
+	// ErrInRecovery: the server is a standby in recovery, not a primary
+	// (a multi-host DSN without target_session_attrs=read-write, or a
+	// failover not finished yet).
+	ErrInRecovery = errors.New("server is in recovery")
 
 	// errConfig: the Config cannot work (e.g. an unparsable ConnString).
 	errConfig = errors.New("replication config")
@@ -75,7 +83,7 @@ func retryable(err error) bool {
 	case errors.Is(err, ErrVersion), errors.Is(err, ErrWALLevel), errors.Is(err, ErrPrivilege),
 		errors.Is(err, ErrNoFreeSlot), errors.Is(err, ErrSlotInvalidated), errors.Is(err, ErrNoSlot),
 		errors.Is(err, ErrSlotMismatch), errors.Is(err, ErrNoPublication), errors.Is(err, ErrProtocol),
-		errors.Is(err, errConfig):
+		errors.Is(err, errConfig), errors.Is(err, ErrInRecovery):
 		return false
 	}
 	switch pgerr.SQLState(err) {
@@ -119,4 +127,32 @@ func slotInvalidated(slot, why string) error {
 		"it drops the slot (SELECT pg_drop_replication_slot('%s')) and re-creates it, deletes the results of source rows deleted meanwhile, "+
 		"and makes every enabled rule backfill; then start pgimageai run again",
 		ErrSlotInvalidated, name, why, name)
+}
+
+// inRecovery returns ErrInRecovery for the server at host, with what to do.
+func inRecovery(host string) error {
+	return fmt.Errorf("%w: the server at %s is a standby (pg_is_in_recovery() is true), which cannot stream for pgimageai; "+
+		"list every host in the DSN with target_session_attrs=read-write (e.g. host=pg1,pg2 target_session_attrs=read-write), or wait for its promotion", ErrInRecovery, host)
+}
+
+// Settling reports whether err is a state that a failover in progress
+// passes through and that ends by itself once the new primary is up: the
+// slot missing (not synced yet), the server still a standby, or no server
+// reachable at all. Stream.Run waits these out for Config.FailoverWait.
+func Settling(err error) bool {
+	if errors.Is(err, ErrNoSlot) || errors.Is(err, ErrInRecovery) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		// Refused, unreachable, timed out, "server is not read-write" of
+		// target_session_attrs, or SQLSTATE 57P03 while the standby starts
+		// up — but never a failed login.
+		switch pgerr.SQLState(err) {
+		case "", codeCannotConnectNow:
+			return true
+		}
+		return pgerr.Transient(err)
+	}
+	return false
 }

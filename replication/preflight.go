@@ -55,3 +55,17 @@ func checkPreflight(version int, walLevel, role string, super, replicator bool) 
 	}
 	return nil
 }
+
+// CheckPrimary returns ErrInRecovery, with what to do, when the server
+// behind conn is a standby in recovery: the bridge writes to the source
+// (publication, slot, bookkeeping), which only a primary allows.
+func CheckPrimary(ctx context.Context, conn *pgx.Conn) error {
+	var standby bool
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	if standby {
+		return inRecovery(conn.PgConn().Conn().RemoteAddr().String())
+	}
+	return nil
+}

@@ -85,12 +85,18 @@ func (p *progress) write(flush LSN) LSN {
 // Without it, writes to unpublished tables of an otherwise idle source would
 // pin WAL in the slot without bound.
 func (p *progress) idle(walEnd, acked LSN) bool {
-	if p.inTx || acked < p.lastEnd {
+	if !p.idleFor(walEnd, acked) {
 		return false
 	}
-	before := p.confirmed
 	p.raise(walEnd)
-	return p.confirmed != before
+	return true
+}
+
+// idleFor reports whether walEnd may be confirmed as idle (see idle) and is
+// above what is confirmed already, without confirming it: with
+// Config.Idle the consumer acks it once stored.
+func (p *progress) idleFor(walEnd, acked LSN) bool {
+	return !p.inTx && acked >= p.lastEnd && walEnd > max(p.confirmed, acked)
 }
 
 // begin records a Begin on the wire and reports whether to emit it.

@@ -114,3 +114,33 @@ func TestProgressWritePosition(t *testing.T) {
 		t.Errorf("after a loss write = %s, want the flush position", got)
 	}
 }
+
+// TestIdleFor: with a Config.Idle hook the stream offers an idle WAL end to
+// the consumer without confirming it itself.
+func TestIdleFor(t *testing.T) {
+	p := newProgress(100)
+	if p.idleFor(100, 0) {
+		t.Error("idleFor(100) offered the start position again")
+	}
+	if !p.idleFor(150, 0) {
+		t.Error("idleFor(150) with nothing emitted was not offered")
+	}
+	if p.confirmed != 100 {
+		t.Errorf("idleFor confirmed %s by itself, want 100 kept", p.confirmed)
+	}
+	p.begin(200)
+	if p.idleFor(250, 0) {
+		t.Error("idleFor offered a WAL end inside a transaction")
+	}
+	p.commitReceived()
+	p.committed(300)
+	if p.idleFor(350, 250) {
+		t.Error("idleFor offered a WAL end while a Commit emitted is not acked")
+	}
+	if !p.idleFor(350, 300) {
+		t.Error("idleFor(350) after every Commit was acked was not offered")
+	}
+	if p.idleFor(300, 300) {
+		t.Error("idleFor offered a WAL end no higher than the ack")
+	}
+}

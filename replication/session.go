@@ -128,7 +128,14 @@ func (ss *session) handle(ctx context.Context, msg pgproto3.BackendMessage) erro
 			}
 			ss.p.receive(ka.ServerWALEnd)
 			ss.s.sawWALEnd(ka.ServerWALEnd)
-			advanced := ss.p.idle(ka.ServerWALEnd, ss.s.ackedLSN())
+			var advanced bool
+			if hook := ss.s.cfg.Idle; hook != nil {
+				if ss.p.idleFor(ka.ServerWALEnd, ss.s.ackedLSN()) {
+					hook(ka.ServerWALEnd)
+				}
+			} else {
+				advanced = ss.p.idle(ka.ServerWALEnd, ss.s.ackedLSN())
+			}
 			if ss.serverStopping(ka) {
 				return errServerStopping
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
@@ -17,7 +18,7 @@ const Plugin = "pgoutput"
 
 // Slot is a replication slot as pg_replication_slots shows it. Fields that a
 // server version lacks stay zero (conflicting is PostgreSQL 16+,
-// invalidation_reason 17+).
+// invalidation_reason, failover and synced 17+).
 type Slot struct {
 	Name               string
 	Type               string // "logical" or "physical"
@@ -30,6 +31,10 @@ type Slot struct {
 	WALStatus          string // reserved, extended, unreserved or lost
 	Conflicting        bool
 	InvalidationReason string
+	// Failover: the slot is synchronised to physical standbys that have
+	// sync_replication_slots on (PostgreSQL 17+), so it survives a
+	// promotion. Synced: this copy is one such standby's.
+	Failover, Synced bool
 }
 
 // slotRow is the JSON shape of a pg_replication_slots row (to_jsonb(s)), which
@@ -46,6 +51,8 @@ type slotRow struct {
 	WALStatus          *string `json:"wal_status"`
 	Conflicting        *bool   `json:"conflicting"`
 	InvalidationReason *string `json:"invalidation_reason"`
+	Failover           *bool   `json:"failover"`
+	Synced             *bool   `json:"synced"`
 }
 
 // selectSlot reads one slot as JSON; the caller appends the slot_name match.
@@ -61,6 +68,7 @@ func parseSlot(js []byte) (Slot, error) {
 		Name: r.Name, Type: r.Type, Plugin: deref(r.Plugin), Database: deref(r.Database),
 		Temporary: r.Temporary, Active: r.Active, WALStatus: deref(r.WALStatus),
 		Conflicting: r.Conflicting != nil && *r.Conflicting, InvalidationReason: deref(r.InvalidationReason),
+		Failover: deref(r.Failover), Synced: deref(r.Synced),
 	}
 	var err error
 	if r.RestartLSN != nil {
@@ -183,8 +191,16 @@ func createSlot(ctx context.Context, conn *pgx.Conn, name string) error {
 		return noFreeSlot(name, used, limit)
 	}
 	// The third argument, temporary, is false: the slot must survive the
-	// session. See https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-REPLICATION
-	_, err = conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, $2, false)", name, Plugin)
+	// session. From PostgreSQL 17 on the fifth, failover, is true: standbys
+	// with sync_replication_slots = on keep a copy, so that the slot is there
+	// after a promotion. See
+	// https://www.postgresql.org/docs/17/functions-admin.html#FUNCTIONS-REPLICATION
+	// and https://www.postgresql.org/docs/17/logicaldecoding-explanation.html#LOGICALDECODING-REPLICATION-SLOTS-SYNCHRONIZATION
+	sql := "SELECT pg_create_logical_replication_slot($1, $2, false)"
+	if FailoverSlots(conn.PgConn()) {
+		sql = "SELECT pg_create_logical_replication_slot($1, $2, false, false, true)"
+	}
+	_, err = conn.Exec(ctx, sql, name, Plugin)
 	switch pgerr.SQLState(err) {
 	case "", codeDuplicateObject:
 		return nil
@@ -201,4 +217,28 @@ func createSlot(ctx context.Context, conn *pgx.Conn, name string) error {
 func noFreeSlot(name string, used, limit int) error {
 	return fmt.Errorf("%w: cannot create slot %s, %d of max_replication_slots = %d are in use; drop an unused slot (SELECT pg_drop_replication_slot('name') — see pg_replication_slots) or raise max_replication_slots and restart PostgreSQL",
 		ErrNoFreeSlot, name, used, limit)
+}
+
+// FailoverVersion is the first server_version_num with failover slots.
+const FailoverVersion = 170000
+
+// FailoverSlots reports whether the server behind conn has failover slots
+// (PostgreSQL 17+), from the server_version the server reported at login.
+func FailoverSlots(conn *pgconn.PgConn) bool {
+	return serverVersion(conn) >= FailoverVersion
+}
+
+// serverVersion is the major version of conn's server as a
+// server_version_num (170000 for "17.2", "17.2 (Debian 17.2-1)" or
+// "17beta1"), from the server_version it reported at login; 0 when it
+// cannot be read.
+func serverVersion(conn *pgconn.PgConn) int {
+	major := 0
+	for _, c := range []byte(conn.ParameterStatus("server_version")) {
+		if c < '0' || c > '9' || major > 1000 {
+			break
+		}
+		major = major*10 + int(c-'0')
+	}
+	return major * 10000
 }

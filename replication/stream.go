@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,19 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the reconnect delay, which doubles per
 	// failed attempt, with jitter (defaults 100ms and 10s).
 	MinBackoff, MaxBackoff time.Duration
+	// FailoverWait is how long Run waits, reconnecting with backoff, while
+	// a failover settles: the slot missing on the server it reached, the
+	// server a standby, or no server reachable (default 5m). After that it
+	// returns the error, which says what to do.
+	FailoverWait time.Duration
+
+	// Idle, when set, receives the WAL end of a keepalive at which the
+	// stream is idle for the consumer (see progress.idle) instead of the
+	// stream confirming it by itself: the consumer stores it where it keeps
+	// its checkpoint and then Acks it, so that the slot never confirms a
+	// position its checkpoint does not hold. It is called on Run's
+	// goroutine and must not block.
+	Idle func(LSN)
 
 	Logger *slog.Logger // default slog.Default()
 }
@@ -50,6 +64,7 @@ func (c Config) withDefaults() Config {
 	def(&c.ConnectTimeout, 30*time.Second)
 	def(&c.MinBackoff, 100*time.Millisecond)
 	def(&c.MaxBackoff, 10*time.Second)
+	def(&c.FailoverWait, DefaultFailoverWait)
 	if c.MaxBackoff < c.MinBackoff {
 		c.MaxBackoff = c.MinBackoff
 	}
@@ -58,6 +73,9 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// DefaultFailoverWait is the default of Config.FailoverWait.
+const DefaultFailoverWait = 5 * time.Minute
 
 // Stream streams a slot's changes as Events and confirms acked positions to
 // the slot. Run drives it from one goroutine, which alone touches the
@@ -184,13 +202,24 @@ func (s *Stream) Run(ctx context.Context, start LSN, out chan<- Event) error {
 	p := newProgress(start)
 	bo := backoff.Backoff{Min: s.cfg.MinBackoff, Max: s.cfg.MaxBackoff}
 	failures := 0
+	var settling time.Time // since when the server has been settling (see Settling)
 	for {
 		sess := &session{s: s, p: p, out: out, log: log, resumed: failures > 0}
 		err := sess.run(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !retryable(err) {
+		if sess.streamed {
+			settling = time.Time{}
+		}
+		if Settling(err) {
+			if settling.IsZero() {
+				settling = time.Now()
+			}
+			if waited := time.Since(settling); waited >= s.cfg.FailoverWait {
+				return fmt.Errorf("%w after waiting %s for a failover to end: %w", ErrFailoverTimeout, waited.Round(time.Second), err)
+			}
+		} else if !retryable(err) {
 			return err
 		}
 		if p.lost() {

@@ -44,9 +44,10 @@ ON CONFLICT (slot, lane) DO UPDATE SET lsn = EXCLUDED.lsn, ord = EXCLUDED.ord, c
 WHERE (c.lsn, c.ord) <= (EXCLUDED.lsn, EXCLUDED.ord)`
 
 // checkpointSQL stores the slot's checkpoint unless the stored one is
-// greater.
-const checkpointSQL = `INSERT INTO pgimageai.checkpoints AS c (slot, lsn, updated_at) VALUES ($1, $2, now())
-ON CONFLICT (slot) DO UPDATE SET lsn = EXCLUDED.lsn, updated_at = EXCLUDED.updated_at
+// greater. bounds_slot: the slot is confirmed only up to what is stored
+// (see LoadCheckpoint).
+const checkpointSQL = `INSERT INTO pgimageai.checkpoints AS c (slot, lsn, updated_at, bounds_slot) VALUES ($1, $2, now(), true)
+ON CONFLICT (slot) DO UPDATE SET lsn = EXCLUDED.lsn, updated_at = EXCLUDED.updated_at, bounds_slot = true
 WHERE c.lsn <= EXCLUDED.lsn`
 
 // QueueLaneCheckpoint queues the statement that stores pos as lane's
@@ -85,15 +86,8 @@ func StoreCheckpoint(ctx context.Context, conn *pgx.Conn, slot string, lsn repli
 
 // LoadCheckpoint returns the slot's stored checkpoint, or 0 when there is none.
 func LoadCheckpoint(ctx context.Context, conn *pgx.Conn, slot string) (replication.LSN, error) {
-	var lsn replication.LSN
-	err := conn.QueryRow(ctx, "SELECT lsn FROM pgimageai.checkpoints WHERE slot = $1", slot).Scan(&lsn)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("load checkpoint of slot %s: %w", slot, err)
-	}
-	return lsn, nil
+	cp, _, err := ReadCheckpoint(ctx, conn, slot)
+	return cp.LSN, err
 }
 
 // LoadLaneCheckpoints returns the stored position of every lane of slot.

@@ -20,12 +20,16 @@ import (
 type Checkpoint struct {
 	LSN       replication.LSN
 	UpdatedAt time.Time
+	// BoundsSlot: it was stored by a bridge that confirms the slot only up
+	// to its stored checkpoint, so the slot is never ahead of it unless it
+	// skipped changes (advanced by hand, or replaced by a standby's copy).
+	BoundsSlot bool
 }
 
 // ReadCheckpoint returns the checkpoint stored for slot; found is false when
 // there is none.
 func ReadCheckpoint(ctx context.Context, conn *pgx.Conn, slot string) (cp Checkpoint, found bool, err error) {
-	err = conn.QueryRow(ctx, "SELECT lsn, updated_at FROM pgimageai.checkpoints WHERE slot = $1", slot).Scan(&cp.LSN, &cp.UpdatedAt)
+	err = conn.QueryRow(ctx, "SELECT lsn, updated_at, bounds_slot FROM pgimageai.checkpoints WHERE slot = $1", slot).Scan(&cp.LSN, &cp.UpdatedAt, &cp.BoundsSlot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cp, false, nil
 	}

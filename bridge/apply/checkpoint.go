@@ -23,18 +23,23 @@ const checkpointInterval = time.Second
 
 // Checkpointer stores the slot's confirmed LSN (what every lane has made
 // durable) in pgimageai.checkpoints, at most once per interval and once more
-// when it stops. It runs on its own goroutine with its own writer.
+// when it stops, and only then acks it to the slot: the slot is never
+// confirmed past the stored checkpoint, so a slot found ahead of it at the
+// next start has skipped changes (see bridge's gap handling). It runs on
+// its own goroutine with its own writer.
 type Checkpointer struct {
 	w       *sink.Writer
 	tracker *track.Tracker
+	ack     func(replication.LSN)
 	log     *slog.Logger
 	stored  replication.LSN
 }
 
 // NewCheckpointer returns the checkpointer of what tracker confirms,
-// storing through w; stored is the checkpoint stored already.
-func NewCheckpointer(w *sink.Writer, tracker *track.Tracker, log *slog.Logger, stored replication.LSN) *Checkpointer {
-	return &Checkpointer{w: w, tracker: tracker, log: log, stored: stored}
+// storing through w and then calling ack; stored is the checkpoint stored
+// already.
+func NewCheckpointer(w *sink.Writer, tracker *track.Tracker, ack func(replication.LSN), log *slog.Logger, stored replication.LSN) *Checkpointer {
+	return &Checkpointer{w: w, tracker: tracker, ack: ack, log: log, stored: stored}
 }
 
 // Run stores the checkpoint whenever it moved, at most once per interval,
@@ -104,5 +109,8 @@ func (c *Checkpointer) store(ctx context.Context) error {
 		return err
 	}
 	c.stored = lsn
+	if c.ack != nil {
+		c.ack(lsn)
+	}
 	return nil
 }

@@ -111,6 +111,23 @@ func (t *Tracker) confirm(lsn replication.LSN) {
 	t.Poke()
 }
 
+// Idle moves the confirmed position up to lsn, a WAL end at which the
+// stream was idle (every transaction it emitted acked, none open), when no
+// transaction is on its way: nothing committed below lsn is pending then.
+// It reports whether the position moved.
+func (t *Tracker) Idle(lsn replication.LSN) bool {
+	t.mu.Lock()
+	moved := len(t.txns) == 0 && lsn > t.confirmed
+	if moved {
+		t.confirmed = lsn
+	}
+	t.mu.Unlock()
+	if moved {
+		t.confirm(lsn)
+	}
+	return moved
+}
+
 // Moved is signalled (capacity one) when the confirmed position moves.
 func (t *Tracker) Moved() <-chan struct{} { return t.moved }
 

@@ -58,3 +58,36 @@ func TestTrackerAbandon(t *testing.T) {
 		t.Fatalf("confirmed %s, want 0/2A", lsn)
 	}
 }
+
+func TestIdle(t *testing.T) {
+	var acks []replication.LSN
+	tr := New(func(l replication.LSN) { acks = append(acks, l) })
+	if !tr.Idle(100) {
+		t.Fatal("Idle(100) with nothing pending did not move")
+	}
+	rec := tr.Begin(time.Time{})
+	if tr.Idle(200) {
+		t.Fatal("Idle(200) moved past a transaction on its way")
+	}
+	tr.Add(rec)
+	tr.Seal(rec, 300)
+	tr.Done(rec, 1)
+	if tr.Idle(250) {
+		t.Fatal("Idle(250) moved the position back below 300")
+	}
+	if !tr.Idle(400) {
+		t.Fatal("Idle(400) did not move")
+	}
+	if got, _, _ := tr.State(); got != 400 {
+		t.Fatalf("confirmed = %s, want 400", got)
+	}
+	want := []replication.LSN{100, 300, 400}
+	if len(acks) != len(want) {
+		t.Fatalf("acks = %v, want %v", acks, want)
+	}
+	for i := range want {
+		if acks[i] != want[i] {
+			t.Fatalf("acks = %v, want %v", acks, want)
+		}
+	}
+}
