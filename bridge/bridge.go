@@ -211,14 +211,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 		case errors.Is(err, replication.ErrFailoverTimeout) || errors.Is(err, replication.ErrNoSlot) || !replication.Settling(err):
 			return err
 		}
-		// No server reachable, or only a standby: a failover under way.
+		// The server reached is a standby: a failover under way, or a DSN
+		// that lists only standbys.
 		if settling.IsZero() {
 			settling = time.Now()
 		}
 		if waited := time.Since(settling); waited >= b.cfg.Timing.FailoverWait {
 			return fmt.Errorf("%w after waiting %s for a failover to end: %w", replication.ErrFailoverTimeout, waited.Round(time.Second), err)
 		}
-		b.cfg.Logger.Warn("the source is not a reachable primary; waiting for a failover to end", "slot", b.cfg.Slot, "err", err,
+		b.cfg.Logger.Warn("the source is a standby; waiting for a failover to end", "slot", b.cfg.Slot, "err", err,
 			"waited", time.Since(settling).Round(time.Second), "limit", b.cfg.Timing.FailoverWait)
 		if backoff.Wait(ctx, time.Second) != nil {
 			return nil

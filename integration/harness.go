@@ -92,7 +92,7 @@ type Postgres struct {
 // test stops, pauses or reconfigures the server; otherwise prefer NewDatabase.
 func StartPostgres(tb testing.TB) *Postgres {
 	tb.Helper()
-	p, err := start(context.Background())
+	p, err := start(context.Background(), serverArgs)
 	if err != nil {
 		fail(tb, err)
 	}
@@ -115,7 +115,7 @@ var shared struct {
 // is only stopped by its expiry and stays behind for "docker container prune".
 func Shared(tb testing.TB) *Postgres {
 	tb.Helper()
-	shared.once.Do(func() { shared.pg, shared.err = start(context.Background()) })
+	shared.once.Do(func() { shared.pg, shared.err = start(context.Background(), serverArgs) })
 	if shared.err != nil {
 		fail(tb, shared.err)
 	}
@@ -149,7 +149,9 @@ func fail(tb testing.TB, err error) {
 	tb.Fatalf("integration: %v", err)
 }
 
-func start(ctx context.Context) (*Postgres, error) {
+// start starts a container whose command (after the image's entrypoint) is
+// cmd: serverArgs for a plain server.
+func start(ctx context.Context, cmd []string) (*Postgres, error) {
 	pool, err := dockertest.NewPool("")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDockerUnavailable, err)
@@ -182,7 +184,7 @@ func start(ctx context.Context) (*Postgres, error) {
 			}
 			binding.HostIP = "127.0.0.1"
 		}
-		res, err = run(pool, image, binding)
+		res, err = run(pool, image, binding, cmd)
 		if err == nil || !local || attempt == 3 {
 			break
 		}
@@ -207,7 +209,7 @@ func start(ctx context.Context) (*Postgres, error) {
 
 // run creates and starts the container; a container that was created but failed to start
 // is removed again.
-func run(pool *dockertest.Pool, image string, binding docker.PortBinding) (*dockertest.Resource, error) {
+func run(pool *dockertest.Pool, image string, binding docker.PortBinding, cmd []string) (*dockertest.Resource, error) {
 	repo, tag := splitImage(image)
 	name := fmt.Sprintf("pgimageai-test-%d-%d", os.Getpid(), containerSeq.Add(1))
 	res, err := pool.RunWithOptions(&dockertest.RunOptions{
@@ -215,7 +217,7 @@ func run(pool *dockertest.Pool, image string, binding docker.PortBinding) (*dock
 		Repository:   repo,
 		Tag:          tag,
 		Env:          []string{"POSTGRES_PASSWORD=" + password, "POSTGRES_USER=" + Superuser},
-		Cmd:          serverArgs,
+		Cmd:          cmd,
 		Labels:       map[string]string{label: "integration"},
 		PortBindings: map[docker.Port][]docker.PortBinding{"5432/tcp": {binding}},
 	}, func(hc *docker.HostConfig) {

@@ -2,10 +2,13 @@ package integration_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/replication"
 )
@@ -159,5 +162,81 @@ FROM pgimageai.slot_gaps WHERE slot = $1`, s.slot).Scan(&cause, &orphans, &clean
 				t.Errorf("%d slot_gaps rows after a clean restart, want 1", n)
 			}
 		})
+	}
+}
+
+// TestSlotFailoverTurnedOn: a slot made without failover (by hand, or by a
+// pgimageai before failover slots) gets it turned on at the next start.
+func TestSlotFailoverTurnedOn(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	s.exec(t, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", s.slot)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND failover", s.slot); n != 0 {
+		t.Fatal("the slot made by hand has failover on already")
+	}
+	s.start(t, s.config(t))
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND failover", s.slot); n != 1 {
+		t.Error("failover was not turned on for the slot")
+	}
+}
+
+// TestSlotDroppedWhileStreaming drops the slot under a running bridge: it
+// waits FailoverWait for it to come back (as a failover would bring it),
+// then stops with a message that says what to do; the next start creates it
+// and backfills, losing nothing.
+func TestSlotDroppedWhileStreaming(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	want := map[int]string{}
+	insertRows(t, s, 1, 4, 3, want)
+	cfg := s.config(t)
+	cfg.Timing.FailoverWait = 3 * time.Second
+	b := bridge.New(cfg)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(context.Background()) }()
+	waitFor(t, 30*time.Second, "3 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 3 })
+	s.sync(t, 30*time.Second)
+	dropped := time.Now()
+	waitFor(t, 10*time.Second, "the slot dropped", func() bool {
+		_, _ = s.conn.Exec(context.Background(), "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", s.slot)
+		_, err := s.conn.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", s.slot)
+		return err == nil
+	})
+	insertRows(t, s, 4, 6, 2, want)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the bridge did not stop within 30s of its slot being dropped")
+	}
+	t.Logf("stopped %s after the drop: %v", time.Since(dropped).Round(time.Millisecond), err)
+	if !errors.Is(err, replication.ErrFailoverTimeout) || !errors.Is(err, replication.ErrNoSlot) {
+		t.Errorf("error %v, want ErrFailoverTimeout wrapping ErrNoSlot", err)
+	}
+	for _, w := range []string{"Start pgimageai run again", "backfills every rule", "after waiting"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
+		}
+	}
+	if time.Since(dropped) < 3*time.Second {
+		t.Errorf("stopped %s after the drop, before FailoverWait (3s)", time.Since(dropped))
+	}
+
+	_, stop := s.start(t, s.config(t))
+	waitFor(t, 30*time.Second, "5 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 5 })
+	s.sync(t, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertCaptions(t, captions(t, s.conn), want)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.slot_gaps WHERE slot = $1 AND cause = 'slot_missing'", s.slot); n != 1 {
+		t.Errorf("%d slot_missing gaps recorded, want 1", n)
+	}
+	if ai.Count() != 5 {
+		t.Errorf("%d provider calls, want 5", ai.Count())
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
@@ -136,23 +135,11 @@ func inRecovery(host string) error {
 }
 
 // Settling reports whether err is a state that a failover in progress
-// passes through and that ends by itself once the new primary is up: the
-// slot missing (not synced yet), the server still a standby, or no server
-// reachable at all. Stream.Run waits these out for Config.FailoverWait.
+// passes through and that ends by itself once the new primary is up and its
+// copy of the slot usable: the slot missing on the server reached, or that
+// server still a standby. Stream.Run waits these out for
+// Config.FailoverWait, then stops with what to do. (A server that cannot be
+// reached at all is retried without a limit, as any lost connection.)
 func Settling(err error) bool {
-	if errors.Is(err, ErrNoSlot) || errors.Is(err, ErrInRecovery) {
-		return true
-	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		// Refused, unreachable, timed out, "server is not read-write" of
-		// target_session_attrs, or SQLSTATE 57P03 while the standby starts
-		// up — but never a failed login.
-		switch pgerr.SQLState(err) {
-		case "", codeCannotConnectNow:
-			return true
-		}
-		return pgerr.Transient(err)
-	}
-	return false
+	return errors.Is(err, ErrNoSlot) || errors.Is(err, ErrInRecovery)
 }

@@ -82,3 +82,27 @@ func TestExplain(t *testing.T) {
 		t.Error("explain must pass other errors through")
 	}
 }
+
+func TestSettling(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"slot missing", fmt.Errorf("check: %w", ErrNoSlot), true},
+		{"server in recovery", inRecovery("10.0.0.2:5432"), true},
+		{"slot invalidated", slotInvalidated("s", "lost WAL"), false},
+		{"connection refused", errors.New("dial tcp: connection refused"), false},
+		{"privilege", fmt.Errorf("%w: no REPLICATION", ErrPrivilege), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Settling(tt.err); got != tt.want {
+				t.Errorf("Settling(%v) = %t, want %t", tt.err, got, tt.want)
+			}
+			if retryable(tt.err) && tt.want {
+				t.Errorf("retryable(%v): a settling state must be bounded by FailoverWait, not retried for ever", tt.err)
+			}
+		})
+	}
+}

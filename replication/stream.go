@@ -212,10 +212,13 @@ func (s *Stream) Run(ctx context.Context, start LSN, out chan<- Event) error {
 		if sess.streamed {
 			settling = time.Time{}
 		}
+		quiet := false // a settling failover is logged once, not per attempt
 		if Settling(err) {
 			if settling.IsZero() {
 				settling = time.Now()
+				log.Warn("waiting for the source to settle, as after a failover", "err", err, "limit", s.cfg.FailoverWait)
 			}
+			quiet = true
 			if waited := time.Since(settling); waited >= s.cfg.FailoverWait {
 				return fmt.Errorf("%w after waiting %s for a failover to end: %w", ErrFailoverTimeout, waited.Round(time.Second), err)
 			}
@@ -236,7 +239,9 @@ func (s *Stream) Run(ctx context.Context, start LSN, out chan<- Event) error {
 		failures++
 		s.reconnects.Add(1)
 		delay := bo.Next()
-		log.Warn("replication connection lost; reconnecting", "err", err, "attempt", failures, "delay", delay.Round(time.Millisecond))
+		if !quiet {
+			log.Warn("replication connection lost; reconnecting", "err", err, "attempt", failures, "delay", delay.Round(time.Millisecond))
+		}
 		if err := backoff.Wait(ctx, delay); err != nil {
 			return err
 		}
