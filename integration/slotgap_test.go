@@ -207,6 +207,8 @@ func TestSlotDroppedWhileStreaming(t *testing.T) {
 		return err == nil
 	})
 	insertRows(t, s, 4, 6, 2, want)
+	s.exec(t, "DELETE FROM public.photos WHERE id = 2")
+	delete(want, 2)
 	var err error
 	select {
 	case err = <-done:
@@ -227,7 +229,7 @@ func TestSlotDroppedWhileStreaming(t *testing.T) {
 	}
 
 	_, stop := s.start(t, s.config(t))
-	waitFor(t, 30*time.Second, "5 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 5 })
+	waitFor(t, 30*time.Second, "4 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 4 })
 	s.sync(t, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -239,4 +241,7 @@ func TestSlotDroppedWhileStreaming(t *testing.T) {
 	if ai.Count() != 5 {
 		t.Errorf("%d provider calls, want 5", ai.Count())
 	}
+	env := []string{"PGIMAGEAI_DSN=" + s.db.DSN(), "PGIMAGEAI_SLOT=" + s.slot, "PGIMAGEAI_PUBLICATION=" + s.slot}
+	wantCLI(t, env, 0, []string{"Slot gaps", "slot_missing", "1 deleted", "failover", "on: standbys with sync_replication_slots = on"}, "status")
+	wantCLI(t, env, 0, []string{`"slot_gaps": [`, `"cause": "slot_missing"`, `"failover": "on"`}, "status", "--format", "json")
 }

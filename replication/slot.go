@@ -225,14 +225,14 @@ const FailoverVersion = 170000
 // FailoverSlots reports whether the server behind conn has failover slots
 // (PostgreSQL 17+), from the server_version the server reported at login.
 func FailoverSlots(conn *pgconn.PgConn) bool {
-	return serverVersion(conn) >= FailoverVersion
+	return ServerVersion(conn) >= FailoverVersion
 }
 
-// serverVersion is the major version of conn's server as a
+// ServerVersion is the major version of conn's server as a
 // server_version_num (170000 for "17.2", "17.2 (Debian 17.2-1)" or
 // "17beta1"), from the server_version it reported at login; 0 when it
 // cannot be read.
-func serverVersion(conn *pgconn.PgConn) int {
+func ServerVersion(conn *pgconn.PgConn) int {
 	major := 0
 	for _, c := range []byte(conn.ParameterStatus("server_version")) {
 		if c < '0' || c > '9' || major > 1000 {

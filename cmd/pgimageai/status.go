@@ -24,6 +24,7 @@ type statusReport struct {
 	Usage      []usageRow     // the last usageDays UTC days, newest first
 	Budgets    []budgetStatus // the models with a daily cap, by name
 	Models     []modelPace    // the pacing of the models, as the slot's leader last stored it
+	Gaps       []slotGap      // changes the slot skipped: not cleaned yet, or of the last week
 }
 
 // modelPace is a row of pgimageai.model_pace.
@@ -48,6 +49,8 @@ type slotStatus struct {
 	// Leader is the pgimageai run holding the slot's leader lock; nil when
 	// none does (stopped, or between two leaders).
 	Leader *leader.Info
+	// ServerVersion is the source's server_version_num (major only).
+	ServerVersion int
 }
 
 // Lag is the WAL in bytes that the slot has not confirmed yet.
@@ -191,11 +194,14 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 	if r.Models, err = state.ModelPaces(ctx, target.conn, slot); err != nil {
 		return r, target.explain("read model pacing", err)
 	}
+	if r.Gaps, err = readGaps(ctx, target, slot); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
 func readSlotStatus(ctx context.Context, source *database, name string) (slotStatus, error) {
-	s := slotStatus{Slot: replication.Slot{Name: name}}
+	s := slotStatus{Slot: replication.Slot{Name: name}, ServerVersion: replication.ServerVersion(source.conn.PgConn())}
 	leader, leads, err := leader.Owner(ctx, source.conn, name)
 	if err != nil {
 		return s, source.explain("read the leader lock", err)

@@ -21,6 +21,7 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 	var buf bytes.Buffer
 	writeSlotTable(&buf, r.Slot, r.Checkpoint)
 	buf.WriteByte('\n')
+	writeGapsTable(&buf, r.Gaps)
 	writeRulesTable(&buf, r.Rules)
 	buf.WriteByte('\n')
 	if len(r.Groups) > 1 || len(r.Groups) == 1 && r.Groups[0].Group != "default" {
@@ -76,6 +77,9 @@ func writeSlotTable(buf *bytes.Buffer, s slotStatus, cp *checkpoint) {
 		t.row("confirmed_flush_lsn", s.ConfirmedFlushLSN.String())
 		t.row("current_wal_lsn", s.CurrentLSN.String())
 		t.row("lag", byteSize(s.Lag()))
+	}
+	if st, advice := failover(s, s.ServerVersion); st != "" {
+		t.row("failover", failoverText(st, advice))
 	}
 	if cp != nil {
 		t.row("checkpoint", fmt.Sprintf("%s (updated %s)", cp.LSN, utcTime(cp.UpdatedAt)))
@@ -286,6 +290,7 @@ type (
 		Usage      []usageJSON     `json:"usage"`
 		Budgets    []budgetJSON    `json:"budgets"`
 		Models     []modelJSON     `json:"models"`
+		Gaps       []gapJSON       `json:"slot_gaps"`
 	}
 	modelJSON struct {
 		Model         string  `json:"model"`
@@ -323,6 +328,10 @@ type (
 		// Leader is the pgimageai run holding the slot's leader lock;
 		// absent when none does.
 		Leader *leaderJSON `json:"leader,omitempty"`
+		// Failover is on, off or unsupported (before PostgreSQL 17);
+		// FailoverAdvice says what it means.
+		Failover       string `json:"failover,omitempty"`
+		FailoverAdvice string `json:"failover_advice,omitempty"`
 	}
 	leaderJSON struct {
 		PID         int32  `json:"pid"`
@@ -395,11 +404,13 @@ func statusDocument(r statusReport) statusJSON {
 		Lanes:     []laneJSON{},
 		Backfills: []backfillJSON{},
 		Usage:     usageDocument(r.Usage),
+		Gaps:      gapsDocument(r.Gaps),
 		OpenErrors: openErrorsJSON{
 			ByReason: map[functions.Reason]int64{},
 			ByRule:   map[string]map[functions.Reason]int64{},
 		},
 	}
+	doc.Slot.Failover, doc.Slot.FailoverAdvice = failover(r.Slot, r.Slot.ServerVersion)
 	if l := r.Slot.Leader; l != nil {
 		doc.Slot.Leader = &leaderJSON{PID: l.PID, Application: l.Application, Client: l.Client}
 	}
