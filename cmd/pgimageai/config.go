@@ -17,22 +17,24 @@ import (
 // config holds the settings of the command line, each from a flag or, failing that, its
 // environment variable.
 type config struct {
-	DSN         string
-	TargetDSN   string
-	Slot        string
-	Publication string
-	Group       string
-	MetricsAddr string
-	PprofAddr   string // loopback only; "" = off
-	LogFormat   string
-	ByteBudget  int64
-	StallAfter  time.Duration          // a lane holding changes this long without a write is stalled; <0 = never
-	KeyEnv      *provider.KeyEnvPolicy // which variables api_key_env may name
-	Query       queryFlags             // flags of status, errors and retry (commandflags.go)
+	DSN          string
+	TargetDSN    string
+	Slot         string
+	Publication  string
+	Group        string
+	MetricsAddr  string
+	PprofAddr    string // loopback only; "" = off
+	LogFormat    string
+	ByteBudget   int64
+	StallAfter   time.Duration          // a lane holding changes this long without a write is stalled; <0 = never
+	FailoverWait time.Duration          // how long run waits for a failover of the source to settle
+	KeyEnv       *provider.KeyEnvPolicy // which variables api_key_env may name
+	Query        queryFlags             // flags of status, errors and retry (commandflags.go)
 
-	byteBudget  string // as given
-	stallAfter  string // as given
-	keyEnvAllow string // as given
+	byteBudget   string // as given
+	stallAfter   string // as given
+	failoverWait string // as given
+	keyEnvAllow  string // as given
 }
 
 // validGroup is what a rule group's name may be (also checked by the
@@ -68,6 +70,7 @@ func (c *config) settings() []setting {
 		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
 		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
 		{"stall-after", "PGIMAGEAI_STALL_AFTER", "10m", "how long a lane may hold changes without writing before /healthz says stalled (0 = never)", &c.stallAfter},
+		{"failover-wait", "PGIMAGEAI_FAILOVER_WAIT", "5m", "how long run waits while a failover of the source settles (the server a standby, the slot not there yet) before it stops", &c.failoverWait},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }
@@ -124,6 +127,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	}
 	if c.StallAfter == 0 {
 		c.StallAfter = -1 // never
+	}
+	if c.FailoverWait, err = time.ParseDuration(c.failoverWait); err != nil || c.FailoverWait <= 0 {
+		return c, fmt.Errorf("%w: --failover-wait must be a positive duration such as 5m, got %q", errUsage, c.failoverWait)
 	}
 	if err := checkLoopback(c.PprofAddr); err != nil {
 		return c, fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)

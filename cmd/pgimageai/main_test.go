@@ -60,6 +60,9 @@ func TestParseConfig(t *testing.T) {
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", StallAfter: -1, stallAfter: "0"}, ""},
 		{"bad stall after", []string{"--stall-after", "ten minutes"}, nil, config{}, "--stall-after must be a duration"},
 		{"negative stall after", []string{"--stall-after", "-1m"}, nil, config{}, "--stall-after must be a duration"},
+		{"failover wait", nil, map[string]string{"PGIMAGEAI_FAILOVER_WAIT": "90s"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", FailoverWait: 90 * time.Second, failoverWait: "90s"}, ""},
+		{"zero failover wait", []string{"--failover-wait", "0"}, nil, config{}, "--failover-wait must be a positive duration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +79,9 @@ func TestParseConfig(t *testing.T) {
 			got.KeyEnv = nil
 			if tc.want.stallAfter == "" {
 				tc.want.StallAfter, tc.want.stallAfter = 10*time.Minute, "10m"
+			}
+			if tc.want.failoverWait == "" {
+				tc.want.FailoverWait, tc.want.failoverWait = 5*time.Minute, "5m"
 			}
 			if got != tc.want {
 				t.Fatalf("got %+v; want %+v", got, tc.want)
