@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // A widening is a change of a column's type that keeps every value it may
@@ -116,4 +118,70 @@ func AlterTypes(table pgx.Identifier, cols []Retype) string {
 		parts[i] = fmt.Sprintf("ALTER COLUMN %s TYPE %s", pgx.Identifier{c.Column}.Sanitize(), c.Type)
 	}
 	return fmt.Sprintf("ALTER TABLE %s %s", table.Sanitize(), strings.Join(parts, ", "))
+}
+
+// widenKey makes the key columns of target table follow a widening of the
+// source's key (key, the source's columns): it runs the ALTER TABLE on a
+// table the bridge created (state.CreatedTarget) that no rule reads, and
+// returns it; for any other table it returns an error that gives the
+// statement to run. A key column whose type differs from the source's in a
+// way that is no widening is an error saying so. It returns "" when no key
+// column differs (a missing one is checkKey's to report).
+//
+// Where this runs, and why it cannot race the lane: Ensure runs when rules
+// are compiled — at start, and on the engine's goroutine at the WAL position
+// of a configuration change or of a source relation whose key types changed
+// (the engine reloads the rules there, before the first change of the new
+// shape reaches a lane) — on the engine's own target connection. The lane of
+// the table writes it on another connection. ALTER TABLE takes an ACCESS
+// EXCLUSIVE lock: it waits for the lane's transaction in flight to commit,
+// and the lane's next transaction waits for it. Neither waits for the other
+// in any other way — the ALTER runs alone in its transaction, and a lane
+// never waits for the engine while its transaction is open — so they cannot
+// deadlock (and if a TRUNCATE in the lane's transaction ever met the queued
+// ALTER, PostgreSQL's deadlock detection fails one of the two with SQLSTATE
+// 40P01, transient, and both retry). Statements prepared on the lane's
+// session before the ALTER are not used for keys of the new type: a
+// target's statements name their key parameters' types (prepareSQL).
+func widenKey(ctx context.Context, conn *pgx.Conn, table *catalog.Table, key []catalog.Column) (string, error) {
+	var retype []Retype
+	var what []string
+	for _, k := range key {
+		c, ok := table.Column(k.Name)
+		if !ok || c.TypeOID == k.TypeOID && c.TypeMod == k.TypeMod {
+			continue
+		}
+		if !Widens(c, k) {
+			return "", fmt.Errorf("target table %s: key column %q is %s, the source's is %s; the bridge follows only a widening of the source's key (e.g. integer to bigint, varchar(n) to text or a larger n, numeric to a larger precision), never a narrowing or a change of kind: make the target's type equal to the source's",
+				table, k.Name, c.Type, k.Type)
+		}
+		retype = append(retype, Retype{Column: k.Name, Type: k.Type})
+		what = append(what, fmt.Sprintf("key column %q is %s, the source's is %s", k.Name, c.Type, k.Type))
+	}
+	if len(retype) == 0 {
+		return "", nil
+	}
+	stmt := AlterTypes(table.Identifier(), retype)
+	ours, err := state.CreatedTarget(ctx, conn, table.OID)
+	if err != nil {
+		return "", fmt.Errorf("target table %s: %w", table, err)
+	}
+	if ours {
+		// Never a table a rule reads: a write-back target, or a table made
+		// as one rule's target that another rule reads as its source.
+		read, err := state.SourceTable(ctx, conn, table.OID)
+		if err != nil {
+			return "", fmt.Errorf("target table %s: %w", table, err)
+		}
+		ours = !read
+	}
+	if !ours {
+		return "", fmt.Errorf("target table %s: %s; the bridge widens only the target tables it created, so run: %s",
+			table, strings.Join(what, ", "), stmt)
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return "", fmt.Errorf("target table %s: %s; widening it failed (run %s once what stops it is fixed): %w",
+			table, strings.Join(what, ", "), stmt, err)
+	}
+	return stmt, nil
 }
