@@ -495,6 +495,10 @@ func (e *Engine) relation(ctx context.Context, r *replication.Relation) (*rules.
 		rel, misfits := rules.Fit(r, rs)
 		if len(misfits) == 0 && rel.Retyped && e.rules.retyped != r {
 			e.rules.retyped = r
+			// Fresh sessions: a statement the engine's sessions prepared
+			// for the old key types (a backfill's last-row query) would
+			// fail with "cached plan must not change result type".
+			e.conns.Close(ctx)
 			if err := e.reconfigure(ctx, fmt.Sprintf("following the key type change of %s", r.Identifier().Sanitize()), nil); err != nil {
 				return nil, nil, err
 			}
