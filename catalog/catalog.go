@@ -30,6 +30,11 @@ type Column struct {
 	TypeOID uint32
 	Type    string // format_type(): "bytea", "integer", "character varying(20)", "vector(3)"
 	TypeMod int32
+	// BaseType is the type without its modifier, as format_type() prints
+	// it given the modifier -1: "character varying" for "character
+	// varying(20)", "bpchar" for "character(8)" (plain "character" would
+	// mean character(1)). A cast to it never truncates or rounds.
+	BaseType string
 }
 
 // Table is a table's definition.
@@ -84,7 +89,7 @@ WHERE c.oid = to_regclass($1)`, name).Scan(&t.OID, &t.Schema, &t.Name, &t.Regcla
 		return nil, fmt.Errorf("%s is not a table (relkind %s): %w", name, kind, ErrNoTable)
 	}
 	rows, err := q.Query(ctx, `
-SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.atttypmod
+SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.atttypmod, format_type(a.atttypid, -1)
 FROM pg_attribute a
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, t.OID)
@@ -93,7 +98,7 @@ ORDER BY a.attnum`, t.OID)
 	}
 	t.Columns, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Column, error) {
 		var c Column
-		err := r.Scan(&c.Name, &c.TypeOID, &c.Type, &c.TypeMod)
+		err := r.Scan(&c.Name, &c.TypeOID, &c.Type, &c.TypeMod, &c.BaseType)
 		return c, err
 	})
 	if err != nil {

@@ -5,6 +5,8 @@
 // durable whole or not at all.
 //
 // It also creates missing target tables and columns and validates existing
-// ones, and deletes results whose source row is gone (recover-slot). Every
-// identifier is quoted with pgx.Identifier.
+// ones, records the tables it creates and widens their key columns when the
+// source's key is widened (widen.go: which type changes are widenings), and
+// deletes results whose source row is gone (recover-slot). Every identifier
+// is quoted with pgx.Identifier.
 package sink

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/internal/pgerr"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // ResultType is the SQL type of a result column.
@@ -40,6 +42,10 @@ type Target struct {
 	// are the source's own.
 	WriteBack bool
 
+	// Altered is the ALTER TABLE statement that Ensure ran to widen the key
+	// columns after the source's (see widenKey); "" when it ran none.
+	Altered string
+
 	cast bool // the value is sent as text and cast to SQLType (pgvector, json)
 
 	upsert, del, move, delStale, has string
@@ -63,6 +69,9 @@ func (t *Target) Name() string { return t.Table.String() }
 // Ensure makes sure target table name exists with the source's primary key
 // columns (same names and types) and the result column, creating what is
 // missing, and validates what exists. source is the rule's source table.
+// A table it creates is recorded as the bridge's (state.RecordCreatedTarget);
+// the key columns of such a table follow a widening of the source's key
+// (see widenKey), and Target.Altered says so.
 //
 // sameServer says that conn reaches the source's database, so that a target
 // with the source's OID is the source table itself (write-back).
@@ -84,6 +93,15 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 	if err != nil {
 		return nil, fmt.Errorf("target table %s: %w", name, err)
 	}
+	altered, err := widenKey(ctx, conn, table, keyCols)
+	if err != nil {
+		return nil, err
+	}
+	if altered != "" {
+		if table, err = catalog.Lookup(ctx, conn, name); err != nil {
+			return nil, fmt.Errorf("target table %s: %w", name, err)
+		}
+	}
 	if err := checkKey(table, keyCols); err != nil {
 		return nil, err
 	}
@@ -99,7 +117,7 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 		}
 		col, _ = table.Column(column)
 	}
-	t := &Target{Table: table, Key: source.PrimaryKey, Column: column, Type: typ, SQLType: col.Type, WriteBack: table.OID == source.OID && sameServer}
+	t := &Target{Table: table, Key: source.PrimaryKey, Column: column, Type: typ, SQLType: col.Type, WriteBack: table.OID == source.OID && sameServer, Altered: altered}
 	if err := t.checkColumn(col); err != nil {
 		return nil, err
 	}
@@ -119,7 +137,9 @@ func NewTarget(table *catalog.Table, key []string, column string, typ ResultType
 	return t, nil
 }
 
-// create creates the target table with the key columns as its primary key.
+// create creates the target table with the key columns as its primary key,
+// and records it as the bridge's in the same transaction. A table that
+// someone else created meanwhile is left to Ensure's checks, unrecorded.
 func create(ctx context.Context, conn *pgx.Conn, name string, key []catalog.Column) error {
 	var parts []string
 	if err := conn.QueryRow(ctx, "SELECT parse_ident($1)", name).Scan(&parts); err != nil {
@@ -143,11 +163,28 @@ func create(ctx context.Context, conn *pgx.Conn, name string, key []catalog.Colu
 		cols = append(cols, pgx.Identifier{c.Name}.Sanitize()+" "+c.Type+" NOT NULL")
 		pk = append(pk, pgx.Identifier{c.Name}.Sanitize())
 	}
-	ddl := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s, PRIMARY KEY (%s))", id.Sanitize(), strings.Join(cols, ", "), strings.Join(pk, ", "))
-	if _, err := conn.Exec(ctx, ddl); err != nil {
-		return fmt.Errorf("create target table %s: %w", id.Sanitize(), err)
+	// Not IF NOT EXISTS: only a table this transaction made is recorded.
+	ddl := fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s))", id.Sanitize(), strings.Join(cols, ", "), strings.Join(pk, ", "))
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, ddl); err != nil {
+			return err
+		}
+		var oid uint32
+		if err := tx.QueryRow(ctx, "SELECT $1::regclass::oid", id.Sanitize()).Scan(&oid); err != nil {
+			return err
+		}
+		return state.RecordCreatedTarget(ctx, tx, oid)
+	})
+	switch pgerr.SQLState(err) {
+	case "":
+		if err != nil {
+			return fmt.Errorf("create target table %s: %w", id.Sanitize(), err)
+		}
+		return nil
+	case "42P07", "23505": // duplicate_table; unique_violation: created concurrently
+		return nil
 	}
-	return nil
+	return fmt.Errorf("create target table %s: %w", id.Sanitize(), err)
 }
 
 // checkKey verifies that the target has the source's key columns, with the
@@ -228,13 +265,24 @@ func vectorType(c catalog.Column) (int, bool) {
 func (t *Target) prepareSQL() {
 	table := t.Table.Identifier().Sanitize()
 	col := pgx.Identifier{t.Column}.Sanitize()
+	// A key parameter names its type: when a key column is widened (see
+	// widenKey), the statements change with it, so that no session uses a
+	// statement it prepared for the old type (its parameter types are fixed
+	// at PREPARE) to send a key of the new one. A cast to the type without
+	// its modifier never truncates: a key too long for varchar(n) fails.
+	param := func(n int, k string) string {
+		if c, ok := t.Table.Column(k); ok && c.BaseType != "" {
+			return fmt.Sprintf("$%d::%s", n, c.BaseType)
+		}
+		return fmt.Sprintf("$%d", n)
+	}
 	var keys, params, where, whereOld []string
 	for i, k := range t.Key {
 		q := pgx.Identifier{k}.Sanitize()
 		keys = append(keys, q)
-		params = append(params, fmt.Sprintf("$%d", i+1))
-		where = append(where, fmt.Sprintf("%s = $%d", q, i+1))
-		whereOld = append(whereOld, fmt.Sprintf("%s = $%d", q, len(t.Key)+i+1))
+		params = append(params, param(i+1, k))
+		where = append(where, fmt.Sprintf("%s = %s", q, param(i+1, k)))
+		whereOld = append(whereOld, fmt.Sprintf("%s = %s", q, param(len(t.Key)+i+1, k)))
 	}
 	n := len(t.Key) + 1
 	value := fmt.Sprintf("$%d", n)
@@ -270,6 +318,9 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE %s`,
 			typ := "text"
 			if c, ok := t.Table.Column(k); ok {
 				typ = c.Type
+				if c.BaseType != "" {
+					typ = c.BaseType // never truncates: see param
+				}
 			}
 			// The key's JSON field, named by the third parameter (the key
 			// column names): no name is ever written into the SQL.
@@ -289,7 +340,7 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE %s`,
 	t.has = fmt.Sprintf("SELECT EXISTS (SELECT FROM %s WHERE %s AND %s IS NOT NULL)", table, strings.Join(where, " AND "), col)
 	var set []string
 	for i, k := range keys {
-		set = append(set, fmt.Sprintf("%s = $%d", k, i+1))
+		set = append(set, fmt.Sprintf("%s = %s", k, param(i+1, t.Key[i])))
 	}
 	t.move = fmt.Sprintf("UPDATE %s SET %s WHERE %s", table, strings.Join(set, ", "), strings.Join(whereOld, " AND "))
 	t.delStale = fmt.Sprintf("DELETE FROM %s WHERE %s AND EXISTS (SELECT FROM %s WHERE %s)", table, strings.Join(where, " AND "), table, strings.Join(whereOld, " AND "))

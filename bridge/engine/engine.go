@@ -91,6 +91,9 @@ type ruleView struct {
 	current atomic.Pointer[rules.Set]
 	live    *rules.Live
 	tables  Tables
+	// retyped is the last relation whose key types made the rules compile
+	// again (see relation): once per relation, however the catalog stands.
+	retyped *replication.Relation
 }
 
 // stream is where the engine stands in the stream: the transaction being
@@ -479,7 +482,10 @@ func (e *Engine) truncate(ctx context.Context, ch *replication.Change) error {
 // and the rules of its table. A rule that the table no longer fits (its image
 // column renamed, dropped or no longer bytea, or the primary key changed)
 // becomes invalid_rule here, at this WAL position, while the other rules go
-// on (see rules.Live.Misfit).
+// on (see rules.Live.Misfit). A key whose type changed makes the rules
+// compile again here, before the first change of the new shape is routed:
+// their targets follow a widening (sink.Ensure) and their statements and
+// keys take the new type.
 func (e *Engine) relation(ctx context.Context, r *replication.Relation) (*rules.Relation, []*rules.Rule, error) {
 	for {
 		rs := e.rules.set.ForSource(r.OID)
@@ -487,6 +493,17 @@ func (e *Engine) relation(ctx context.Context, r *replication.Relation) (*rules.
 			return rel, rs, nil
 		}
 		rel, misfits := rules.Fit(r, rs)
+		if len(misfits) == 0 && rel.Retyped && e.rules.retyped != r {
+			e.rules.retyped = r
+			// Fresh sessions: a statement the engine's sessions prepared
+			// for the old key types (a backfill's last-row query) would
+			// fail with "cached plan must not change result type".
+			e.conns.Close(ctx)
+			if err := e.reconfigure(ctx, fmt.Sprintf("following the key type change of %s", r.Identifier().Sanitize()), nil); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		if len(misfits) == 0 {
 			e.rules.set.Remember(r, rel)
 			return rel, rs, nil

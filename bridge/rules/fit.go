@@ -15,12 +15,18 @@ import (
 type Relation struct {
 	Key   []int          // indexes of the primary key columns
 	Image map[string]int // image column name → index
+	// Retyped is true when a key column's type (or its modifier) is not
+	// the one the rules were compiled with: the source's key was altered,
+	// and the rules must be compiled again before a key of the new type
+	// reaches a target (which then follows a widening; see sink.Ensure).
+	Retyped bool
 }
 
 // Fit returns where r holds the key and image columns of rules, and why
 // rules do not fit it, by rule name: a rule whose image column was renamed,
 // dropped or is no longer bytea, or whose table's primary key changed, no
-// longer fits the table as the WAL shows it.
+// longer fits the table as the WAL shows it. A key column whose type changed
+// still fits (Relation.Retyped).
 func Fit(r *replication.Relation, rules []*Rule) (*Relation, map[string]string) {
 	rel := &Relation{Image: map[string]int{}}
 	misfits := map[string]string{}
@@ -33,6 +39,9 @@ func Fit(r *replication.Relation, rules []*Rule) (*Relation, map[string]string) 
 			break
 		}
 		rel.Key = append(rel.Key, i)
+		if c, ok := rules[0].Source.Column(k); ok && (c.TypeOID != r.Columns[i].TypeOID || c.TypeMod != r.Columns[i].TypeModifier) {
+			rel.Retyped = true
+		}
 	}
 	if keyErr == "" && r.ReplicaIdentity == 'd' {
 		n := 0

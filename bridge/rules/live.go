@@ -126,7 +126,7 @@ type Live struct {
 // with the keys of env, on conns.
 func NewLive(log *slog.Logger, pub string, reg *provider.Registry, env provider.Env, conns *reconn.Pair) *Live {
 	return &Live{log: log, pub: pub, conns: conns, valid: map[string]*Rule{}, invalid: map[string]string{},
-		comp: &compiler{reg: reg, env: env, providers: map[string]cachedProvider{}}}
+		comp: &compiler{log: log, reg: reg, env: env, providers: map[string]cachedProvider{}}}
 }
 
 // Load reads every model, and the rules of group, from the source.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -113,6 +114,7 @@ func loadConfig(ctx context.Context, src *pgx.Conn, group string) (*config, erro
 // row, so that rules sharing a model share its limits, and builds a new one
 // only when the model row changed.
 type compiler struct {
+	log       *slog.Logger
 	reg       *provider.Registry
 	env       provider.Env
 	providers map[string]cachedProvider // by model name
@@ -182,6 +184,10 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	target, err := sink.Ensure(ctx, tgt, rr.TargetTable, source, rr.TargetColumn, typ, SameDatabase(src, tgt))
 	if err != nil {
 		return nil, err
+	}
+	if target.Altered != "" {
+		// Once: the next Ensure finds the types equal.
+		c.log.Info("target key widened to follow the source", "rule", rr.Name, "target", target.Name(), "source", source.String(), "statement", target.Altered)
 	}
 	if target.WriteBack && rr.TargetColumn == rr.ImageColumn {
 		return nil, fmt.Errorf("write-back rule would overwrite its own image column %q", rr.ImageColumn)

@@ -20,3 +20,22 @@ CREATE TABLE pgimageai.slot_gaps (
   cleaned_at  timestamptz               -- NULL until those were deleted
 );
 CREATE INDEX slot_gaps_slot ON pgimageai.slot_gaps (slot, detected_at DESC);
+
+-- The bridge writes this table at start: a role that may write the bridge's
+-- state already (the least-privilege role of the docs) may write it too, so
+-- that an upgrade needs no new GRANT.
+DO $$
+DECLARE
+  r regrole;
+BEGIN
+  FOR r IN
+    SELECT DISTINCT a.grantee::regrole
+    FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) AS a
+    WHERE c.oid = 'pgimageai.lane_checkpoints'::regclass
+      AND a.privilege_type = 'INSERT' AND a.grantee <> 0 AND a.grantee <> c.relowner
+  LOOP
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON pgimageai.slot_gaps TO %s', r);
+    EXECUTE format('GRANT USAGE ON SEQUENCE pgimageai.slot_gaps_id_seq TO %s', r);
+  END LOOP;
+END
+$$;

@@ -1,0 +1,45 @@
+package state
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RecordCreatedTarget records table relid as created by the bridge, in tx:
+// the transaction of its CREATE TABLE, so that the record exists exactly when
+// the table does. Rows of tables since dropped are deleted (their OIDs may
+// be used again one day).
+func RecordCreatedTarget(ctx context.Context, tx pgx.Tx, relid uint32) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM pgimageai.created_targets c
+WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE oid = c.relid)`); err != nil {
+		return fmt.Errorf("record created target: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO pgimageai.created_targets (relid) VALUES ($1::oid::regclass)
+ON CONFLICT (relid) DO UPDATE SET created_at = now()`, relid); err != nil {
+		return fmt.Errorf("record created target: %w", err)
+	}
+	return nil
+}
+
+// CreatedTarget reports whether the bridge created table relid (see
+// RecordCreatedTarget), so that it may widen its key columns.
+func CreatedTarget(ctx context.Context, q Querier, relid uint32) (bool, error) {
+	var created bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgimageai.created_targets WHERE relid = $1::oid::regclass)`, relid).Scan(&created); err != nil {
+		return false, fmt.Errorf("created targets: %w", err)
+	}
+	return created, nil
+}
+
+// SourceTable reports whether some rule of the database behind q, of any
+// group, enabled or not, reads table relid: the bridge never alters a table
+// that a rule reads, even one it created as another rule's target.
+func SourceTable(ctx context.Context, q Querier, relid uint32) (bool, error) {
+	var source bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgimageai.rules WHERE to_regclass(source_table) = $1::oid::regclass)`, relid).Scan(&source); err != nil {
+		return false, fmt.Errorf("rules' source tables: %w", err)
+	}
+	return source, nil
+}
