@@ -106,6 +106,12 @@ loop:
 			}
 		case pg := <-eng.Pages():
 			eng.Register(pg)
+		case lane := <-p.lanes.Unwritable():
+			p.log.Warn("the target refused the bridge's writes for want of a privilege; checking its rules again", "lane", lane)
+			if err = eng.RecheckNow(engCtx); err != nil {
+				err = engineErr(ctx, engCtx, err)
+				break loop
+			}
 		case lane := <-p.lanes.Repaired():
 			if err = eng.Rebackfill(engCtx, lane); err != nil {
 				err = engineErr(ctx, engCtx, err)

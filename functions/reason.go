@@ -23,6 +23,11 @@ const (
 	// is spent for the UTC day; no call was made. Retried by itself after
 	// the day rolls over, or by pgimageai retry --reason budget_exhausted.
 	BudgetExhausted Reason = "budget_exhausted"
+	// TargetRefused: the target table refused a change whatever it held —
+	// a delete or move that a constraint forbids (another table's foreign
+	// key), a NULL that a NOT NULL column refuses; the target row is left
+	// as it was and the stream goes on.
+	TargetRefused Reason = "target_refused"
 )
 
 // Error is a function failure with its reason code. Detail is human readable

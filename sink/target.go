@@ -121,6 +121,9 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 	if err := t.checkColumn(col); err != nil {
 		return nil, err
 	}
+	if err := t.checkPrivileges(ctx, conn); err != nil {
+		return nil, err
+	}
 	t.prepareSQL()
 	return t, nil
 }

@@ -355,7 +355,7 @@ func (l *lane) isolate(ctx context.Context, items []work.Item, err error) error 
 	}
 	it := &items[0]
 	if it.Kind != work.Result || (it.Call != nil && it.Call.Err != nil) {
-		return err // refused again as an errors row, or not a result: stop
+		return l.recordRefusal(ctx, items, err)
 	}
 	size, head := 0, []byte(nil)
 	if it.Call != nil {
@@ -365,6 +365,53 @@ func (l *lane) isolate(ctx context.Context, items []work.Item, err error) error 
 	it.Call = work.Failed(&functions.Error{Reason: functions.BadResponse, ImageBytes: size, ImageHead: head,
 		Detail: fmt.Sprintf("model %s: the target column %s.%s refused the answer: %s", it.Rule.Model, it.Dest.Target.Name(), it.Dest.Target.Column, refusal(err))}, size, head)
 	return l.write(ctx, items)
+}
+
+// recordRefusal writes, in place of the one item the target refuses
+// whatever it holds — a delete or move that a constraint forbids (another
+// table's foreign key), a NULL that a NOT NULL column refuses — an errors
+// row target_refused for each rule the item is for, at its position, and
+// moves on: retrying would fail the same way for good, and hold the slot.
+// The target row is left as it was; the detail says what the target said.
+// Bookkeeping items (of pgimageai's own tables) refused stop the lane.
+func (l *lane) recordRefusal(ctx context.Context, items []work.Item, cause error) error {
+	it := &items[0]
+	var names []string
+	switch it.Kind {
+	case work.Result:
+		names = []string{it.Rule.Name}
+	case work.Move, work.Delete, work.Truncate:
+		names = it.Dest.Rules
+	default:
+		return cause
+	}
+	what := map[work.Kind]string{work.Result: "store the result of", work.Move: "move", work.Delete: "delete", work.Truncate: "empty the table of"}[it.Kind]
+	detail := fmt.Sprintf("the target %s refused to %s the row: %s; the target row is left as it was", it.Dest.Target.Name(), what, refusal(cause))
+	if it.Kind == work.Result && it.Call != nil && it.Call.Err != nil {
+		detail += " (the row's own failure: " + it.Call.Err.Error() + ")"
+	}
+	key := it.Row.JSON
+	if len(key) == 0 {
+		key = []byte("{}")
+	}
+	ops := make([]sink.Op, 0, len(names))
+	for _, name := range names {
+		ops = append(ops, state.Error{Rule: name, SourceTable: it.Dest.SourceTable, Key: key, LSN: it.LSN,
+			Reason: string(functions.TargetRefused), Detail: detail})
+	}
+	refusedLogs.Log(l.ls.cfg.Log, slog.LevelError, l.name, "the target refused a change; recording it as target_refused", "lane", l.name,
+		"kind", it.Kind.String(), "key", string(key), "err", cause)
+	if err := l.commit(ctx, ops, *it); err != nil {
+		return err // refused again, fenced, or ctx ended: stop
+	}
+	l.done(items)
+	l.stat.mu.Lock()
+	l.stat.pos, l.stat.commitTime = it.Pos, it.Txn.CommitTime()
+	l.stat.mu.Unlock()
+	l.stat.batches.Add(1)
+	l.stat.errorsN.Add(int64(len(ops)))
+	l.ls.cfg.Metrics.Written(nil, map[string]int{string(functions.TargetRefused): len(ops)})
+	return nil
 }
 
 // commit writes ops in one target transaction with last's position,
@@ -387,6 +434,20 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error 
 			return fmt.Errorf("%w: %w", errRefused, err)
 		}
 		l.ls.cfg.Log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.Pos.String(), "err", err)
+		if pgerr.SQLState(err) == codeInsufficientPrivilege {
+			// Not for a retry to cure: the engine checks the lane's rules
+			// again, which finds the missing privilege and makes them
+			// invalid_rule (with the GRANT to run); then nothing writes
+			// the lane any more and what it holds is abandoned. The rules
+			// backfill once the privilege is granted.
+			if l.ls.cfg.Rules != nil && !l.ls.cfg.Rules(l.name) {
+				return fmt.Errorf("%w: %w", ErrNoRules, err)
+			}
+			select {
+			case l.ls.unwritable <- l.name:
+			default: // a check is requested already
+			}
+		}
 		if missingTarget(err) && l.ls.cfg.Repair != nil {
 			if rerr := l.ls.cfg.Repair(ctx, l.name); errors.Is(rerr, ErrNoRules) {
 				return fmt.Errorf("%w: %w", ErrNoRules, err)
@@ -414,6 +475,9 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error 
 // abandoned.
 var ErrNoRules = errors.New("no rule writes the lane's target")
 
+// codeInsufficientPrivilege is SQLSTATE 42501 insufficient_privilege.
+const codeInsufficientPrivilege = "42501"
+
 // missingTarget reports a write that failed because its target table or
 // column does not exist (SQLSTATE 42P01 undefined_table, 42703
 // undefined_column).
@@ -436,7 +500,11 @@ type Config struct {
 	// missing (dropped while the bridge ran); it makes them again, and the
 	// lane's name goes on Repaired so that the engine backfills its rules.
 	Repair func(ctx context.Context, lane string) error
-	Own    func(xid uint64) // receives the full IDs of write-back transactions
+	// Rules reports whether some rule still writes the lane's target; a
+	// lane refused for want of a privilege abandons what it holds once none
+	// does. nil = always.
+	Rules func(lane string) bool
+	Own   func(xid uint64) // receives the full IDs of write-back transactions
 	// Idle is how long a lane with nothing to write keeps its target
 	// connection; 0 = for good.
 	Idle time.Duration
@@ -451,6 +519,9 @@ type Lanes struct {
 	cfg      Config
 	rows     RowCounts                   // items waiting per row of each lane
 	repaired chan string                 // lanes whose target was re-created, for the engine
+	// unwritable: lanes the target refused for want of a privilege, for the
+	// engine to check their rules again
+	unwritable chan string
 	onFail   atomic.Pointer[func(error)] // called with the first failure of any lane
 	ctx      context.Context             // the lanes' goroutines end with it
 
@@ -462,7 +533,7 @@ type Lanes struct {
 
 // New returns the lanes of cfg; their goroutines end with ctx.
 func New(ctx context.Context, cfg Config) *Lanes {
-	return &Lanes{cfg: cfg, ctx: ctx, repaired: make(chan string, 16), byID: map[string]*lane{}, errs: make(chan error, 64)}
+	return &Lanes{cfg: cfg, ctx: ctx, repaired: make(chan string, 16), unwritable: make(chan string, 1), byID: map[string]*lane{}, errs: make(chan error, 64)}
 }
 
 // OnFail sets the function called with the first failure of any lane.
@@ -471,6 +542,10 @@ func (ls *Lanes) OnFail(f func(error)) { ls.onFail.Store(&f) }
 // Repaired receives the lanes whose target table was re-created: their
 // rules must backfill again.
 func (ls *Lanes) Repaired() <-chan string { return ls.repaired }
+
+// Unwritable receives lanes whose target refused a write for want of a
+// privilege: the engine checks the rules again (Engine.RecheckNow).
+func (ls *Lanes) Unwritable() <-chan string { return ls.unwritable }
 
 // Rows is the count of items waiting per row, for the engine's decisions.
 func (ls *Lanes) Rows() *RowCounts { return &ls.rows }

@@ -31,6 +31,15 @@ func (e *Engine) reload(ctx context.Context) error {
 	return nil
 }
 
+// RecheckNow checks every rule against the catalog again, now or — inside
+// a source transaction — at the next Recheck: a lane's target refused a
+// write for want of a privilege, and compiling the rules finds which ones
+// (invalid_rule, with the GRANT to run).
+func (e *Engine) RecheckNow(ctx context.Context) error {
+	e.rules.recheck = true
+	return e.Recheck(ctx)
+}
+
 // configTables returns the OIDs of pgimageai.rules and pgimageai.models.
 func (e *Engine) configTables() []uint32 {
 	return []uint32{e.rules.tables.Rules, e.rules.tables.Models}
@@ -121,9 +130,10 @@ func (e *Engine) Rebackfill(ctx context.Context, lane string) error {
 // A failure here (the target or source briefly unreachable) is logged and
 // the check repeated next time; it never stops the bridge.
 func (e *Engine) Recheck(ctx context.Context) error {
-	if e.pos.open != nil || !e.rules.live.HasInvalid() {
+	if e.pos.open != nil || !e.rules.live.HasInvalid() && !e.rules.recheck {
 		return nil
 	}
+	e.rules.recheck = false
 	restore := e.rules.live.Recheck()
 	if err := e.reload(ctx); err != nil {
 		restore() // so that the next check runs again

@@ -94,6 +94,9 @@ type ruleView struct {
 	// retyped is the last relation whose key types made the rules compile
 	// again (see relation): once per relation, however the catalog stands.
 	retyped *replication.Relation
+	// recheck: every rule is to be compiled again at the next Recheck,
+	// not only the invalid ones (see RecheckNow).
+	recheck bool
 }
 
 // stream is where the engine stands in the stream: the transaction being

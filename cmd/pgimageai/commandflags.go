@@ -31,7 +31,7 @@ const defaultLimit = 50
 // reasons are the reason codes of the function semantics that --reason accepts.
 var reasons = []functions.Reason{
 	functions.EmptyImage, functions.UnknownFormat, functions.TooLarge, functions.UnsupportedFormat,
-	functions.ProviderError, functions.BadResponse, functions.BudgetExhausted, functions.InvalidRule,
+	functions.ProviderError, functions.BadResponse, functions.BudgetExhausted, functions.InvalidRule, functions.TargetRefused,
 }
 
 // defineCommandFlags defines on fs the flags that cmd has beyond the shared

@@ -23,7 +23,7 @@ func TestParseCommandFlags(t *testing.T) {
 		{"errors filters", "errors", []string{"--rule", "caption", "--reason", "provider_error", "--limit", "0", "--format", "json"},
 			queryFlags{Format: "json", Rule: "caption", Reason: "provider_error"}, ""},
 		{"errors invalid_rule", "errors", []string{"--reason", "invalid_rule"}, queryFlags{Format: "table", Reason: "invalid_rule", Limit: 50}, ""},
-		{"errors unknown reason", "errors", []string{"--reason", "empty"}, queryFlags{}, `--reason must be one of empty_image, unknown_format, too_large, unsupported_format, provider_error, bad_response, budget_exhausted, invalid_rule, got "empty"`},
+		{"errors unknown reason", "errors", []string{"--reason", "empty"}, queryFlags{}, `--reason must be one of empty_image, unknown_format, too_large, unsupported_format, provider_error, bad_response, budget_exhausted, invalid_rule, target_refused, got "empty"`},
 		{"errors negative limit", "errors", []string{"--limit", "-1"}, queryFlags{}, "--limit must be 0 (all) or more, got -1"},
 		{"errors limit not a number", "errors", []string{"--limit", "ten"}, queryFlags{}, `invalid value "ten" for flag -limit`},
 		{"retry defaults", "retry", nil, queryFlags{}, ""},
