@@ -517,13 +517,13 @@ const DefaultIdle = time.Minute
 // called by the engine's goroutine; the rest by anyone.
 type Lanes struct {
 	cfg      Config
-	rows     RowCounts                   // items waiting per row of each lane
-	repaired chan string                 // lanes whose target was re-created, for the engine
+	rows     RowCounts   // items waiting per row of each lane
+	repaired chan string // lanes whose target was re-created, for the engine
 	// unwritable: lanes the target refused for want of a privilege, for the
 	// engine to check their rules again
 	unwritable chan string
-	onFail   atomic.Pointer[func(error)] // called with the first failure of any lane
-	ctx      context.Context             // the lanes' goroutines end with it
+	onFail     atomic.Pointer[func(error)] // called with the first failure of any lane
+	ctx        context.Context             // the lanes' goroutines end with it
 
 	mu   sync.Mutex
 	byID map[string]*lane
