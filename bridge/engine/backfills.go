@@ -239,7 +239,7 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 	if pos, ok := e.admit(lane, len(p.Rows)); ok {
 		err := e.emit(ctx, pos, work.Item{Kind: work.Backfill, Rule: r, Dest: work.Dest{Target: r.Target}, Progress: state.BackfillProgress{
 			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.LastKey, Rows: len(p.Rows), Done: p.Done,
-			Batch: r.Fn.BatchAPI() != nil}})
+			Batch: r.Fn.BatchAPI() != nil, Part: p.Part, PartDone: p.PartDone}})
 		if err != nil {
 			return err
 		}
