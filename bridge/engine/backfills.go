@@ -48,6 +48,7 @@ type backfills struct {
 	// fixed, so that every row is either read or streamed.
 	deferred  []*rules.Rule
 	deferring bool
+	cleaner   *backfill.Cleaner // of the batches of given-up backfills
 }
 
 func newBackfills(srcDSN, tgtDSN string, ctx context.Context) backfills {
@@ -168,6 +169,7 @@ func (e *Engine) StartDeferred(ctx context.Context) error {
 		}
 	}
 	e.bf.deferred = nil
+	e.bf.cleaner.Start(e.bf.ctx, nil) // what starting them over gave up
 	return nil
 }
 

@@ -208,7 +208,11 @@ type Diff struct {
 	Set   *Set
 	Stop  []string // rules changed, disabled, deleted or invalid: their backfills end
 	Start []*Rule  // rules new, re-enabled or changed: they backfill
-	next  map[string]*Rule
+	// BatchAPIs are the batch APIs of the models with batch_api, by
+	// models.name, also of models no rule uses: what cleans up the batches
+	// of given-up backfills (backfill.Cleaner).
+	BatchAPIs map[string]provider.BatchAPI
+	next      map[string]*Rule
 }
 
 // Accept records d as applied: the next Reload compares with its rules.
@@ -262,7 +266,7 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 		return Diff{}, err
 	}
 
-	d := Diff{Set: NewSet(valid)}
+	d := Diff{Set: NewSet(valid), BatchAPIs: l.batchAPIs()}
 	d.next = d.Set.byName
 	for name, old := range l.valid {
 		r, ok := d.next[name]
@@ -288,6 +292,21 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 		d.Start = append(d.Start, r)
 	}
 	return d, nil
+}
+
+// batchAPIs returns the batch APIs of the models with batch_api, by name.
+func (l *Live) batchAPIs() map[string]provider.BatchAPI {
+	out := map[string]provider.BatchAPI{}
+	for name, m := range l.cfg.models {
+		p, err := l.comp.provider(m)
+		if err != nil {
+			continue
+		}
+		if api, ok := p.(provider.BatchAPI); ok && api.BatchEnabled() {
+			out[name] = api
+		}
+	}
+	return out
 }
 
 // publish makes the publication publish the configuration tables and the
