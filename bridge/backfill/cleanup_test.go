@@ -66,7 +66,7 @@ func TestCleanUp(t *testing.T) {
 		{name: "provider down: retried", bc: state.BatchCleanup{BatchID: "batch_1", Files: []string{"in"}},
 			retrieve: func(string) (provider.BatchJob, error) { return provider.BatchJob{}, down }, wantErr: true},
 		{name: "never recorded, but created: found by its file", bc: state.BatchCleanup{InputFileID: "in", Files: []string{"in"}},
-			find: func(string) (provider.BatchJob, bool, error) { return provider.BatchJob{ID: "batch_1"}, true, nil },
+			find:     func(string) (provider.BatchJob, bool, error) { return provider.BatchJob{ID: "batch_1"}, true, nil },
 			retrieve: running, wantCancelled: []string{"batch_1"}},
 		{name: "never created: the input file", bc: state.BatchCleanup{InputFileID: "in", Files: []string{"in"}},
 			find: func(string) (provider.BatchJob, bool, error) { return provider.BatchJob{}, false, nil }, wantDone: true, wantDeleted: []string{"in"}},
