@@ -120,3 +120,23 @@ FROM pgimageai.backfill_batches ORDER BY rule, seq`)
 	}
 	return out, nil
 }
+
+// GiveUpOrphanBatches gives up the batches of every rule but keep — rules
+// deleted, disabled or made invalid while no bridge ran — as
+// ForgetBackfills does for a rule that stops while it runs; it returns
+// those rules.
+func GiveUpOrphanBatches(ctx context.Context, conn *pgx.Conn, keep []string) ([]string, error) {
+	var orphans []string
+	err := conn.QueryRow(ctx, "SELECT coalesce(array_agg(DISTINCT rule), '{}') FROM pgimageai.backfill_batches WHERE NOT rule = ANY($1)", keep).
+		Scan(&orphans)
+	if err != nil {
+		return nil, fmt.Errorf("read the batches of stopped rules: %w", err)
+	}
+	if len(orphans) == 0 {
+		return nil, nil
+	}
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return giveUpBatches(ctx, tx, orphans) }); err != nil {
+		return nil, err
+	}
+	return orphans, nil
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -264,6 +265,19 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 	}
 	if err := state.ReportInvalidRules(ctx, tgt, rows, others); err != nil {
 		return Diff{}, err
+	}
+	// The batches of rules that stopped while no bridge ran (the stops
+	// seen here give theirs up below) are cancelled at the provider too.
+	keep := slices.Clone(others)
+	for _, r := range valid {
+		keep = append(keep, r.Name)
+	}
+	gone, err := state.GiveUpOrphanBatches(ctx, tgt, keep)
+	if err != nil {
+		return Diff{}, err
+	}
+	if len(gone) > 0 {
+		l.log.Info("the batches of stopped rules are cancelled at the provider", "rules", gone)
 	}
 
 	d := Diff{Set: NewSet(valid), BatchAPIs: l.batchAPIs()}

@@ -1,0 +1,155 @@
+package integration_test
+
+import (
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestBatchAPIAppliesEachBatchWhenDone: 100 rows with batch_max_requests 40
+// go as three batches, polled at once; the third finishes first and its 20
+// answers are applied while the first two still run. `pgimageai run` is then
+// SIGKILLed and started again: the applied batch is neither applied nor
+// downloaded again, and when the other two finish every row has its batch
+// answer — no synchronous call, each output file downloaded once.
+func TestBatchAPIAppliesEachBatchWhenDone(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeBatchAI(t)
+	ai.released[3] = true
+	want := map[int]string{}
+	insertRows(t, s, 1, 101, 50, want)
+	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms", "batch_max_requests": 40}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	p1 := s.runProcess(t)
+	waitFor(t, 120*time.Second, "batch 3 to be applied", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches WHERE rule = 'caption' AND seq = 3 AND applied") == 1
+	})
+	got := captions(t, s.conn)
+	if len(got) != 20 {
+		t.Errorf("%d results after batch 3 finished, want its 20", len(got))
+	}
+	for id := 81; id <= 100; id++ {
+		if got[id] != want[id] {
+			t.Errorf("row %d: %q, want %q", id, got[id], want[id])
+		}
+	}
+	if st1, st2 := ai.statusOf(1), ai.statusOf(2); st1 != "in_progress" || st2 != "in_progress" {
+		t.Fatalf("batches 1 and 2 are %s and %s, want in_progress: batch 3 must not wait for them", st1, st2)
+	}
+	p1.signal(t, syscall.SIGKILL)
+
+	ai.setRelease()
+	s.runProcess(t)
+	backfillDone(t, s, "caption", 120*time.Second)
+	if n := ai.Count(); n != 0 {
+		t.Errorf("%d synchronous calls, want 0", n)
+	}
+	assertCaptions(t, captions(t, s.conn), want)
+	uploads, creates, _ := ai.counts()
+	if uploads != 3 || creates != 3 {
+		t.Errorf("%d uploads, %d batches; want 3 and 3", uploads, creates)
+	}
+	ai.mu.Lock()
+	for id, n := range ai.downloads {
+		if n != 1 {
+			t.Errorf("file %s downloaded %d times, want once", id, n)
+		}
+	}
+	ai.mu.Unlock()
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches WHERE rule = 'caption' AND applied AND downloaded"); n != 3 {
+		t.Errorf("%d batches recorded as applied, want 3", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT coalesce(sum(calls), 0) FROM pgimageai.usage WHERE rule = 'caption'"); n != 100 {
+		t.Errorf("usage counts %d calls, want 100: every answer paid once", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT rows_done::int FROM pgimageai.backfills WHERE rule = 'caption'"); n < 100 {
+		t.Errorf("backfill rows_done = %d, want 100 at least", n)
+	}
+}
+
+// TestBatchAPIRefusedSecondBatch: the provider refuses the second batch for
+// good (a 400 at its creation) while the first runs: the first batch's 40
+// rows get its answers, the 60 rows after get synchronous calls, its input
+// file is deleted, and the refused batch's 40 requests go back to the daily
+// budget — 100 calls in all fit max_calls_per_day 100 exactly.
+func TestBatchAPIRefusedSecondBatch(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeBatchAI(t)
+	ai.release = true
+	ai.refuseCreate[2] = true
+	want := map[int]string{}
+	insertRows(t, s, 1, 101, 50, want)
+	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms", "batch_max_requests": 40, "max_calls_per_day": 100}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	_, stop := s.start(t, s.config(t))
+	backfillDone(t, s, "caption", 120*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	uploads, creates, _ := ai.counts()
+	if uploads != 2 || creates != 1 {
+		t.Errorf("%d uploads, %d batches created; want 2 and 1", uploads, creates)
+	}
+	if n := ai.Count(); n != 60 {
+		t.Errorf("%d synchronous calls, want 60 (rows 41..100)", n)
+	}
+	assertCaptions(t, captions(t, s.conn), want)
+	if errs := openErrors(t, s.conn); len(errs) != 0 {
+		t.Errorf("open errors %v, want none (the refused requests were given back to the budget)", errs)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches WHERE seq = 2 AND status = 'refused' AND final AND applied"); n != 1 {
+		t.Errorf("backfill_batches does not record batch 2 as refused and applied")
+	}
+	ai.mu.Lock()
+	deleted := slices.Contains(ai.deleted, "file-in-2")
+	ai.mu.Unlock()
+	if !deleted {
+		t.Errorf("the refused batch's input file was not deleted at the provider")
+	}
+}
+
+// TestBatchAPIRuleDeleted: a rule deleted while its batch runs has the
+// batch cancelled at the provider and its input file deleted — also when
+// it is deleted while no bridge runs.
+func TestBatchAPIRuleDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		down bool // deleted while no bridge runs
+	}{{"while running", false}, {"while stopped", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSource(t)
+			ai := newFakeBatchAI(t)
+			want := map[int]string{}
+			insertRows(t, s, 1, 31, 30, want)
+			s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms"}`)
+			s.rule(t, "caption", "vision", "public.captions", "caption")
+			p := s.runProcess(t)
+			waitFor(t, 60*time.Second, "the batch to run", func() bool { return ai.statusOf(1) == "in_progress" })
+			if tc.down {
+				p.signal(t, syscall.SIGKILL)
+			}
+			s.exec(t, "DELETE FROM pgimageai.rules WHERE name = 'caption'")
+			if tc.down {
+				s.runProcess(t)
+			}
+			waitFor(t, 60*time.Second, "the batch to be cancelled and its file deleted", func() bool {
+				ai.mu.Lock()
+				defer ai.mu.Unlock()
+				return slices.Contains(ai.cancelled, "batch_1") && slices.Contains(ai.deleted, "file-in-1")
+			})
+			waitFor(t, 30*time.Second, "the cleanup to be recorded", func() bool {
+				return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.batch_cleanup") == 0
+			})
+			if st := ai.statusOf(1); st != "cancelled" {
+				t.Errorf("batch_1 is %s, want cancelled", st)
+			}
+			if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches"); n != 0 {
+				t.Errorf("%d batches still recorded", n)
+			}
+			if uploads, creates, _ := ai.counts(); uploads != 1 || creates != 1 {
+				t.Errorf("%d uploads, %d batches; want 1 and 1", uploads, creates)
+			}
+		})
+	}
+}
