@@ -153,3 +153,50 @@ func TestBatchAPIRuleDeleted(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchAPIBudgetAcrossRestart: with max_calls_per_day 60, 100 rows go
+// as batches of 40 and 20 requests (the 40 rows over the cap get none);
+// `pgimageai run` is SIGKILLed while they run. The new process counts the 60
+// requests waiting in the batches against the day (they are in no
+// pgimageai.usage row yet), so the 40 rows without a request get
+// budget_exhausted, not synchronous calls: 60 calls in all, not 100.
+func TestBatchAPIBudgetAcrossRestart(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeBatchAI(t)
+	want := map[int]string{}
+	insertRows(t, s, 1, 101, 50, want)
+	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms", "batch_max_requests": 40, "max_calls_per_day": 60}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	p1 := s.runProcess(t)
+	waitFor(t, 60*time.Second, "both batches to run", func() bool { return ai.statusOf(2) == "in_progress" })
+	p1.signal(t, syscall.SIGKILL)
+	if lines := ai.linesOf(); len(lines) != 2 || len(lines[0]) != 40 || len(lines[1]) != 20 {
+		t.Fatalf("batches of %d requests, want 40 and 20", len(lines))
+	}
+
+	ai.setRelease()
+	s.runProcess(t)
+	backfillDone(t, s, "caption", 120*time.Second)
+	if n := ai.Count(); n != 0 {
+		t.Errorf("%d synchronous calls, want 0: the day's 60 calls are in the batches", n)
+	}
+	got := captions(t, s.conn)
+	for id := 1; id <= 60; id++ {
+		if got[id] != want[id] {
+			t.Errorf("row %d: %q, want the batch's answer", id, got[id])
+		}
+	}
+	errs := openErrors(t, s.conn)
+	exhausted := 0
+	for id := 61; id <= 100; id++ {
+		if errs[id] == "budget_exhausted" {
+			exhausted++
+		}
+	}
+	if exhausted != 40 || len(errs) != 40 {
+		t.Errorf("%d budget_exhausted rows of rows 61..100 (%d open errors), want 40", exhausted, len(errs))
+	}
+	if n := queryInt(t, s.conn, "SELECT coalesce(sum(calls), 0) FROM pgimageai.usage WHERE rule = 'caption'"); n != 60 {
+		t.Errorf("usage counts %d calls, want 60", n)
+	}
+}
