@@ -173,7 +173,7 @@ func (b *batchRun) runAll(ctx context.Context, w *Worker, batches []state.Backfi
 			if ctx.Err() != nil {
 				return
 			}
-			b.log.Info("batch: applying its answers", "rule", b.r.Name, "seq", bt.Seq, "batch", bt.BatchID)
+			b.log.Info("batch: applying its rows", "rule", b.r.Name, "seq", bt.Seq, "batch", bt.BatchID, "status", bt.Status)
 			src := &answerPages{Source: NewPages(b.srcDSN, b.tgtDSN), conn: reconn.New("target", b.tgtDSN, nil)}
 			w.forPart(bt.Seq, src).Work(ctx, b.r, from, to)
 		})
