@@ -295,20 +295,11 @@ func (b *Bridge) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	spent, day, err := state.SpentToday(ctx, tgt)
-	if err != nil {
-		return err
-	}
 	// The requests waiting in batches count against the day they went into
 	// the batch, as they did before the restart.
-	pending, err := state.PendingBatchRequests(ctx, tgt, day)
+	spent, day, err := state.CountedToday(ctx, tgt)
 	if err != nil {
 		return err
-	}
-	for model, n := range pending {
-		s := spent[model]
-		s.Calls += n
-		spent[model] = s
 	}
 
 	stream := replication.NewStream(replication.Config{
