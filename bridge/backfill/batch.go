@@ -52,8 +52,12 @@ import (
 //
 // Live changes never use the Batch API.
 
-// batchAnswersPerSave is how many answers one transaction stores.
-const batchAnswersPerSave = 500
+// batchAnswersPerSave is how many answers one transaction stores, at most;
+// batchAnswerBytes, how many bytes of their text (beyond the first).
+const (
+	batchAnswersPerSave = 500
+	batchAnswerBytes    = 4 << 20
+)
 
 // batchPollers is how many batches of one backfill are polled and
 // downloaded at once.

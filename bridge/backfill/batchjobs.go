@@ -104,12 +104,13 @@ func (b *batchRun) poll(ctx context.Context, db *pgx.Conn, bt *state.BackfillBat
 // expired or was cancelled), store nothing: the apply step calls for them.
 func (b *batchRun) download(ctx context.Context, db *pgx.Conn, bt *state.BackfillBatch) error {
 	var buf []state.BatchAnswer
+	held := 0 // bytes of text in buf
 	flush := func() error {
 		if len(buf) == 0 {
 			return nil
 		}
 		err := state.SaveAnswers(ctx, db, b.r.Name, buf)
-		buf = buf[:0]
+		buf, held = buf[:0], 0
 		return err
 	}
 	answered, failed := 0, 0
@@ -139,7 +140,13 @@ func (b *batchRun) download(ctx context.Context, db *pgx.Conn, bt *state.Backfil
 				}
 				failed++
 			}
-			if buf = append(buf, row); len(buf) >= batchAnswersPerSave {
+			if row.Answer != nil {
+				held += len(*row.Answer)
+			}
+			held += len(row.Detail)
+			// Bounded by bytes too: up to batchPollers batches download at
+			// once, beside the page being applied.
+			if buf = append(buf, row); len(buf) >= batchAnswersPerSave || held >= batchAnswerBytes {
 				return flush()
 			}
 			return nil
