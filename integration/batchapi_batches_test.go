@@ -1,6 +1,8 @@
 package integration_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"syscall"
 	"testing"
@@ -36,6 +38,24 @@ func TestBatchAPIAppliesEachBatchWhenDone(t *testing.T) {
 	}
 	if st1, st2 := ai.statusOf(1), ai.statusOf(2); st1 != "in_progress" || st2 != "in_progress" {
 		t.Fatalf("batches 1 and 2 are %s and %s, want in_progress: batch 3 must not wait for them", st1, st2)
+	}
+	// status lists the three batches, as they are.
+	var doc struct {
+		Batches []struct {
+			Rule, Status string
+			BatchID      string `json:"batch_id"`
+			Seq          int
+			Requests     int
+			Applied      bool
+		} `json:"batches"`
+	}
+	out := runCLI(t, s, "status", "--format", "json")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("status --format json: %v\n%s", err, out)
+	}
+	if got := fmt.Sprintf("%+v", doc.Batches); len(doc.Batches) != 3 || doc.Batches[0].BatchID != "batch_1" || doc.Batches[0].Requests != 40 ||
+		doc.Batches[0].Applied || !doc.Batches[2].Applied || doc.Batches[2].Requests != 20 {
+		t.Errorf("status lists batches %s; want batch_1..3 of 40, 40 and 20 requests, the third applied", got)
 	}
 	p1.signal(t, syscall.SIGKILL)
 
