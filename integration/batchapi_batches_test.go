@@ -131,12 +131,19 @@ func TestBatchAPIRefusedSecondBatch(t *testing.T) {
 
 // TestBatchAPIRuleDeleted: a rule deleted while its batch runs has the
 // batch cancelled at the provider and its input file deleted — also when
-// it is deleted while no bridge runs.
+// it is deleted while no bridge runs; so has a rule changed (its new
+// backfill sends a batch of its own).
 func TestBatchAPIRuleDeleted(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		down bool // deleted while no bridge runs
-	}{{"while running", false}, {"while stopped", true}} {
+		name    string
+		down    bool   // deleted while no bridge runs
+		change  string // instead of the delete
+		batches int    // batches sent in all
+	}{
+		{name: "while running", batches: 1},
+		{name: "while stopped", down: true, batches: 1},
+		{name: "changed", change: "UPDATE pgimageai.rules SET target_column = 'caption2' WHERE name = 'caption'", batches: 2},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSource(t)
 			ai := newFakeBatchAI(t)
@@ -149,7 +156,11 @@ func TestBatchAPIRuleDeleted(t *testing.T) {
 			if tc.down {
 				p.signal(t, syscall.SIGKILL)
 			}
-			s.exec(t, "DELETE FROM pgimageai.rules WHERE name = 'caption'")
+			if tc.change != "" {
+				s.exec(t, tc.change)
+			} else {
+				s.exec(t, "DELETE FROM pgimageai.rules WHERE name = 'caption'")
+			}
 			if tc.down {
 				s.runProcess(t)
 			}
@@ -164,11 +175,14 @@ func TestBatchAPIRuleDeleted(t *testing.T) {
 			if st := ai.statusOf(1); st != "cancelled" {
 				t.Errorf("batch_1 is %s, want cancelled", st)
 			}
-			if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches"); n != 0 {
-				t.Errorf("%d batches still recorded", n)
+			if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches WHERE batch_id = 'batch_1'"); n != 0 {
+				t.Errorf("batch_1 is still recorded")
 			}
-			if uploads, creates, _ := ai.counts(); uploads != 1 || creates != 1 {
-				t.Errorf("%d uploads, %d batches; want 1 and 1", uploads, creates)
+			if tc.change != "" {
+				waitFor(t, 60*time.Second, "the changed rule's batch", func() bool { return ai.statusOf(2) == "in_progress" })
+			}
+			if uploads, creates, _ := ai.counts(); uploads != tc.batches || creates != tc.batches {
+				t.Errorf("%d uploads, %d batches; want %d and %d", uploads, creates, tc.batches, tc.batches)
 			}
 		})
 	}
