@@ -332,7 +332,9 @@ func (b *Bridge) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	spent, day, err := state.SpentToday(ctx, tgt)
+	// The requests waiting in batches count against the day they went into
+	// the batch, as they did before the restart.
+	spent, day, err := state.CountedToday(ctx, tgt)
 	if err != nil {
 		return err
 	}

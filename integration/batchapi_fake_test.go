@@ -58,6 +58,14 @@ type fakeBatchAI struct {
 	// deleted and cancelled record DELETE /v1/files/{id} and
 	// POST /v1/batches/{id}/cancel.
 	deleted, cancelled []string
+	// released lets batch n (from 1) finish on its own, before release.
+	released map[int]bool
+	// refuseCreate answers create request n (from 1, refused ones
+	// included) with a 400, as OpenAI refuses a batch for good.
+	refuseCreate map[int]bool
+	createAsks   int
+	// downloads counts GET /v1/files/{id}/content by file id.
+	downloads map[string]int
 }
 
 type batchInput struct {
@@ -74,7 +82,8 @@ type fakeBatch struct {
 
 func newFakeBatchAI(tb testing.TB) *fakeBatchAI {
 	tb.Helper()
-	f := &fakeBatchAI{fakeAI: &fakeAI{}, t: tb, inputs: map[string][]batchInput{}, content: map[string]string{}, failIDs: map[int]bool{}}
+	f := &fakeBatchAI{fakeAI: &fakeAI{}, t: tb, inputs: map[string][]batchInput{}, content: map[string]string{}, failIDs: map[int]bool{},
+		released: map[int]bool{}, refuseCreate: map[int]bool{}, downloads: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", f.fakeAI.serve)
 	mux.HandleFunc("/v1/", f.serveBatch)
@@ -152,6 +161,10 @@ func (f *fakeBatchAI) serveLocked(w http.ResponseWriter, r *http.Request) {
 		id := fmt.Sprintf("file-in-%d", f.uploads)
 		f.inputs[id] = lines
 		fmt.Fprintf(w, `{"id":%q,"object":"file","bytes":0,"created_at":1,"filename":"in.jsonl","purpose":"batch"}`, id)
+	case r.Method == "POST" && p == "/v1/batches" && f.refuseCreateNext():
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"Enqueued token limit reached for gpt-test in organization org-x.","type":"invalid_request_error","code":"token_limit_exceeded"}}`)
 	case r.Method == "POST" && p == "/v1/batches":
 		var req struct {
 			InputFileID      string `json:"input_file_id"`
@@ -207,7 +220,9 @@ func (f *fakeBatchAI) serveLocked(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, `{"error":{"message":"No such batch","type":"invalid_request_error"}}`)
 	case r.Method == "GET" && strings.HasPrefix(p, "/v1/files/") && strings.HasSuffix(p, "/content"):
-		c, ok := f.content[strings.TrimSuffix(strings.TrimPrefix(p, "/v1/files/"), "/content")]
+		id := strings.TrimSuffix(strings.TrimPrefix(p, "/v1/files/"), "/content")
+		f.downloads[id]++
+		c, ok := f.content[id]
 		if !ok {
 			fail("no file %s", p)
 			return
@@ -286,8 +301,11 @@ func (f *fakeBatchAI) advance(n int, b *fakeBatch) {
 	case "validating":
 		b.obj["status"] = "in_progress"
 		return
+	case "cancelling": // https://platform.openai.com/docs/api-reference/batch/object
+		b.obj["status"] = "cancelled"
+		return
 	case "in_progress":
-		if !f.release {
+		if !f.release && !f.released[n] {
 			return
 		}
 	default:
@@ -335,6 +353,31 @@ func (f *fakeBatchAI) setHoldCreate(hold bool) {
 	f.mu.Lock()
 	f.holdCreate = hold
 	f.mu.Unlock()
+}
+
+// refuseCreateNext counts a create request and reports whether to refuse
+// it. f.mu is held.
+func (f *fakeBatchAI) refuseCreateNext() bool {
+	f.createAsks++
+	return f.refuseCreate[f.createAsks]
+}
+
+// setReleased lets batch n finish.
+func (f *fakeBatchAI) setReleased(n int) {
+	f.mu.Lock()
+	f.released[n] = true
+	f.mu.Unlock()
+}
+
+// statusOf returns the status of batch n (from 1); "" before it exists.
+func (f *fakeBatchAI) statusOf(n int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n > len(f.batches) {
+		return ""
+	}
+	s, _ := f.batches[n-1].obj["status"].(string)
+	return s
 }
 
 // setRelease lets the batches finish.

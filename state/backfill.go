@@ -42,11 +42,20 @@ func StartBackfill(ctx context.Context, conn *pgx.Conn, rule, fingerprint string
 	} else {
 		stopKey = string(stop)
 	}
-	_, err := conn.Exec(ctx, `INSERT INTO pgimageai.backfills (rule, state, fingerprint, stop_key, rows_total, finished_at)
+	// A new backfill starts over: the batches of the one before are of no
+	// use any more (cancelled and deleted at the provider, see
+	// pgimageai.batch_cleanup), nor are their answers.
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := giveUpBatches(ctx, tx, []string{rule}); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO pgimageai.backfills (rule, state, fingerprint, stop_key, rows_total, finished_at)
 VALUES ($1, $2, $3, $4, (SELECT CASE WHEN reltuples >= 0 THEN reltuples::bigint END FROM pg_class WHERE oid = $5), CASE WHEN $2 = 'done' THEN now() END)
 ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.fingerprint, last_key = NULL,
   stop_key = EXCLUDED.stop_key, rows_done = 0, rows_total = EXCLUDED.rows_total, started_at = now(), updated_at = now(),
   finished_at = EXCLUDED.finished_at`, rule, state, fingerprint, stopKey, table)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("start backfill of %s: %w", rule, err)
 	}
@@ -54,9 +63,17 @@ ON CONFLICT (rule) DO UPDATE SET state = EXCLUDED.state, fingerprint = EXCLUDED.
 }
 
 // ForgetBackfills deletes the backfill rows of rules: when they run again,
-// they backfill from the start.
+// they backfill from the start. The batches of their Batch API backfills go
+// to pgimageai.batch_cleanup, to be cancelled and deleted at the provider.
 func ForgetBackfills(ctx context.Context, conn *pgx.Conn, rules ...string) error {
-	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = ANY($1)", rules); err != nil {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := giveUpBatches(ctx, tx, rules); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = ANY($1)", rules)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("forget backfills of %v: %w", rules, err)
 	}
 	return nil

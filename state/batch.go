@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -13,6 +14,7 @@ type BackfillBatch struct {
 	Rule         string
 	Seq          int
 	Fingerprint  string
+	Model        string // models.name its requests were counted against
 	LastKey      []byte // the last source row its collection read; nil: none
 	Final        bool   // the collection reached the stop key
 	Requests     int
@@ -24,20 +26,34 @@ type BackfillBatch struct {
 	OutputFileID string
 	ErrorFileID  string
 	Downloaded   bool // its answers are stored
+	// AppliedKey is the last row of its range applied (nil: none yet);
+	// Applied, every row of its range. The sink writes them with the rows
+	// (BackfillProgress), SaveBatch never does.
+	AppliedKey []byte
+	Applied    bool
+	Created    time.Time // when it was recorded: the day its requests were counted
 }
+
+// Refused is the status of a batch that the provider refused to take (its
+// upload or its creation, for good): its rows get synchronous calls.
+const Refused = "refused"
 
 // LoadBatches returns the batches of rule's backfill, in order.
 func LoadBatches(ctx context.Context, conn *pgx.Conn, rule string) ([]BackfillBatch, error) {
-	rows, _ := conn.Query(ctx, `SELECT rule, seq, fingerprint, last_key::text, final, requests, coalesce(input_file_id, ''),
-  coalesce(batch_id, ''), status, completed, failed, coalesce(output_file_id, ''), coalesce(error_file_id, ''), downloaded
+	rows, _ := conn.Query(ctx, `SELECT rule, seq, fingerprint, coalesce(model, ''), last_key::text, final, requests, coalesce(input_file_id, ''),
+  coalesce(batch_id, ''), status, completed, failed, coalesce(output_file_id, ''), coalesce(error_file_id, ''), downloaded,
+  applied_key::text, applied, created_at
 FROM pgimageai.backfill_batches WHERE rule = $1 ORDER BY seq`, rule)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BackfillBatch, error) {
 		var b BackfillBatch
-		var last *string
-		err := row.Scan(&b.Rule, &b.Seq, &b.Fingerprint, &last, &b.Final, &b.Requests, &b.InputFileID, &b.BatchID,
-			&b.Status, &b.Completed, &b.Failed, &b.OutputFileID, &b.ErrorFileID, &b.Downloaded)
+		var last, applied *string
+		err := row.Scan(&b.Rule, &b.Seq, &b.Fingerprint, &b.Model, &last, &b.Final, &b.Requests, &b.InputFileID, &b.BatchID,
+			&b.Status, &b.Completed, &b.Failed, &b.OutputFileID, &b.ErrorFileID, &b.Downloaded, &applied, &b.Applied, &b.Created)
 		if last != nil {
 			b.LastKey = []byte(*last)
+		}
+		if applied != nil {
+			b.AppliedKey = []byte(*applied)
 		}
 		return b, err
 	})
@@ -47,7 +63,8 @@ FROM pgimageai.backfill_batches WHERE rule = $1 ORDER BY seq`, rule)
 	return out, nil
 }
 
-// SaveBatch records b (inserted or updated by rule and seq).
+// SaveBatch records b (inserted or updated by rule and seq), but not how
+// far its range was applied (BackfillProgress writes that).
 func SaveBatch(ctx context.Context, conn *pgx.Conn, b BackfillBatch) error {
 	var last any
 	if b.LastKey != nil {
@@ -60,14 +77,14 @@ func SaveBatch(ctx context.Context, conn *pgx.Conn, b BackfillBatch) error {
 		return s
 	}
 	_, err := conn.Exec(ctx, `INSERT INTO pgimageai.backfill_batches AS b (rule, seq, fingerprint, last_key, final, requests,
-  input_file_id, batch_id, status, completed, failed, output_file_id, error_file_id, downloaded)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+  input_file_id, batch_id, status, completed, failed, output_file_id, error_file_id, downloaded, model)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (rule, seq) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, last_key = EXCLUDED.last_key, final = EXCLUDED.final,
   requests = EXCLUDED.requests, input_file_id = EXCLUDED.input_file_id, batch_id = EXCLUDED.batch_id, status = EXCLUDED.status,
   completed = EXCLUDED.completed, failed = EXCLUDED.failed, output_file_id = EXCLUDED.output_file_id,
-  error_file_id = EXCLUDED.error_file_id, downloaded = EXCLUDED.downloaded, updated_at = now()`,
+  error_file_id = EXCLUDED.error_file_id, downloaded = EXCLUDED.downloaded, model = EXCLUDED.model, updated_at = now()`,
 		b.Rule, b.Seq, b.Fingerprint, last, b.Final, b.Requests, empty(b.InputFileID), empty(b.BatchID), b.Status,
-		b.Completed, b.Failed, empty(b.OutputFileID), empty(b.ErrorFileID), b.Downloaded)
+		b.Completed, b.Failed, empty(b.OutputFileID), empty(b.ErrorFileID), b.Downloaded, empty(b.Model))
 	if err != nil {
 		return fmt.Errorf("record batch %d of %s: %w", b.Seq, b.Rule, err)
 	}

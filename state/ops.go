@@ -276,12 +276,27 @@ type BackfillProgress struct {
 	// Batch: a backfill through a batch API, whose answers (state/batch.go)
 	// are deleted when it is done.
 	Batch bool
+	// Part is the batch (its seq) whose range of rows the page is of, in a
+	// backfill through a batch API, which applies each batch's range as
+	// soon as its answers are stored, in whatever order the batches
+	// finish; 0: a page of the backfill's own order. A part's page moves
+	// its batch's applied_key (PartDone: its range is applied), not the
+	// backfill's last_key.
+	Part     int
+	PartDone bool
 }
 
 func (o BackfillProgress) Queue(b *pgx.Batch) {
 	var last any
 	if o.LastKey != nil {
 		last = string(o.LastKey)
+	}
+	if o.Part > 0 {
+		b.Queue("UPDATE pgimageai.backfills SET rows_done = rows_done + $2, updated_at = now() WHERE rule = $1 AND fingerprint = $3",
+			o.Rule, o.Rows, o.Fingerprint)
+		b.Queue(`UPDATE pgimageai.backfill_batches SET applied_key = coalesce($3::jsonb, applied_key), applied = applied OR $4, updated_at = now()
+WHERE rule = $1 AND seq = $2 AND fingerprint = $5`, o.Rule, o.Part, last, o.PartDone, o.Fingerprint)
+		return
 	}
 	state := "running"
 	if o.Done {

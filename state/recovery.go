@@ -38,6 +38,11 @@ func ForgetProgress(ctx context.Context, tx pgx.Tx, slot string, rules []string)
 		return p, fmt.Errorf("forget lane checkpoints of slot %s: %w", slot, err)
 	}
 	p.Lanes = tag.RowsAffected()
+	// Their Batch API batches are of no use any more: the next run cancels
+	// them at the provider (pgimageai.batch_cleanup).
+	if err := giveUpBatches(ctx, tx, rules); err != nil {
+		return p, err
+	}
 	tag, err = tx.Exec(ctx, "DELETE FROM pgimageai.backfills WHERE rule = ANY($1)", rules)
 	if err != nil {
 		return p, fmt.Errorf("forget backfills: %w", err)

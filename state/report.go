@@ -297,6 +297,28 @@ WHERE day = $1 GROUP BY model`, day)
 	return out, day, nil
 }
 
+// CountedToday returns, by model, what the daily budget counts for the
+// current UTC day: the calls and tokens of pgimageai.usage
+// (SpentToday), plus the requests waiting in that day's batches
+// (PendingBatchRequests) — the count a restarted bridge starts from, and
+// what status shows.
+func CountedToday(ctx context.Context, conn *pgx.Conn) (map[string]Spent, time.Time, error) {
+	spent, day, err := SpentToday(ctx, conn)
+	if err != nil {
+		return nil, day, err
+	}
+	pending, err := PendingBatchRequests(ctx, conn, day)
+	if err != nil {
+		return nil, day, err
+	}
+	for model, n := range pending {
+		s := spent[model]
+		s.Calls += n
+		spent[model] = s
+	}
+	return spent, day, nil
+}
+
 // ModelUsage is what pgimageai.usage says of a model's answered calls: how
 // many, and their tokens.
 type ModelUsage struct {

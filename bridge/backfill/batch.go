@@ -1,21 +1,15 @@
 package backfill
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
-	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/internal/logsum"
 	"github.com/pgimageai/pgimageai/internal/reconn"
@@ -35,29 +29,48 @@ import (
 //     at most the model's batch_max_requests and batch_max_bytes, and the
 //     next one goes on after its last row. Each batch is recorded, then
 //     created; a batch recorded but not created is first looked for at the
-//     provider (a crash in between), never created twice.
-//  2. poll each batch until it is final, then download its output and error
-//     files into pgimageai.batch_answers: per row, the answer and the input
-//     it answers (the custom_id is the input digest and the row's key).
-//  3. apply: the ordinary backfill (pages.go) over the same rows, with
-//     each page's answers attached. A row whose current input is the one
-//     answered gets the answer, without a call; any other row is what a
-//     backfill makes of it — a row changed since is left to the stream (the
-//     version guard of the page's marker, and the stored input of its
-//     streamed result), and a row the batch did not answer (it expired, a
-//     line failed for a reason the synchronous call would retry) gets the
-//     synchronous call.
+//     provider (a crash in between), never created twice. A provider that
+//     refuses a batch for good (its upload or its creation) ends the
+//     collection: that batch is recorded as refused, its range running to
+//     the end of the backfill, and its rows get synchronous calls.
+//  2. poll every batch until it is final — up to batchPollers at once —
+//     then download its output and error files into
+//     pgimageai.batch_answers: per row, the answer and the input it answers
+//     (the custom_id is the input digest and the row's key).
+//  3. apply each batch's range of rows as soon as its answers are stored,
+//     whatever the order the batches finish in (one range at a time): the
+//     ordinary backfill pages (pages.go) over the range, with each page's
+//     answers attached. A row whose current input is the one answered gets
+//     the answer, without a call; any other row is what a backfill makes of
+//     it — a row changed since is left to the stream (the version guard of
+//     the page's marker, and the stored input of its streamed result), and
+//     a row the batch did not answer (it expired, a line failed for a reason
+//     the synchronous call would retry, it was refused) gets the
+//     synchronous call. A range's pages record how far it got in its batch
+//     (applied_key, applied), in the transaction of their rows; once every
+//     range is applied, one empty page marks the backfill done.
 //
 // Live changes never use the Batch API.
 
-// batchAnswersPerSave is how many answers one transaction stores.
-const batchAnswersPerSave = 500
+// batchAnswersPerSave is how many answers one transaction stores, at most;
+// batchAnswerBytes, how many bytes of their text (beyond the first).
+const (
+	batchAnswersPerSave = 500
+	batchAnswerBytes    = 4 << 20
+)
+
+// batchPollers is how many batches of one backfill are polled and
+// downloaded at once.
+const batchPollers = 4
 
 // Reserver counts a model's calls against its daily cap (cost.Daily): a
 // batch request is a call when it goes into the file.
 type Reserver interface {
 	Reserve(model string, cap rules.DailyCap) error
 	Settle(model string, cap rules.DailyCap, answered bool, tokens int64)
+	// GiveBack gives back n calls reserved at reserved (requests of a
+	// batch that got no answer, or that was refused).
+	GiveBack(model string, cap rules.DailyCap, n int, reserved time.Time)
 }
 
 // Charger bounds the memory a batch's collect holds beyond its page
@@ -76,63 +89,132 @@ type BatchDeps struct {
 	Budget               Charger
 }
 
-// batchRun is the collect and poll steps of one rule's batch backfill. It
-// runs on the backfill worker's goroutine, with connections of its own.
 // rowLogs holds per-row warnings of Batch API backfills to one line a rule
 // and minute, with the count of the rest.
 var rowLogs logsum.Sampled
 
+// batchRun is one rule's batch backfill. Its collect step runs on the
+// backfill worker's goroutine with the connection db; the batches are then
+// polled, downloaded and applied on goroutines of their own, each with
+// connections of its own. Its fields are read-only after Batch set them.
 type batchRun struct {
 	log     *slog.Logger
 	r       *rules.Rule
 	api     provider.BatchAPI
 	srcDSN  string
+	tgtDSN  string
 	budgets Reserver
 	budget  Charger
 	tgt     *reconn.Conn
-	db      *pgx.Conn // tgt's connection, for one prepare
+	db      *pgx.Conn // tgt's connection, for the collect step
 	src     *Pages
-	// submitted: a batch of this backfill may exist at the provider (it
-	// has an ID, or its creation may have happened). From then on a
-	// refusal is no reason to call synchronously: that batch is paid for.
-	submitted bool
 }
 
 // Batch runs r's backfill through its batch API (r.Fn.BatchAPI()): collect
-// and poll, retried with backoff until they succeed or ctx ends, then w
-// applies the answers page by page.
+// and submit, retried with backoff until they succeed or ctx ends; then the
+// batches are polled, and each batch's range applied by a worker of w's run
+// as soon as its answers are stored; then w marks the backfill done.
 func Batch(ctx context.Context, log *slog.Logger, w *Worker, r *rules.Rule, last, stop []byte, d BatchDeps) {
-	tgtDSN := d.TargetDSN
-	b := &batchRun{log: log, r: r, api: r.Fn.BatchAPI(), srcDSN: d.SourceDSN, tgt: reconn.New("target", tgtDSN, nil),
+	b := &batchRun{log: log, r: r, api: r.Fn.BatchAPI(), srcDSN: d.SourceDSN, tgtDSN: d.TargetDSN, tgt: reconn.New("target", d.TargetDSN, nil),
 		budgets: d.Daily, budget: d.Budget}
 	defer b.close(context.WithoutCancel(ctx))
 	bo := backoff.Backoff{Min: time.Second, Max: time.Minute}
+	var batches []state.BackfillBatch
 	for {
-		err := b.prepare(ctx, last, stop)
-		if err == nil {
+		var err error
+		if batches, err = b.prepare(ctx, last, stop); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		b.close(ctx)
-		if batchRefused(err) && !b.submitted {
-			// The provider refuses for good (a key without access to the
-			// Batch API, say): the synchronous calls give each row its
-			// own outcome.
-			log.Error("the batch API refused the backfill; the rows it did not answer get synchronous calls", "rule", r.Name, "err", err)
-			break
-		}
-		if batchRefused(err) {
-			log.Error("the batch API refused a request of a backfill whose batches it runs; retrying, not calling its rows again", "rule", r.Name, "err", err)
-		} else {
-			log.Warn("backfill through the batch API failed; retrying", "rule", r.Name, "err", err)
-		}
+		log.Warn("backfill through the batch API failed; retrying", "rule", r.Name, "err", err)
 		_ = bo.Sleep(ctx)
 	}
 	b.close(ctx)
-	w.src = &answerPages{Source: w.src, conn: reconn.New("target", tgtDSN, nil)}
-	w.Work(ctx, r, last, stop) // its last page deletes the answers (state.BackfillProgress)
+	if !b.runAll(ctx, w, batches, last, stop) {
+		return
+	}
+	w.Work(ctx, r, stop, stop) // one empty page: done (state.BackfillProgress deletes the answers)
+}
+
+// runAll polls and downloads the batches not applied yet, up to
+// batchPollers at once, and applies each one's range as soon as its answers
+// are stored, one range at a time. It reports whether every range was
+// applied (false: ctx ended first).
+func (b *batchRun) runAll(ctx context.Context, w *Worker, batches []state.BackfillBatch, last, stop []byte) bool {
+	pollers := make(chan struct{}, batchPollers)
+	var applying sync.Mutex
+	var wg sync.WaitGroup
+	for i, bt := range batches {
+		if bt.Applied {
+			continue
+		}
+		from, to := last, stop
+		if i > 0 {
+			from = batches[i-1].LastKey
+		}
+		if !bt.Final {
+			to = bt.LastKey
+		}
+		if bt.AppliedKey != nil {
+			from = bt.AppliedKey
+		}
+		wg.Go(func() {
+			select {
+			case pollers <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			ok := b.await(ctx, &bt)
+			<-pollers
+			if !ok {
+				return
+			}
+			applying.Lock()
+			defer applying.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			b.log.Info("batch: applying its rows", "rule", b.r.Name, "seq", bt.Seq, "batch", bt.BatchID, "status", bt.Status)
+			src := &answerPages{Source: NewPages(b.srcDSN, b.tgtDSN), conn: reconn.New("target", b.tgtDSN, nil)}
+			w.forPart(bt.Seq, src).Work(ctx, b.r, from, to)
+		})
+	}
+	wg.Wait()
+	return ctx.Err() == nil
+}
+
+// await polls bt's batch until it is final and stores its answers, on a
+// connection of its own, retried with backoff until that succeeds or ctx
+// ends (false).
+func (b *batchRun) await(ctx context.Context, bt *state.BackfillBatch) bool {
+	if bt.Requests == 0 || bt.Downloaded || bt.Status == state.Refused {
+		return ctx.Err() == nil
+	}
+	conn := reconn.New("target", b.tgtDSN, nil)
+	defer conn.Drop(context.WithoutCancel(ctx))
+	bo := backoff.Backoff{Min: time.Second, Max: time.Minute}
+	for {
+		err := conn.Do(ctx, func(db *pgx.Conn) error {
+			if err := b.submit(ctx, db, bt, false); err != nil {
+				return err
+			}
+			if err := b.poll(ctx, db, bt); err != nil {
+				return err
+			}
+			return b.download(ctx, db, bt)
+		})
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		b.log.Warn("batch: polling or storing its answers failed; retrying", "rule", b.r.Name, "seq", bt.Seq, "batch", bt.BatchID, "err", err)
+		_ = bo.Sleep(ctx)
+	}
 }
 
 // batchRefused reports whether err is the provider's permanent refusal.
@@ -155,22 +237,17 @@ func (b *batchRun) close(ctx context.Context) {
 	}
 }
 
-// prepare collects and submits what is not submitted yet, then polls and
-// downloads every batch of the backfill.
-func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
+// prepare collects and submits what is not submitted yet, and returns every
+// batch of the backfill.
+func (b *batchRun) prepare(ctx context.Context, last, stop []byte) ([]state.BackfillBatch, error) {
 	var err error
 	if b.db, err = b.tgt.Get(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	b.src = NewPages(b.srcDSN, "")
 	batches, err := state.LoadBatches(ctx, b.db, b.r.Name)
 	if err != nil {
-		return err
-	}
-	for _, bt := range batches {
-		if bt.Fingerprint == b.r.Fingerprint && bt.BatchID != "" { // one recorded without an ID is looked for (submit)
-			b.submitted = true
-		}
+		return nil, err
 	}
 	for _, bt := range batches {
 		if bt.Fingerprint != b.r.Fingerprint { // of an earlier backfill
@@ -180,10 +257,17 @@ func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
 				b.cleanup(ctx, old, true)
 			}
 			if err := state.ForgetBatches(ctx, b.db, b.r.Name); err != nil {
-				return err
+				return nil, err
 			}
 			batches = nil
 			break
+		}
+	}
+	// A batch recorded without an ID by an earlier run is looked for first:
+	// that run may have created it.
+	for i := range batches {
+		if err := b.create(ctx, batches, i, false, stop); err != nil {
+			return nil, err
 		}
 	}
 	for len(batches) == 0 || !batches[len(batches)-1].Final {
@@ -192,244 +276,53 @@ func (b *batchRun) prepare(ctx context.Context, last, stop []byte) error {
 			after = batches[len(batches)-1].LastKey
 		}
 		bt, err := b.collect(ctx, len(batches)+1, after, stop)
-		if err != nil {
-			return err
-		}
-		batches = append(batches, bt)
-		if err := b.submit(ctx, &batches[len(batches)-1], true); err != nil {
-			return err
-		}
-	}
-	for i := range batches {
-		bt := &batches[i]
-		if bt.Requests == 0 || bt.Downloaded {
-			continue
-		}
-		if err := b.submit(ctx, bt, false); err != nil {
-			return err
-		}
-		if err := b.poll(ctx, bt); err != nil {
-			return err
-		}
-		if err := b.download(ctx, bt); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// collect reads source rows after `after` up to stop into the input file of
-// batch seq, uploaded as it is written, and records the batch.
-func (b *batchRun) collect(ctx context.Context, seq int, after, stop []byte) (state.BackfillBatch, error) {
-	limits := b.api.BatchLimits()
-	bt := state.BackfillBatch{Rule: b.r.Name, Seq: seq, Fingerprint: b.r.Fingerprint, LastKey: after, Status: "empty"}
-	var up *upload
-	defer func() {
-		if up != nil {
-			up.abort()
-		}
-	}()
-	var size int64
-	cursor := after
-	full := false
-	// The model's daily budget counts a request when it goes into the
-	// file; a collect that fails gives its requests back (it is collected
-	// again). A row over the budget gets no request: the apply step gives
-	// it its budget_exhausted errors row.
-	reserved, saved := 0, false
-	defer func() {
-		if !saved {
-			for range reserved {
-				b.budgets.Settle(b.r.Model, b.r.Cap, false, 0)
+		if batchRefused(err) {
+			bt = state.BackfillBatch{Rule: b.r.Name, Seq: len(batches) + 1, Fingerprint: b.r.Fingerprint, Model: b.r.Model, LastKey: after}
+			batches = append(batches, bt)
+			if err := b.refuse(ctx, batches, len(batches)-1, stop, err); err != nil {
+				return nil, err
 			}
-		}
-	}()
-	for !full {
-		rows, total, err := b.src.read(ctx, b.r, cursor, stop)
-		if err != nil {
-			return bt, err
-		}
-		lines, err := b.lines(ctx, rows)
-		if err != nil {
-			return bt, err
-		}
-		for i, row := range rows {
-			if line := lines[i]; line != nil {
-				n := int64(len(line)) + 1
-				if bt.Requests+1 > limits.MaxRequests || size+n > limits.MaxBytes {
-					if bt.Requests > 0 {
-						full = true
-						break
-					}
-					rowLogs.Log(b.log, slog.LevelWarn, "large "+b.r.Name, "batch: a request larger than batch_max_bytes; the row gets the synchronous call", "rule", b.r.Name, "bytes", n)
-				} else if b.budgets != nil && b.budgets.Reserve(b.r.Model, b.r.Cap) != nil {
-					// over the daily budget: no request
-				} else {
-					if b.budgets != nil {
-						reserved++
-					}
-					if up == nil {
-						up = b.startUpload(ctx, seq)
-					}
-					_, err := up.w.Write(line)
-					if err == nil {
-						_, err = up.w.Write(newline)
-					}
-					if err != nil {
-						return bt, fmt.Errorf("upload batch input: %w", up.wait(err))
-					}
-					bt.Requests++
-					size += n
-				}
-			}
-			cursor = row.KeyJSON
-		}
-		if !full && (len(rows) == 0 || (total < PageRows && len(rows) == total)) {
-			bt.Final = true
 			break
 		}
-	}
-	bt.LastKey = cursor
-	if up != nil {
-		up.w.Close()
-		id, err := up.result()
-		up = nil
 		if err != nil {
-			return bt, fmt.Errorf("upload batch input: %w", err)
-		}
-		bt.InputFileID, bt.Status = id, "uploaded"
-	}
-	if err := state.SaveBatch(ctx, b.db, bt); err != nil {
-		return bt, err
-	}
-	saved = true
-	b.log.Info("batch input uploaded", "rule", b.r.Name, "seq", seq, "requests", bt.Requests, "bytes", size,
-		"file", bt.InputFileID, "final", bt.Final)
-	return bt, nil
-}
-
-// lines returns the batch request of each row that needs a call; nil for
-// the others. Rows whose stored result is of the same input are left to the
-// apply step, which makes no call for them.
-func (b *batchRun) lines(ctx context.Context, rows []Row) ([][]byte, error) {
-	out := make([][]byte, len(rows))
-	var keys []string
-	var idx []int
-	inputs := make([]work.Key, len(rows))
-	for i, row := range rows {
-		if !row.Valid || row.Over {
-			continue
-		}
-		if _, err := b.r.Fn.Check(row.Img); err != nil {
-			continue
-		}
-		inputs[i] = work.KeyFor(b.r, row.Prompt, row.Img)
-		keys = append(keys, string(row.KeyJSON))
-		idx = append(idx, i)
-	}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	stored, err := state.StoredInputs(ctx, b.db, b.r.Name, keys)
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range idx {
-		row := rows[i]
-		if bytes.Equal(stored[j], inputs[i][:]) {
-			continue
-		}
-		// What the synchronous call would send: checked and normalised for
-		// the model (upright, scaled, converted, without metadata). The
-		// normalisation's memory is charged to the byte budget like a
-		// call's: a page of HEIC photos must not hold hundreds of MiB
-		// outside it.
-		line, err := b.line(ctx, inputs[i], row)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			rowLogs.Log(b.log, slog.LevelWarn, "line "+b.r.Name, "batch: a row gets the synchronous call", "rule", b.r.Name, "err", err)
-			continue
-		}
-		out[i] = line
-	}
-	return out, nil
-}
-
-// line returns the batch request of row, whose input is input; an image
-// that does not prepare (the synchronous call records its error) has none.
-func (b *batchRun) line(ctx context.Context, input work.Key, row Row) ([]byte, error) {
-	if b.budget != nil {
-		n := b.r.Fn.CallMemory(row.Img)
-		if err := b.budget.Acquire(ctx, n); err != nil {
 			return nil, err
 		}
-		defer b.budget.Release(n)
+		batches = append(batches, bt)
+		if err := b.create(ctx, batches, len(batches)-1, true, stop); err != nil {
+			return nil, err
+		}
 	}
-	in, err := b.r.Fn.Prepare(row.Img)
-	if err != nil {
-		return nil, nil
-	}
-	return b.api.BatchLine(customID(input, row.KeyJSON), in, row.Prompt)
+	return batches, nil
 }
 
-var newline = []byte{'\n'}
-
-// customID names a row's request: the input digest and the row's key.
-func customID(input work.Key, keyJSON []byte) string {
-	return hex.EncodeToString(input[:]) + "/" + string(keyJSON)
-}
-
-// parseCustomID is the inverse of customID.
-func parseCustomID(id string) (input, keyJSON []byte, ok bool) {
-	h, k, ok := strings.Cut(id, "/")
-	if !ok {
-		return nil, nil, false
-	}
-	input, err := hex.DecodeString(h)
-	if err != nil || len(input) != len(work.Key{}) || !json.Valid([]byte(k)) {
-		return nil, nil, false
-	}
-	return input, []byte(k), true
-}
-
-// upload is an input file being uploaded: lines written to w reach the
-// provider as they are written.
-type upload struct {
-	w    *io.PipeWriter
-	done chan struct{}
-	id   string
-	err  error
-}
-
-func (b *batchRun) startUpload(ctx context.Context, seq int) *upload {
-	pr, pw := io.Pipe()
-	u := &upload{w: pw, done: make(chan struct{})}
-	go func() {
-		defer close(u.done)
-		u.id, u.err = b.api.UploadBatch(ctx, fmt.Sprintf("pgimageai-%s-%d.jsonl", b.r.Name, seq), pr)
-		pr.CloseWithError(errors.New("upload ended")) // a writer still writing stops
-	}()
-	return u
-}
-
-// wait returns the upload's error when it ended, else err.
-func (u *upload) wait(err error) error {
-	u.w.CloseWithError(err)
-	<-u.done
-	if u.err != nil {
-		return u.err
+// create creates batches[i] unless it exists (fresh: it was just
+// collected, nobody created it). A refusal for good makes it refused.
+func (b *batchRun) create(ctx context.Context, batches []state.BackfillBatch, i int, fresh bool, stop []byte) error {
+	err := b.submit(ctx, b.db, &batches[i], fresh)
+	if batchRefused(err) {
+		return b.refuse(ctx, batches, i, stop, err)
 	}
 	return err
 }
 
-func (u *upload) result() (string, error) {
-	<-u.done
-	return u.id, u.err
-}
-
-func (u *upload) abort() {
-	u.w.CloseWithError(errors.New("collection failed"))
-	<-u.done
+// refuse records batches[i] as refused by the provider for good: its
+// requests go back to the daily budget, its input file is deleted, and its
+// rows get synchronous calls when its range is applied. The last batch's
+// range then runs to stop: no more batches are collected, as the provider
+// would most likely refuse them too, and the other batches go on.
+func (b *batchRun) refuse(ctx context.Context, batches []state.BackfillBatch, i int, stop []byte, why error) error {
+	bt := &batches[i]
+	b.log.Error("the batch API refused a batch; its rows get synchronous calls", "rule", b.r.Name, "seq", bt.Seq,
+		"requests", bt.Requests, "err", why)
+	if b.budgets != nil && bt.Requests > 0 {
+		b.budgets.GiveBack(b.r.Model, b.r.Cap, bt.Requests, bt.Created)
+	}
+	if bt.InputFileID != "" {
+		b.cleanup(ctx, *bt, false)
+	}
+	bt.Status, bt.BatchID = state.Refused, ""
+	if i == len(batches)-1 {
+		bt.LastKey, bt.Final = stop, true
+	}
+	return state.SaveBatch(ctx, b.db, *bt)
 }

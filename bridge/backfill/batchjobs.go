@@ -23,8 +23,8 @@ import (
 // submit creates bt's batch unless it exists: a batch recorded without an ID
 // by an earlier run (fresh is false) is first looked for by its input file —
 // that run may have created it and stopped before recording its ID.
-func (b *batchRun) submit(ctx context.Context, bt *state.BackfillBatch, fresh bool) error {
-	if bt.Requests == 0 || bt.BatchID != "" {
+func (b *batchRun) submit(ctx context.Context, db *pgx.Conn, bt *state.BackfillBatch, fresh bool) error {
+	if bt.Requests == 0 || bt.BatchID != "" || bt.Status == state.Refused {
 		return nil
 	}
 	var job provider.BatchJob
@@ -39,15 +39,11 @@ func (b *batchRun) submit(ctx context.Context, bt *state.BackfillBatch, fresh bo
 		var err error
 		if job, err = b.api.CreateBatch(ctx, bt.InputFileID, map[string]string{"pgimageai_rule": b.r.Name,
 			"pgimageai_seq": fmt.Sprint(bt.Seq)}); err != nil {
-			if !batchRefused(err) {
-				b.submitted = true // no answer: the batch may have been made
-			}
-			return err
+			return err // without an answer, the batch may have been made: the next try looks for it
 		}
 	}
-	b.submitted = true
 	b.record(bt, job)
-	if err := state.SaveBatch(ctx, b.db, *bt); err != nil {
+	if err := state.SaveBatch(ctx, db, *bt); err != nil {
 		return err
 	}
 	b.log.Info("batch submitted", "rule", b.r.Name, "seq", bt.Seq, "batch", bt.BatchID, "requests", bt.Requests)
@@ -60,7 +56,7 @@ func (b *batchRun) record(bt *state.BackfillBatch, job provider.BatchJob) {
 }
 
 // poll waits until bt's batch is final, recording each change of its state.
-func (b *batchRun) poll(ctx context.Context, bt *state.BackfillBatch) error {
+func (b *batchRun) poll(ctx context.Context, db *pgx.Conn, bt *state.BackfillBatch) error {
 	limits := b.api.BatchLimits()
 	wait := limits.PollMin
 	if (provider.BatchJob{Status: bt.Status}).Final() || bt.Status == "not_found" {
@@ -73,7 +69,7 @@ func (b *batchRun) poll(ctx context.Context, bt *state.BackfillBatch) error {
 			// synchronous calls.
 			b.log.Warn("batch not found at the provider; its rows get synchronous calls", "rule", b.r.Name, "batch", bt.BatchID)
 			bt.Status = "not_found"
-			return state.SaveBatch(ctx, b.db, *bt)
+			return state.SaveBatch(ctx, db, *bt)
 		}
 		if err != nil {
 			if !provider.Retryable(err) {
@@ -84,7 +80,7 @@ func (b *batchRun) poll(ctx context.Context, bt *state.BackfillBatch) error {
 			changed := job.Status != bt.Status || job.Completed != bt.Completed || job.Failed != bt.Failed
 			b.record(bt, job)
 			if changed {
-				if err := state.SaveBatch(ctx, b.db, *bt); err != nil {
+				if err := state.SaveBatch(ctx, db, *bt); err != nil {
 					return err
 				}
 			}
@@ -106,14 +102,15 @@ func (b *batchRun) poll(ctx context.Context, bt *state.BackfillBatch) error {
 // download stores the answers of bt's output and error files. A line the
 // synchronous call would retry, and a request the batch never ran (it
 // expired or was cancelled), store nothing: the apply step calls for them.
-func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error {
+func (b *batchRun) download(ctx context.Context, db *pgx.Conn, bt *state.BackfillBatch) error {
 	var buf []state.BatchAnswer
+	held := 0 // bytes of text in buf
 	flush := func() error {
 		if len(buf) == 0 {
 			return nil
 		}
-		err := state.SaveAnswers(ctx, b.db, b.r.Name, buf)
-		buf = buf[:0]
+		err := state.SaveAnswers(ctx, db, b.r.Name, buf)
+		buf, held = buf[:0], 0
 		return err
 	}
 	answered, failed := 0, 0
@@ -143,7 +140,13 @@ func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error 
 				}
 				failed++
 			}
-			if buf = append(buf, row); len(buf) >= batchAnswersPerSave {
+			if row.Answer != nil {
+				held += len(*row.Answer)
+			}
+			held += len(row.Detail)
+			// Bounded by bytes too: up to batchPollers batches download at
+			// once, beside the page being applied.
+			if buf = append(buf, row); len(buf) >= batchAnswersPerSave || held >= batchAnswerBytes {
 				return flush()
 			}
 			return nil
@@ -160,8 +163,13 @@ func (b *batchRun) download(ctx context.Context, bt *state.BackfillBatch) error 
 		}
 	}
 	bt.Downloaded = true
-	if err := state.SaveBatch(ctx, b.db, *bt); err != nil {
+	if err := state.SaveBatch(ctx, db, *bt); err != nil {
 		return err
+	}
+	// The requests the batch never ran get synchronous calls, which count
+	// them again.
+	if unanswered := bt.Requests - answered - failed; unanswered > 0 && b.budgets != nil {
+		b.budgets.GiveBack(b.r.Model, b.r.Cap, unanswered, bt.Created)
 	}
 	b.log.Info("batch answers stored", "rule", b.r.Name, "batch", bt.BatchID, "status", bt.Status,
 		"answers", answered, "failed", failed, "unanswered", bt.Requests-answered-failed)

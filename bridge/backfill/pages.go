@@ -49,7 +49,12 @@ type Page struct {
 	Rows        []Row
 	LastKey     []byte // source_key of the last row; nil when Rows is empty
 	Done        bool
-	Applied     chan struct{} // closed when the engine applied the page
+	// Part is the batch whose range of rows the page is of (batch.go), 0
+	// for a backfill's own pages; PartDone: the range's last page. A part's
+	// last page is never Done: the backfill is done when every part is.
+	Part     int
+	PartDone bool
+	Applied  chan struct{} // closed when the engine applied the page
 }
 
 // PageBytes bounds the image bytes one page (or one retry read) fetches,
@@ -288,6 +293,9 @@ type Worker struct {
 	// a page the bridge read), new for every start of a
 	// backfill, so a page of a stopped worker is never applied to the next.
 	run string
+	// part is the batch whose range the worker reads (see Page.Part); 0:
+	// the whole backfill.
+	part int
 }
 
 // readAhead is how many pages a backfill worker reads ahead: pages
@@ -301,6 +309,12 @@ const readAhead = 2
 // a backfill) reading through src and handing pages over with hand.
 func NewWorker(log *slog.Logger, src Source, hand func(ctx context.Context, p *Page) error, run string) *Worker {
 	return &Worker{log: log, src: src, hand: hand, run: run, bo: backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}}
+}
+
+// forPart returns a worker of w's run that reads batch part's range through
+// src, beside other such workers: its pages are named apart.
+func (w *Worker) forPart(part int, src Source) *Worker {
+	return &Worker{log: w.log, src: src, hand: w.hand, run: w.run, bo: w.bo, part: part}
 }
 
 // Work reads r's pages from after last up to stop, each handed over and
@@ -340,8 +354,13 @@ func (w *Worker) Work(ctx context.Context, r *rules.Rule, last, stop []byte) {
 		seq++
 		// A page cut by bytes (fewer rows than the row limit gave) is not
 		// the last.
-		p := &Page{ID: fmt.Sprintf("%s/%s/%d", r.Name, run, seq), Rule: r.Name, Run: run, Fingerprint: r.Fingerprint,
-			Rows: rows, Done: total < PageRows && len(rows) == total, Applied: make(chan struct{})}
+		end := total < PageRows && len(rows) == total
+		id := fmt.Sprintf("%s/%s/%d", r.Name, run, seq)
+		if w.part > 0 {
+			id = fmt.Sprintf("%s/%s/b%d.%d", r.Name, run, w.part, seq)
+		}
+		p := &Page{ID: id, Rule: r.Name, Run: run, Fingerprint: r.Fingerprint, Rows: rows,
+			Done: end && w.part == 0, Part: w.part, PartDone: end && w.part > 0, Applied: make(chan struct{})}
 		if len(rows) > 0 {
 			p.LastKey = rows[len(rows)-1].KeyJSON
 		}
@@ -361,7 +380,7 @@ func (w *Worker) Work(ctx context.Context, r *rules.Rule, last, stop []byte) {
 		if p.LastKey != nil {
 			last = p.LastKey
 		}
-		if p.Done {
+		if end {
 			settle(0)
 			return
 		}

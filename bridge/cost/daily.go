@@ -106,3 +106,20 @@ func (b *Daily) observe(model string, s state.Spent, cap rules.DailyCap) {
 	b.metrics.Budget(model, "calls", s.Calls, cap.Calls)
 	b.metrics.Budget(model, "tokens", s.Tokens, cap.Tokens)
 }
+
+// GiveBack gives back n calls of model reserved at reserved — batch
+// requests that got no answer, or whose batch was refused, and that the
+// synchronous calls of their rows count again. Calls reserved on a UTC day
+// that is over are not given back: they were counted then.
+func (b *Daily) GiveBack(model string, cap rules.DailyCap, n int, reserved time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rollover()
+	if n <= 0 || !UTCDay(reserved).Equal(b.day) {
+		return
+	}
+	s := b.spent[model]
+	s.Calls = max(0, s.Calls-int64(n))
+	b.spent[model] = s
+	b.observe(model, s, cap)
+}

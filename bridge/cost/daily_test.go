@@ -53,3 +53,28 @@ func TestBudgets(t *testing.T) {
 		t.Fatalf("new day, 6th call: %v", err)
 	}
 }
+
+func TestGiveBack(t *testing.T) {
+	day := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		reserved  time.Time
+		n         int
+		wantCalls int64 // left counted of the 4
+	}{
+		{name: "reserved today", reserved: day.Add(9 * time.Hour), n: 3, wantCalls: 1},
+		{name: "reserved yesterday", reserved: day.Add(-time.Hour), n: 3, wantCalls: 4},
+		{name: "more than counted", reserved: day.Add(time.Hour), n: 9, wantCalls: 0},
+		{name: "none", reserved: day.Add(time.Hour), n: 0, wantCalls: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := day.Add(12 * time.Hour)
+			b := NewDaily(func() time.Time { return now }, day, map[string]state.Spent{"m": {Calls: 4}}, nil)
+			b.GiveBack("m", rules.DailyCap{Calls: 10}, tt.n, tt.reserved)
+			if got := b.spent["m"].Calls; got != tt.wantCalls {
+				t.Errorf("calls counted = %d, want %d", got, tt.wantCalls)
+			}
+		})
+	}
+}

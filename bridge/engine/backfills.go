@@ -48,6 +48,7 @@ type backfills struct {
 	// fixed, so that every row is either read or streamed.
 	deferred  []*rules.Rule
 	deferring bool
+	cleaner   *backfill.Cleaner // of the batches of given-up backfills
 }
 
 func newBackfills(srcDSN, tgtDSN string, ctx context.Context) backfills {
@@ -168,6 +169,7 @@ func (e *Engine) StartDeferred(ctx context.Context) error {
 		}
 	}
 	e.bf.deferred = nil
+	e.bf.cleaner.Start(e.bf.ctx, nil) // what starting them over gave up
 	return nil
 }
 
@@ -239,7 +241,7 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 	if pos, ok := e.admit(lane, len(p.Rows)); ok {
 		err := e.emit(ctx, pos, work.Item{Kind: work.Backfill, Rule: r, Dest: work.Dest{Target: r.Target}, Progress: state.BackfillProgress{
 			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.LastKey, Rows: len(p.Rows), Done: p.Done,
-			Batch: r.Fn.BatchAPI() != nil}})
+			Batch: r.Fn.BatchAPI() != nil, Part: p.Part, PartDone: p.PartDone}})
 		if err != nil {
 			return err
 		}

@@ -76,6 +76,9 @@ func (e *Engine) apply(ctx context.Context, d rules.Diff) error {
 			return err
 		}
 	}
+	// The batches of the backfills given up above (pgimageai.batch_cleanup)
+	// are cancelled and deleted at their providers.
+	e.bf.cleaner.Start(e.bf.ctx, d.BatchAPIs)
 	return nil
 }
 

@@ -137,6 +137,7 @@ func New(ctx context.Context, d Deps) *Engine {
 	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics,
 		pos: stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
 		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx)}
+	e.bf.cleaner = backfill.NewCleaner(d.Log, d.TargetDSN)
 	if e.pos.routed == nil {
 		e.pos.routed = map[string]state.Position{}
 	}

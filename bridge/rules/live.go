@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -208,7 +209,11 @@ type Diff struct {
 	Set   *Set
 	Stop  []string // rules changed, disabled, deleted or invalid: their backfills end
 	Start []*Rule  // rules new, re-enabled or changed: they backfill
-	next  map[string]*Rule
+	// BatchAPIs are the batch APIs of the models with batch_api, by
+	// models.name, also of models no rule uses: what cleans up the batches
+	// of given-up backfills (backfill.Cleaner).
+	BatchAPIs map[string]provider.BatchAPI
+	next      map[string]*Rule
 }
 
 // Accept records d as applied: the next Reload compares with its rules.
@@ -261,8 +266,21 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 	if err := state.ReportInvalidRules(ctx, tgt, rows, others); err != nil {
 		return Diff{}, err
 	}
+	// The batches of rules that stopped while no bridge ran (the stops
+	// seen here give theirs up below) are cancelled at the provider too.
+	keep := slices.Clone(others)
+	for _, r := range valid {
+		keep = append(keep, r.Name)
+	}
+	gone, err := state.GiveUpOrphanBatches(ctx, tgt, keep)
+	if err != nil {
+		return Diff{}, err
+	}
+	if len(gone) > 0 {
+		l.log.Info("the batches of stopped rules are cancelled at the provider", "rules", gone)
+	}
 
-	d := Diff{Set: NewSet(valid)}
+	d := Diff{Set: NewSet(valid), BatchAPIs: l.batchAPIs()}
 	d.next = d.Set.byName
 	for name, old := range l.valid {
 		r, ok := d.next[name]
@@ -288,6 +306,21 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 		d.Start = append(d.Start, r)
 	}
 	return d, nil
+}
+
+// batchAPIs returns the batch APIs of the models with batch_api, by name.
+func (l *Live) batchAPIs() map[string]provider.BatchAPI {
+	out := map[string]provider.BatchAPI{}
+	for name, m := range l.cfg.models {
+		p, err := l.comp.provider(m)
+		if err != nil {
+			continue
+		}
+		if api, ok := p.(provider.BatchAPI); ok && api.BatchEnabled() {
+			out[name] = api
+		}
+	}
+	return out
 }
 
 // publish makes the publication publish the configuration tables and the

@@ -20,6 +20,7 @@ type statusReport struct {
 	Groups     []groupStatus // every rule group, ordered by name
 	Lanes      []laneStatus  // ordered by lane
 	Backfills  []backfill
+	Batches    []batchRow     // of Batch API backfills, by rule and seq
 	OpenErrors []errorCount   // ordered by rule, then reason
 	Usage      []usageRow     // the last usageDays UTC days, newest first
 	Budgets    []budgetStatus // the models with a daily cap, by name
@@ -135,6 +136,9 @@ func laneLag(l laneStatus, s slotStatus) uint64 {
 	return uint64(s.CurrentLSN - at)
 }
 
+// batchRow is a row of pgimageai.backfill_batches.
+type batchRow = state.BatchRow
+
 // backfill is a row of pgimageai.backfills.
 type backfill = state.BackfillRow
 
@@ -181,6 +185,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 	}
 	if r.Backfills, err = readBackfills(ctx, target); err != nil {
 		return r, err
+	}
+	if r.Batches, err = state.Batches(ctx, target.conn); err != nil {
+		return r, target.explain("read batches", err)
 	}
 	if r.OpenErrors, err = countOpenErrors(ctx, target); err != nil {
 		return r, err

@@ -36,6 +36,10 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 	}
 	writeBackfillsTable(&buf, r.Backfills)
 	buf.WriteByte('\n')
+	if len(r.Batches) > 0 {
+		writeBatchesTable(&buf, r.Batches)
+		buf.WriteByte('\n')
+	}
 	writeErrorCountsTable(&buf, r.OpenErrors)
 	buf.WriteByte('\n')
 	writeUsageTable(&buf, r.Usage)
@@ -229,6 +233,39 @@ func writeBackfillsTable(buf *bytes.Buffer, backfills []backfill) {
 	t.flush()
 }
 
+// writeBatchesTable shows the batches of backfills through a batch API:
+// the provider's status and what the bridge did with it, the requests
+// answered and failed of those sent, and how long ago it was sent.
+func writeBatchesTable(buf *bytes.Buffer, batches []batchRow) {
+	buf.WriteString("Batches (backfills through a batch API)\n")
+	t := newTable(buf)
+	t.row("RULE", "SEQ", "BATCH", "STATUS", "REQUESTS", "AGE")
+	for _, b := range batches {
+		id := b.BatchID
+		if id == "" {
+			id = "-"
+		}
+		t.row(b.Rule, strconv.Itoa(b.Seq), id, batchState(b),
+			fmt.Sprintf("%d done, %d failed of %d", b.Completed, b.Failed, b.Requests), b.Age.Round(time.Second).String())
+	}
+	t.flush()
+}
+
+// batchState is the provider's status of a batch and the bridge's step.
+func batchState(b batchRow) string {
+	switch {
+	case b.Status == "refused":
+		return "refused (its rows get synchronous calls)"
+	case b.Requests == 0:
+		return "nothing to ask"
+	case b.Applied:
+		return b.Status + ", applied"
+	case b.Downloaded:
+		return b.Status + ", applying"
+	}
+	return b.Status
+}
+
 // reasonCount is the number of open errors with one reason.
 type reasonCount struct {
 	Reason functions.Reason
@@ -286,6 +323,7 @@ type (
 		Groups     []groupJSON     `json:"groups"`
 		Lanes      []laneJSON      `json:"lanes"`
 		Backfills  []backfillJSON  `json:"backfills"`
+		Batches    []batchJSON     `json:"batches"`
 		OpenErrors openErrorsJSON  `json:"open_errors"`
 		Usage      []usageJSON     `json:"usage"`
 		Budgets    []budgetJSON    `json:"budgets"`
@@ -389,6 +427,21 @@ type (
 		RowsTotal *int64    `json:"rows_total"`
 		UpdatedAt time.Time `json:"updated_at"`
 	}
+	batchJSON struct {
+		Rule    string  `json:"rule"`
+		Seq     int     `json:"seq"`
+		BatchID *string `json:"batch_id"` // null: not created
+		// Status is the provider's (validating, in_progress, completed,
+		// expired, …), or uploaded, refused, empty (nothing to ask).
+		Status     string    `json:"status"`
+		Requests   int       `json:"requests"`
+		Completed  int       `json:"completed"`
+		Failed     int       `json:"failed"`
+		Downloaded bool      `json:"answers_stored"`
+		Applied    bool      `json:"applied"`
+		CreatedAt  time.Time `json:"created_at"`
+		AgeSeconds float64   `json:"age_seconds"`
+	}
 	openErrorsJSON struct {
 		Total    int64                                 `json:"total"`
 		ByReason map[functions.Reason]int64            `json:"by_reason"`
@@ -489,6 +542,15 @@ func statusDocument(r statusReport) statusJSON {
 		doc.Backfills = append(doc.Backfills, backfillJSON{
 			Rule: b.Rule, State: b.State, RowsDone: b.RowsDone, RowsTotal: b.RowsTotal, UpdatedAt: b.UpdatedAt.UTC(),
 		})
+	}
+	doc.Batches = []batchJSON{}
+	for _, b := range r.Batches {
+		j := batchJSON{Rule: b.Rule, Seq: b.Seq, Status: b.Status, Requests: b.Requests, Completed: b.Completed, Failed: b.Failed,
+			Downloaded: b.Downloaded, Applied: b.Applied, CreatedAt: b.Created.UTC(), AgeSeconds: b.Age.Round(time.Second).Seconds()}
+		if b.BatchID != "" {
+			j.BatchID = &b.BatchID
+		}
+		doc.Batches = append(doc.Batches, j)
 	}
 	for _, c := range r.OpenErrors {
 		doc.OpenErrors.Total += c.Count

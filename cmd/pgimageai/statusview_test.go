@@ -403,3 +403,57 @@ func TestWriteStatusModels(t *testing.T) {
 		t.Errorf("old = %#v, want stale", models[1])
 	}
 }
+
+func TestWriteStatusBatches(t *testing.T) {
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	r := statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Batches: []batchRow{
+		{Rule: "caption", Seq: 1, BatchID: "batch_1", Status: "completed", Requests: 1000, Completed: 997, Failed: 3,
+			Downloaded: true, Applied: true, Created: at, Age: 2*time.Hour + 5*time.Minute},
+		{Rule: "caption", Seq: 2, BatchID: "batch_2", Status: "in_progress", Requests: 500, Completed: 120, Created: at, Age: 90 * time.Second},
+		{Rule: "caption", Seq: 3, BatchID: "batch_3", Status: "expired", Requests: 40, Completed: 25, Downloaded: true, Created: at, Age: time.Minute},
+		{Rule: "caption", Seq: 4, Status: "refused", Requests: 20, Created: at, Age: time.Second},
+	}}
+	var b bytes.Buffer
+	if err := writeStatus(&b, r, formatTable); err != nil {
+		t.Fatal(err)
+	}
+	want := `Batches (backfills through a batch API)
+  RULE     SEQ  BATCH    STATUS                                    REQUESTS                    AGE
+  caption  1    batch_1  completed, applied                        997 done, 3 failed of 1000  2h5m0s
+  caption  2    batch_2  in_progress                               120 done, 0 failed of 500   1m30s
+  caption  3    batch_3  expired, applying                         25 done, 0 failed of 40     1m0s
+  caption  4    -        refused (its rows get synchronous calls)  0 done, 0 failed of 20      1s
+`
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks the batches table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	if strings.Contains(sampleStatusTable(t), "Batches") {
+		t.Error("a status without batches shows a batches table")
+	}
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, r, formatJSON) })
+	batches, _ := doc["batches"].([]any)
+	if len(batches) != 4 {
+		t.Fatalf("batches = %#v", doc["batches"])
+	}
+	want1 := map[string]any{"rule": "caption", "seq": 1.0, "batch_id": "batch_1", "status": "completed", "requests": 1000.0,
+		"completed": 997.0, "failed": 3.0, "answers_stored": true, "applied": true, "created_at": "2026-12-04T10:00:00Z", "age_seconds": 7500.0}
+	if !reflect.DeepEqual(batches[0], want1) {
+		t.Errorf("batch 1 = %#v, want %#v", batches[0], want1)
+	}
+	if b4 := batches[3].(map[string]any); b4["batch_id"] != nil || b4["status"] != "refused" {
+		t.Errorf("batch 4 = %#v, want no batch_id, refused", b4)
+	}
+	empty := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, sampleStatus(), formatJSON) })
+	if l, ok := empty["batches"].([]any); !ok || len(l) != 0 {
+		t.Errorf("batches without any = %#v, want []", empty["batches"])
+	}
+}
+
+func sampleStatusTable(t *testing.T) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := writeStatus(&b, sampleStatus(), formatTable); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}

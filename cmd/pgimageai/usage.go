@@ -75,7 +75,7 @@ func readBudgets(ctx context.Context, source, target *database) ([]budgetStatus,
 	if err != nil {
 		return nil, source.explain("read models", err)
 	}
-	spent, day, err := state.SpentToday(ctx, target.conn)
+	spent, day, err := state.CountedToday(ctx, target.conn) // as the bridge counts: usage and the requests waiting in batches
 	if err != nil {
 		return nil, target.explain("read usage", err)
 	}
