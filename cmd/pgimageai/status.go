@@ -21,6 +21,7 @@ type statusReport struct {
 	Lanes      []laneStatus  // ordered by lane
 	Backfills  []backfill
 	OpenErrors []errorCount   // ordered by rule, then reason
+	ErrorCaps  []errorCap     // the rules with failures their cap did not record, by name
 	Usage      []usageRow     // the last usageDays UTC days, newest first
 	Budgets    []budgetStatus // the models with a daily cap, by name
 	Models     []modelPace    // the pacing of the models, as the slot's leader last stored it
@@ -183,6 +184,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 		return r, err
 	}
 	if r.OpenErrors, err = countOpenErrors(ctx, target); err != nil {
+		return r, err
+	}
+	if r.ErrorCaps, err = readErrorCaps(ctx, target); err != nil {
 		return r, err
 	}
 	if r.Usage, err = readUsage(ctx, target); err != nil {
