@@ -3,11 +3,13 @@ package state_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/migrations"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -168,5 +170,53 @@ func TestErrorCapConcurrent(t *testing.T) {
 	open, dropped, rows := errorCounts(t, conn, "r")
 	if open != 5 || rows != 5 || dropped != 4 {
 		t.Errorf("open %d (rows %d), dropped %d; want 5, 4", open, rows, dropped)
+	}
+}
+
+// TestErrorCapGrants: the migration grants what the cap and the retention
+// of retry requests need to every role that may already write the bridge's
+// state, so that a bridge role set up before it needs no new GRANT.
+func TestErrorCapGrants(t *testing.T) {
+	conn := migrated(t)
+	ctx := context.Background()
+	var role string
+	if err := conn.QueryRow(ctx, "SELECT 'r_' || current_database()").Scan(&role); err != nil {
+		t.Fatal(err)
+	}
+	ident := pgx.Identifier{role}.Sanitize()
+	for _, sql := range []string{"CREATE ROLE " + ident, "GRANT INSERT ON pgimageai.lane_checkpoints TO " + ident} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { conn.Exec(context.Background(), "DROP OWNED BY "+ident+"; DROP ROLE "+ident) })
+	ms, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grants string
+	for _, m := range ms {
+		if m.Version == 16 {
+			grants = m.SQL[strings.LastIndex(m.SQL, "DO $$"):]
+		}
+	}
+	if grants == "" {
+		t.Fatal("no DO block in migration 16")
+	}
+	if _, err := conn.Exec(ctx, grants); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ table, privilege string }{
+		{"pgimageai.error_caps", "SELECT"}, {"pgimageai.error_counts", "UPDATE"}, {"pgimageai.error_counts", "INSERT"},
+		{"pgimageai.retry_requests", "DELETE"},
+	} {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT has_table_privilege($1, $2, $3)", role, c.table, c.privilege).Scan(&ok); err != nil || !ok {
+			t.Errorf("%s on %s: %v (%v)", c.privilege, c.table, ok, err)
+		}
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT has_column_privilege($1, 'pgimageai.retry_requests', 'seen_lsn', 'UPDATE')", role).Scan(&ok); err != nil || !ok {
+		t.Errorf("UPDATE on retry_requests.seen_lsn: %v (%v)", ok, err)
 	}
 }

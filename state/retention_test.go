@@ -11,9 +11,9 @@ import (
 
 // TestPrune: the retention deletes what pgimageai.retention says is old, in
 // batches (1,500 results of a deleted rule go in two statements), keeps
-// everything of a kind whose keep is NULL, and drops the results and Batch
-// API answers of rules that no longer exist while resolving — not deleting
-// — their open errors. Rows of existing rules and recent rows stay.
+// everything of a kind whose keep is NULL, and drops the results, Batch
+// API answers and error counts of rules that no longer exist while
+// resolving — not deleting — their open errors. Rows of existing rules and recent rows stay.
 func TestPrune(t *testing.T) {
 	conn := migrated(t)
 	ctx := context.Background()
@@ -41,7 +41,7 @@ func TestPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := state.Pruned{"errors": 1, "usage": 1, "own_xacts": 1, "model_pace": 0, "results": 1500, "batch_answers": 1, "errors_resolved": 1}
+	want := state.Pruned{"errors": 1, "usage": 1, "own_xacts": 1, "model_pace": 0, "results": 1500, "batch_answers": 1, "errors_resolved": 1, "error_counts": 1}
 	for k, n := range want {
 		if pruned[k] != n {
 			t.Errorf("pruned %s: %d, want %d (all: %v)", k, pruned[k], n, pruned)
@@ -66,6 +66,8 @@ func TestPrune(t *testing.T) {
 		{"SELECT count(*) FROM pgimageai.own_xacts WHERE xid = 2", 1},
 		{"SELECT count(*) FROM pgimageai.results", 1},
 		{"SELECT count(*) FROM pgimageai.batch_answers WHERE rule = 'kept'", 1},
+		{"SELECT count(*) FROM pgimageai.error_counts WHERE rule = 'gone'", 0},
+		{"SELECT open FROM pgimageai.error_counts WHERE rule = 'kept'", 1},
 	}
 	for _, c := range checks {
 		if n := count(c.sql); n != c.want {
