@@ -400,7 +400,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	defer b.setStream(nil)
 	stopWatch := watchPace(ctx, paceWatch{log: log, dsn: cfg.TargetDSN, slot: cfg.Slot, every: cfg.Timing.PaceReport, governors: eng.Governors})
 	defer stopWatch()
-	stopRetention := runRetention(ctx, retention{log: log, sourceDSN: cfg.SourceDSN, targetDSN: cfg.TargetDSN, metrics: cfg.Metrics,
+	stopRetention := runRetention(ctx, retention{log: log, sourceDSN: cfg.SourceDSN, targetDSN: cfg.TargetDSN, slot: cfg.Slot, metrics: cfg.Metrics,
 		first: retentionFirst, every: retentionEvery})
 	defer stopRetention()
 	p := &pipeline{log: log, timing: cfg.Timing, eng: eng, lanes: lanes, tracker: tracker, lock: b.lock}

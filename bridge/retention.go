@@ -22,6 +22,7 @@ const (
 type retention struct {
 	log                  *slog.Logger
 	sourceDSN, targetDSN string
+	slot                 string // the leader's: retry requests are deleted behind it
 	metrics              *metrics.Metrics
 	first, every         time.Duration
 }
@@ -29,7 +30,8 @@ type retention struct {
 // runRetention deletes old bookkeeping rows while this instance leads
 // (state.Prune: pgimageai.retention's horizons; the results, Batch API
 // answers and open errors of deleted rules when source and target are one
-// database), in small batches, counting them in metrics. A failure is
+// database; state.PruneRetryRequests: the retry requests the slot has
+// passed), in small batches, counting them in metrics. A failure is
 // logged and the pass tried again next time. It returns a function that
 // stops the task and waits for it.
 func runRetention(ctx context.Context, r retention) (stop func()) {
@@ -46,15 +48,12 @@ func runRetention(ctx context.Context, r retention) (stop func()) {
 			case <-time.After(wait):
 			}
 			wait = r.every
-			pruned, err := pruneOnce(ctx, conns)
+			pruned, err := pruneOnce(ctx, conns, r.slot)
 			conns.Close(context.WithoutCancel(ctx)) // no connection held between passes
-			if err != nil {
-				if ctx.Err() == nil {
-					r.log.Warn("retention pass failed; trying again at the next", "err", err)
-				}
-				continue
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn("retention pass failed; trying again at the next", "err", err)
 			}
-			var total int64
+			var total int64 // what the pass deleted before any failure is deleted
 			for table, n := range pruned {
 				r.metrics.Pruned(table, n)
 				total += n
@@ -67,8 +66,9 @@ func runRetention(ctx context.Context, r retention) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// pruneOnce is one retention pass on conns.
-func pruneOnce(ctx context.Context, conns *reconn.Pair) (state.Pruned, error) {
+// pruneOnce is one retention pass on conns: the target's bookkeeping, then
+// the retry requests on the source that slot has passed.
+func pruneOnce(ctx context.Context, conns *reconn.Pair, slot string) (state.Pruned, error) {
 	src, tgt, err := conns.Conns(ctx)
 	if err != nil {
 		return nil, err
@@ -79,5 +79,11 @@ func pruneOnce(ctx context.Context, conns *reconn.Pair) (state.Pruned, error) {
 			return nil, err
 		}
 	}
-	return state.Prune(ctx, tgt, names)
+	pruned, err := state.Prune(ctx, tgt, names)
+	if err != nil {
+		return pruned, err
+	}
+	n, err := state.PruneRetryRequests(ctx, src, slot)
+	pruned["retry_requests"] = n
+	return pruned, err
 }

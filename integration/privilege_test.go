@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // readmeBlock returns the SQL between <!-- name:begin --> and <!-- name:end -->
@@ -139,5 +140,23 @@ VALUES ('album', 'public.albums', 'cover', 'AI_IMAGE_COMPLETE', 'vision', 'p', '
 	var super bool
 	if err := s.conn.QueryRow(context.Background(), "SELECT rolsuper FROM pg_roles WHERE rolname = $1", role).Scan(&super); err != nil || super {
 		t.Fatalf("role superuser %v (%v)", super, err)
+	}
+
+	// The role's grants cover the retention of retry requests: noting
+	// where they are, and deleting those the slot has passed.
+	ctx := context.Background()
+	s.exec(t, "INSERT INTO pgimageai.retry_requests (rule) VALUES ('caption')")
+	s.exec(t, "UPDATE pgimageai.retention SET keep = '0' WHERE what = 'retry_requests'")
+	asRole, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer asRole.Close(ctx)
+	if _, err := state.PruneRetryRequests(ctx, asRole, s.slot); err != nil {
+		t.Fatalf("retention of retry requests as the role: %v", err)
+	}
+	s.exec(t, "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())", s.slot)
+	if n, err := state.PruneRetryRequests(ctx, asRole, s.slot); err != nil || n != 1 {
+		t.Errorf("retention of retry requests as the role deleted %d (%v), want 1", n, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -102,9 +103,10 @@ func TestReplicationSlotMismatch(t *testing.T) {
 	if err := s.Run(ctx, 0, make(chan replication.Event)); !errors.Is(err, replication.ErrNoPublication) {
 		t.Errorf("Run without the publication = %v, want ErrNoPublication", err)
 	}
-	s = replication.NewStream(replication.Config{ConnString: e.db.DSN(), Slot: "no_such_slot", Publication: e.slot})
-	if err := s.Run(ctx, 0, make(chan replication.Event)); !errors.Is(err, replication.ErrNoSlot) {
-		t.Errorf("Run without the slot = %v, want ErrNoSlot", err)
+	// A missing slot may be a failover settling: waited for FailoverWait.
+	s = replication.NewStream(replication.Config{ConnString: e.db.DSN(), Slot: "no_such_slot", Publication: e.slot, FailoverWait: time.Second})
+	if err := s.Run(ctx, 0, make(chan replication.Event)); !errors.Is(err, replication.ErrNoSlot) || !errors.Is(err, replication.ErrFailoverTimeout) {
+		t.Errorf("Run without the slot = %v, want ErrFailoverTimeout wrapping ErrNoSlot", err)
 	}
 	if err := replication.EnsureSlot(ctx, e.conn, "Not-Valid"); err == nil {
 		t.Error("EnsureSlot accepted an invalid slot name")

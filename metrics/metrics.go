@@ -51,6 +51,7 @@ type Metrics struct {
 	retries     *prometheus.CounterVec   // model
 	cacheHits   *prometheus.CounterVec   // rule
 	errors      *prometheus.CounterVec   // reason
+	dropped     *prometheus.CounterVec   // rule, reason
 	rowsWritten *prometheus.CounterVec   // op
 	batches     prometheus.Counter
 	pruned      *prometheus.CounterVec // table
@@ -80,6 +81,7 @@ func New() *Metrics {
 	m.retries = counter("provider_retries_total", "Provider requests retried after a transient failure, by model.", "model")
 	m.cacheHits = counter("cache_hits_total", "Calls saved by the result cache or an identical call in flight, by rule.", "rule")
 	m.errors = counter("errors_total", "Rows written to pgimageai.errors, by reason.", "reason")
+	m.dropped = counter("errors_dropped_total", "Failures not written to pgimageai.errors because their rule was at its cap of open errors rows (pgimageai.error_caps), by rule and reason; pgimageai.error_counts.dropped counts them too.", "rule", "reason")
 	m.rowsWritten = counter("rows_written_total", "Target rows written (committed), by operation.", "op")
 	m.pruned = counter("retention_deleted_rows_total", "Bookkeeping rows the retention deleted (errors_resolved: open errors of deleted rules resolved), by table.", "table")
 	m.slotGaps = counter("slot_gaps_total", "Times the slot was found to have skipped changes (slot_missing, slot_ahead), each followed by a backfill of every rule.", "cause")
@@ -97,7 +99,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.rowsWritten, m.batches, m.pruned, m.slotGaps, laneCollector{m}, modelCollector{m},
+		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.dropped, m.rowsWritten, m.batches, m.pruned, m.slotGaps, laneCollector{m}, modelCollector{m},
 		gauge("streaming", "1 while the replication stream is streaming, else 0.", func(s Status) float64 { return b2f(s.Streaming) }),
 		gauge("leader", "1 while this process holds the slot's leader lock, 0 while it waits as a standby.", func(s Status) float64 { return b2f(s.Leader) }),
 		gauge("replication_lag_bytes", "Server WAL end minus the LSN confirmed to the slot.", func(s Status) float64 { return float64(s.LagBytes()) }),
@@ -129,6 +131,7 @@ func (m *Metrics) ForgetRule(rule string) {
 	m.calls.DeletePartialMatch(prometheus.Labels{"rule": rule})
 	m.latency.DeletePartialMatch(prometheus.Labels{"rule": rule})
 	m.cacheHits.DeleteLabelValues(rule)
+	m.dropped.DeletePartialMatch(prometheus.Labels{"rule": rule})
 }
 
 // ForgetModel deletes the series of a model no rule calls any more.
@@ -223,6 +226,15 @@ func (m *Metrics) Written(rows map[string]int, errorsByReason map[string]int) {
 	for reason, n := range errorsByReason {
 		m.errors.WithLabelValues(reason).Add(float64(n))
 	}
+}
+
+// ErrorsDropped counts n failures of rule with reason that a committed
+// target transaction did not write as errors rows: the rule was at its cap.
+func (m *Metrics) ErrorsDropped(rule, reason string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.dropped.WithLabelValues(rule, reason).Add(float64(n))
 }
 
 // Budget records what model spent today in unit (calls or tokens) and its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgimageai/pgimageai/replication"
 )
@@ -13,7 +14,9 @@ import (
 // a lane's target transaction, beside the results it belongs with.
 
 // Error records a failed function call: ONE open row per rule and source row,
-// whose attempts count up when the row fails again.
+// whose attempts count up when the row fails again — unless the rule is at
+// its cap of open rows (pgimageai.error_caps) and the row has none open:
+// then the failure is only counted, in pgimageai.error_counts.dropped.
 type Error struct {
 	Rule        string
 	SourceTable string
@@ -26,15 +29,47 @@ type Error struct {
 	// InputKey identifies the call of a permanent failure, so that a
 	// restart does not pay for it again; nil otherwise.
 	InputKey []byte
+	// Dropped, when not nil, is set by each write of the op: true when the
+	// cap refused the row and the failure was counted instead. Read it
+	// after the transaction committed; a write tried again sets it again.
+	Dropped *bool
 }
 
+// Queue queues two statements. The first makes sure the rule's counts row
+// exists, so that the second can lock it: writers of one rule's errors
+// take turns on that row (it is locked until their transaction ends, by
+// FOR UPDATE here and by the trigger that counts open rows), and each sees
+// the count its predecessors committed. The cap is therefore exact for the
+// bridge's writes, whatever the number of lanes or bridges; only the ONE
+// invalid_rule row of a rule, which is not capped, can come on top of it.
+// The check costs two primary-key lookups and one lookup in the index of
+// open rows, never a count over pgimageai.errors.
 func (o Error) Queue(b *pgx.Batch) {
-	b.Queue(`INSERT INTO pgimageai.errors AS e (rule, source_table, source_key, reason, detail, image_bytes, image_head, lsn, input_key)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-ON CONFLICT (rule, source_key) WHERE resolved_at IS NULL DO UPDATE SET
-  reason = EXCLUDED.reason, detail = EXCLUDED.detail, image_bytes = EXCLUDED.image_bytes,
-  image_head = EXCLUDED.image_head, lsn = EXCLUDED.lsn, input_key = EXCLUDED.input_key, attempts = e.attempts + 1`,
+	b.Queue(`INSERT INTO pgimageai.error_counts (rule) VALUES ($1) ON CONFLICT (rule) DO NOTHING`, o.Rule)
+	q := b.Queue(`WITH cap AS (
+  SELECT max_open FROM pgimageai.error_caps WHERE rule IN ($1, '*') ORDER BY rule = '*' LIMIT 1
+), counted AS (
+  SELECT open FROM pgimageai.error_counts WHERE rule = $1 FOR UPDATE
+), recorded AS (
+  INSERT INTO pgimageai.errors AS e (rule, source_table, source_key, reason, detail, image_bytes, image_head, lsn, input_key)
+  SELECT $1::text, $2::text, $3::jsonb, $4::text, $5::text, $6::integer, $7::bytea, $8::pg_lsn, $9::bytea
+  WHERE EXISTS (SELECT FROM pgimageai.errors WHERE rule = $1 AND source_key = $3 AND resolved_at IS NULL)
+    OR (SELECT max_open FROM cap) IS NULL
+    OR coalesce((SELECT open FROM counted), 0) < (SELECT max_open FROM cap)
+  ON CONFLICT (rule, source_key) WHERE resolved_at IS NULL DO UPDATE SET
+    reason = EXCLUDED.reason, detail = EXCLUDED.detail, image_bytes = EXCLUDED.image_bytes,
+    image_head = EXCLUDED.image_head, lsn = EXCLUDED.lsn, input_key = EXCLUDED.input_key, attempts = e.attempts + 1
+  RETURNING 1
+)
+UPDATE pgimageai.error_counts SET dropped = dropped + 1, last_dropped_at = now()
+WHERE rule = $1 AND NOT EXISTS (SELECT FROM recorded)`,
 		o.Rule, o.SourceTable, string(o.Key), o.Reason, o.Detail, o.ImageBytes, o.ImageHead, o.LSN, o.InputKey)
+	if o.Dropped != nil {
+		q.Exec(func(ct pgconn.CommandTag) error {
+			*o.Dropped = ct.RowsAffected() > 0
+			return nil
+		})
+	}
 }
 
 // PermanentFailure is an open errors row of a permanent failure: the call it

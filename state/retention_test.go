@@ -4,14 +4,16 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgimageai/pgimageai/state"
 )
 
 // TestPrune: the retention deletes what pgimageai.retention says is old, in
 // batches (1,500 results of a deleted rule go in two statements), keeps
-// everything of a kind whose keep is NULL, and drops the results and Batch
-// API answers of rules that no longer exist while resolving — not deleting
-// — their open errors. Rows of existing rules and recent rows stay.
+// everything of a kind whose keep is NULL, and drops the results, Batch
+// API answers and error counts of rules that no longer exist while
+// resolving — not deleting — their open errors. Rows of existing rules and recent rows stay.
 func TestPrune(t *testing.T) {
 	conn := migrated(t)
 	ctx := context.Background()
@@ -39,7 +41,7 @@ func TestPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := state.Pruned{"errors": 1, "usage": 1, "own_xacts": 1, "model_pace": 0, "results": 1500, "batch_answers": 1, "errors_resolved": 1}
+	want := state.Pruned{"errors": 1, "usage": 1, "own_xacts": 1, "model_pace": 0, "results": 1500, "batch_answers": 1, "errors_resolved": 1, "error_counts": 1}
 	for k, n := range want {
 		if pruned[k] != n {
 			t.Errorf("pruned %s: %d, want %d (all: %v)", k, pruned[k], n, pruned)
@@ -64,6 +66,8 @@ func TestPrune(t *testing.T) {
 		{"SELECT count(*) FROM pgimageai.own_xacts WHERE xid = 2", 1},
 		{"SELECT count(*) FROM pgimageai.results", 1},
 		{"SELECT count(*) FROM pgimageai.batch_answers WHERE rule = 'kept'", 1},
+		{"SELECT count(*) FROM pgimageai.error_counts WHERE rule = 'gone'", 0},
+		{"SELECT open FROM pgimageai.error_counts WHERE rule = 'kept'", 1},
 	}
 	for _, c := range checks {
 		if n := count(c.sql); n != c.want {
@@ -84,4 +88,71 @@ func TestPrune(t *testing.T) {
 	if n := count("SELECT count(*) FROM pgimageai.results WHERE rule = 'other'"); n != 1 {
 		t.Errorf("a pass without the rule list deleted another rule's results")
 	}
+}
+
+// TestPruneRetryRequests: a retry request is deleted only once the slot has
+// confirmed a position past its commit — noted by one pass, deleted by a
+// later one — and once it is older than its keep; keep NULL keeps them all.
+func TestPruneRetryRequests(t *testing.T) {
+	conn := migrated(t)
+	ctx := context.Background()
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var slot string
+	if err := conn.QueryRow(ctx, "SELECT slot_name FROM pg_create_logical_replication_slot(current_database(), 'pgoutput')").Scan(&slot); err != nil {
+		t.Fatal(err)
+	}
+	prune := func(want int64) {
+		t.Helper()
+		n, err := state.PruneRetryRequests(ctx, conn, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("pruned %d retry requests, want %d", n, want)
+		}
+	}
+	remaining := func() (ids []int64) {
+		t.Helper()
+		rows, _ := conn.Query(ctx, "SELECT id FROM pgimageai.retry_requests ORDER BY id")
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	advance := func() {
+		t.Helper()
+		exec("SELECT pg_replication_slot_advance(current_database(), pg_current_wal_lsn())")
+	}
+	exec("UPDATE pgimageai.retention SET keep = '0' WHERE what = 'retry_requests'")
+	exec("INSERT INTO pgimageai.retry_requests (rule) VALUES ('a')") // id 1
+	prune(0)                                                         // notes where it is
+	prune(0)                                                         // the slot has not passed it
+	exec("INSERT INTO pgimageai.retry_requests (rule) VALUES ('b')") // id 2: not noted yet
+	advance()
+	prune(1)
+	if got := remaining(); len(got) != 1 || got[0] != 2 {
+		t.Errorf("left %v, want [2]", got)
+	}
+	advance()
+	prune(1)
+
+	// Younger than its keep: kept even behind the slot; NULL: kept for good.
+	exec("UPDATE pgimageai.retention SET keep = '1 day' WHERE what = 'retry_requests'")
+	exec("INSERT INTO pgimageai.retry_requests (rule, requested_at) VALUES ('c', now() - interval '2 days'), ('d', now())")
+	prune(0)
+	advance()
+	prune(1)
+	if got := remaining(); len(got) != 1 {
+		t.Errorf("left %v, want the recent one", got)
+	}
+	exec("UPDATE pgimageai.retention SET keep = NULL WHERE what = 'retry_requests'")
+	exec("UPDATE pgimageai.retry_requests SET requested_at = now() - interval '10 years'")
+	advance()
+	prune(0)
 }

@@ -22,6 +22,7 @@ type batch struct {
 	rows    map[string]int             // by op, for metrics
 	reasons map[string]int             // errors rows by reason, for metrics
 	errorsN int
+	capped  []capped  // the errors rows, each of which the cap may refuse
 	run     resultRun // results not yet turned into ops
 }
 
@@ -133,11 +134,39 @@ func (b *batch) result(it *work.Item) {
 		b.reasons = map[string]int{}
 	}
 	b.reasons[row.Reason]++
+	row.Dropped = new(bool)
+	b.capped = append(b.capped, capped{rule: row.Rule, reason: row.Reason, dropped: row.Dropped})
 	if many {
 		b.run.errors = append(b.run.errors, row)
 	} else {
 		b.ops = append(b.ops, row)
 	}
+}
+
+// capped is an errors row of the batch: its rule and reason, and whether
+// the write found the rule at its cap (set by each attempt of the write).
+type capped struct {
+	rule, reason string
+	dropped      *bool
+}
+
+// dropped returns, once the batch committed, the failures that the cap
+// kept out of pgimageai.errors, by rule and reason, and takes them out of
+// the batch's count of errors rows written.
+func (b *batch) dropped() map[[2]string]int {
+	var out map[[2]string]int
+	for _, c := range b.capped {
+		if !*c.dropped {
+			continue
+		}
+		if out == nil {
+			out = map[[2]string]int{}
+		}
+		out[[2]string{c.rule, c.reason}]++
+		b.reasons[c.reason]--
+		b.errorsN--
+	}
+	return out
 }
 
 // countUsage adds one answered call and its tokens to the batch's usage.

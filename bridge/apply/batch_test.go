@@ -63,6 +63,33 @@ func TestBatchRuns(t *testing.T) {
 	}
 }
 
+// TestBatchDropped: the failures that the write found over the cap are
+// counted by rule and reason and taken out of the errors rows written.
+func TestBatchDropped(t *testing.T) {
+	a := testRule(t, functions.Complete, 0)
+	a.Name = "a"
+	var bt batch
+	for id := 1; id <= 3; id++ {
+		bt.add(&work.Item{Kind: work.Result, Rule: a, Dest: work.Dest{Target: a.Target},
+			Row:  work.Row{Key: []any{id}, JSON: []byte(fmt.Sprintf(`{"id": %d}`, id))},
+			Call: done(functions.Result{Null: true}, &functions.Error{Reason: functions.EmptyImage, Detail: "empty", ImageBytes: 0})})
+	}
+	n := 0
+	for _, op := range bt.final(nil) {
+		if e, ok := op.(state.Error); ok {
+			*e.Dropped = n > 0 // what the write says: the first recorded, the others over the cap
+			n++
+		}
+	}
+	got := bt.dropped()
+	if want := map[[2]string]int{{"a", "empty_image"}: 2}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("dropped = %v, want %v", got, want)
+	}
+	if bt.errorsN != 1 || bt.reasons["empty_image"] != 1 {
+		t.Errorf("errors rows written: %d, by reason %v; want 1", bt.errorsN, bt.reasons)
+	}
+}
+
 // describeOps names each op, with its column or rule and its rows' ids.
 func describeOps(ops []sink.Op) string {
 	ids := func(keys []string) string {

@@ -275,6 +275,9 @@ func (l *lane) write(ctx context.Context, items []work.Item) error {
 	l.stat.mu.Unlock()
 	l.stat.written.Add(int64(len(ops)))
 	l.stat.batches.Add(1)
+	for k, n := range b.dropped() {
+		l.ls.cfg.Metrics.ErrorsDropped(k[0], k[1], n)
+	}
 	l.stat.errorsN.Add(int64(b.errorsN))
 	l.ls.cfg.Metrics.Written(b.rows, b.reasons)
 	return nil

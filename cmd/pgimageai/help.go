@@ -17,7 +17,7 @@ Warns when the source cannot stream yet (wal_level, the REPLICATION attribute).`
 	"run": `stream until SIGINT/SIGTERM; graceful: finish, checkpoint, exit 0
 Takes the slot's leader lock (another run on the same slot waits as a standby), prepares
 the targets, the publication and the slot, backfills new rules and streams changes.`,
-	"status": `slot, confirmed LSN, lag in bytes, rules (valid or why not), backfills, open errors by reason`,
+	"status": `slot, confirmed LSN, lag in bytes, rules (valid or why not), backfills, open errors by reason, failures not recorded`,
 	"errors": `list open errors, newest first (rule, key, reason, detail)`,
 	"retry": `ask the running bridge to reprocess the source rows behind open errors
 Writes a retry request that the bridge reads in the WAL, in commit order with the changes

@@ -22,6 +22,7 @@ type statusReport struct {
 	Backfills  []backfill
 	Batches    []batchRow     // of Batch API backfills, by rule and seq
 	OpenErrors []errorCount   // ordered by rule, then reason
+	ErrorCaps  []errorCap     // the rules with failures their cap did not record, by name
 	Usage      []usageRow     // the last usageDays UTC days, newest first
 	Budgets    []budgetStatus // the models with a daily cap, by name
 	Models     []modelPace    // the pacing of the models, as the slot's leader last stored it
@@ -190,6 +191,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 		return r, target.explain("read batches", err)
 	}
 	if r.OpenErrors, err = countOpenErrors(ctx, target); err != nil {
+		return r, err
+	}
+	if r.ErrorCaps, err = readErrorCaps(ctx, target); err != nil {
 		return r, err
 	}
 	if r.Usage, err = readUsage(ctx, target); err != nil {

@@ -42,6 +42,7 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 	}
 	writeErrorCountsTable(&buf, r.OpenErrors)
 	buf.WriteByte('\n')
+	writeErrorCapsTable(&buf, r.ErrorCaps)
 	writeUsageTable(&buf, r.Usage)
 	writeBudgetsTable(&buf, r.Budgets)
 	_, err := w.Write(buf.Bytes())
@@ -317,18 +318,19 @@ func writeErrorCountsTable(buf *bytes.Buffer, counts []errorCount) {
 // PostgreSQL's text form (castable to pg_lsn); times are RFC 3339 in UTC.
 type (
 	statusJSON struct {
-		Slot       slotJSON        `json:"slot"`
-		Checkpoint *checkpointJSON `json:"checkpoint"` // null: none stored
-		Rules      []ruleJSON      `json:"rules"`
-		Groups     []groupJSON     `json:"groups"`
-		Lanes      []laneJSON      `json:"lanes"`
-		Backfills  []backfillJSON  `json:"backfills"`
-		Batches    []batchJSON     `json:"batches"`
-		OpenErrors openErrorsJSON  `json:"open_errors"`
-		Usage      []usageJSON     `json:"usage"`
-		Budgets    []budgetJSON    `json:"budgets"`
-		Models     []modelJSON     `json:"models"`
-		Gaps       []gapJSON       `json:"slot_gaps"`
+		Slot        slotJSON        `json:"slot"`
+		Checkpoint  *checkpointJSON `json:"checkpoint"` // null: none stored
+		Rules       []ruleJSON      `json:"rules"`
+		Groups      []groupJSON     `json:"groups"`
+		Lanes       []laneJSON      `json:"lanes"`
+		Backfills   []backfillJSON  `json:"backfills"`
+		Batches     []batchJSON     `json:"batches"`
+		OpenErrors  openErrorsJSON  `json:"open_errors"`
+		NotRecorded []errorCapJSON  `json:"errors_not_recorded"`
+		Usage       []usageJSON     `json:"usage"`
+		Budgets     []budgetJSON    `json:"budgets"`
+		Models      []modelJSON     `json:"models"`
+		Gaps        []gapJSON       `json:"slot_gaps"`
 	}
 	modelJSON struct {
 		Model         string  `json:"model"`
@@ -451,13 +453,14 @@ type (
 
 func statusDocument(r statusReport) statusJSON {
 	doc := statusJSON{
-		Slot:      slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
-		Rules:     []ruleJSON{},
-		Groups:    []groupJSON{},
-		Lanes:     []laneJSON{},
-		Backfills: []backfillJSON{},
-		Usage:     usageDocument(r.Usage),
-		Gaps:      gapsDocument(r.Gaps),
+		Slot:        slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
+		Rules:       []ruleJSON{},
+		Groups:      []groupJSON{},
+		Lanes:       []laneJSON{},
+		Backfills:   []backfillJSON{},
+		Usage:       usageDocument(r.Usage),
+		Gaps:        gapsDocument(r.Gaps),
+		NotRecorded: errorCapsDocument(r.ErrorCaps),
 		OpenErrors: openErrorsJSON{
 			ByReason: map[functions.Reason]int64{},
 			ByRule:   map[string]map[functions.Reason]int64{},
