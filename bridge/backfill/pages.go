@@ -55,6 +55,9 @@ type Page struct {
 	Part     int
 	PartDone bool
 	Applied  chan struct{} // closed when the engine applied the page
+	// Withdrawn: the page handed before with this ID has no marker (writing
+	// it failed) and is read again; the engine lets it go.
+	Withdrawn bool
 }
 
 // PageBytes bounds the image bytes one page (or one retry read) fetches,
@@ -368,6 +371,12 @@ func (w *Worker) Work(ctx context.Context, r *rules.Rule, last, stop []byte) {
 			return
 		}
 		if err := w.src.mark(ctx, p.ID); err != nil {
+			// The engine holds the page until its marker comes, which may
+			// be never: it lets it go, and its rows are read again. (A
+			// marker written after all finds no page, and is ignored.)
+			if w.hand(ctx, &Page{ID: p.ID, Rule: p.Rule, Run: p.Run, Withdrawn: true}) != nil {
+				return
+			}
 			if ctx.Err() == nil {
 				// The page is never applied; the rows after the last
 				// marked page are read again.

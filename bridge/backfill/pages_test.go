@@ -45,6 +45,9 @@ type fakePages struct {
 	marks  []string
 	closed bool
 	onRead func() // called at each read, when set
+	// failMark: mark number → fail it (the marker is not written)
+	failMark map[int]bool
+	markN    int
 }
 
 func (f *fakePages) read(_ context.Context, _ *rules.Rule, last, _ []byte) ([]Row, int, error) {
@@ -69,6 +72,10 @@ func (f *fakePages) read(_ context.Context, _ *rules.Rule, last, _ []byte) ([]Ro
 }
 
 func (f *fakePages) mark(_ context.Context, id string) error {
+	f.markN++
+	if f.failMark[f.markN] {
+		return errors.New("connection reset")
+	}
 	f.marks = append(f.marks, id)
 	return nil
 }
@@ -123,6 +130,34 @@ func TestBackfillWorker(t *testing.T) {
 				t.Errorf("%d rows, %d markers, closed %v; want %d rows, a marker per page, closed", len(seen), len(src.marks), src.closed, tt.n)
 			}
 		})
+	}
+}
+
+// TestBackfillMarkerFailed: a page whose marker could not be written is
+// withdrawn (the engine lets it go, it would never be applied) and its rows
+// are read again, in a page of their own.
+func TestBackfillMarkerFailed(t *testing.T) {
+	src := &fakePages{n: 5, per: PageRows, failMark: map[int]bool{1: true}}
+	var handed []*Page
+	w := &Worker{log: slog.New(slog.DiscardHandler), src: src, bo: backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond},
+		hand: func(_ context.Context, p *Page) error {
+			handed = append(handed, p)
+			if !p.Withdrawn {
+				close(p.Applied)
+			}
+			return nil
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w.Work(ctx, &rules.Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+	if len(handed) != 3 {
+		t.Fatalf("%d pages handed, want 3: the page, its withdrawal, the page again", len(handed))
+	}
+	if !handed[1].Withdrawn || handed[1].ID != handed[0].ID || handed[0].Withdrawn {
+		t.Errorf("handed %+v, %+v: want the first page, then its withdrawal by ID", handed[0], handed[1])
+	}
+	if handed[2].Withdrawn || len(handed[2].Rows) != 5 || handed[2].ID == handed[0].ID || src.marks[0] != handed[2].ID {
+		t.Errorf("the page read again: %+v, markers %v", handed[2], src.marks)
 	}
 }
 

@@ -38,10 +38,18 @@ type backfills struct {
 	pages   chan *backfill.Page           // pages read by workers, for the engine's goroutine
 	pending map[string]*backfill.Page     // pages waiting for their marker message
 	rows    map[string]*progress          // rows read by each running backfill, for the log
-	seen    map[uint32]map[keyDigest]bool // per source table with a backfill: keys of rows streamed since it started
-	// truncated: the source tables with a backfill that were truncated
-	// since it started.
-	truncated map[uint32]bool
+	// clock orders, on the engine's goroutine, the starts of backfills and
+	// what the stream does to their tables: a backfill leaves to the stream
+	// only what the stream did after it started.
+	clock uint64
+	// seen: per source table with a running backfill, the keys of rows the
+	// stream changed since, each at its clock.
+	seen map[uint32]map[keyDigest]uint64
+	// truncated: per source table with a running backfill, the clock of its
+	// last truncate.
+	truncated map[uint32]uint64
+	started   map[string]uint64 // the clock of each running backfill's start, by rule
+	tables    map[string]uint32 // the source table of each running backfill, by rule
 	runs      map[string]string // the run of each rule's current backfill worker
 	// deferred holds the rules whose backfills wait for the slot: at the
 	// first start, rows are read only once the slot's consistent point is
@@ -53,8 +61,8 @@ type backfills struct {
 
 func newBackfills(srcDSN, tgtDSN string, ctx context.Context) backfills {
 	return backfills{srcDSN: srcDSN, tgtDSN: tgtDSN, ctx: ctx, workers: map[string]context.CancelFunc{}, pages: make(chan *backfill.Page),
-		pending: map[string]*backfill.Page{}, rows: map[string]*progress{}, seen: map[uint32]map[keyDigest]bool{},
-		truncated: map[uint32]bool{}, runs: map[string]string{}}
+		pending: map[string]*backfill.Page{}, rows: map[string]*progress{}, seen: map[uint32]map[keyDigest]uint64{},
+		truncated: map[uint32]uint64{}, started: map[string]uint64{}, tables: map[string]uint32{}, runs: map[string]string{}}
 }
 
 // keyDigest identifies a source row by a digest of its source_key JSON.
@@ -72,7 +80,8 @@ func digestKey(keyJSON []byte) keyDigest {
 // the stream, whose version is at least as new as any page's.
 func (b *backfills) touch(oid uint32, keyJSON []byte) {
 	if seen := b.seen[oid]; seen != nil {
-		seen[digestKey(keyJSON)] = true
+		b.clock++
+		seen[digestKey(keyJSON)] = b.clock
 	}
 }
 
@@ -80,16 +89,71 @@ func (b *backfills) touch(oid uint32, keyJSON []byte) {
 // backfills read before it must not bring rows back.
 func (b *backfills) truncate(oid uint32) {
 	if b.seen[oid] != nil {
-		b.truncated[oid] = true
+		b.clock++
+		b.truncated[oid] = b.clock
 	}
+}
+
+// begin records that rule's backfill of table oid starts now.
+func (b *backfills) begin(rule string, oid uint32) {
+	if b.seen[oid] == nil {
+		b.seen[oid] = map[keyDigest]uint64{}
+	}
+	b.clock++
+	b.started[rule], b.tables[rule] = b.clock, oid
+}
+
+// end forgets rule's backfill, and what was kept for its table when no
+// other backfill of it runs: nothing is kept for a backfill that stopped,
+// however it stopped.
+func (b *backfills) end(rule string) {
+	oid, ok := b.tables[rule]
+	if !ok {
+		return
+	}
+	delete(b.started, rule)
+	delete(b.tables, rule)
+	delete(b.rows, rule)
+	for _, other := range b.tables {
+		if other == oid {
+			return
+		}
+	}
+	delete(b.seen, oid)
+	delete(b.truncated, oid)
+}
+
+// streamedSince reports whether the stream changed the row keyed keyJSON
+// of rule's table (or truncated the table) after rule's backfill started:
+// the stream's version is then at least as new as any page's.
+func (b *backfills) streamedSince(rule string, keyJSON []byte) bool {
+	st, oid := b.started[rule], b.tables[rule]
+	return b.seen[oid][digestKey(keyJSON)] > st
+}
+
+// truncatedSince reports whether rule's table was truncated after its
+// backfill started: what its pages read before is gone.
+func (b *backfills) truncatedSince(rule string) bool {
+	return b.truncated[b.tables[rule]] > b.started[rule]
 }
 
 // Pages receives the pages that backfill workers read; the engine's
 // goroutine passes each to Register.
 func (e *Engine) Pages() <-chan *backfill.Page { return e.bf.pages }
 
-// Register keeps a page read by a worker until its marker message arrives.
-func (e *Engine) Register(p *backfill.Page) { e.bf.pending[p.ID] = p }
+// Register keeps a page read by a worker until its marker message arrives;
+// a withdrawn page (its marker could not be written: it is read again) is
+// let go.
+func (e *Engine) Register(p *backfill.Page) {
+	if p.Withdrawn {
+		if q := e.bf.pending[p.ID]; q != nil {
+			delete(e.bf.pending, p.ID)
+			close(q.Applied)
+		}
+		return
+	}
+	e.bf.pending[p.ID] = p
+}
 
 // startBackfill starts or resumes the backfill of r, unless it is done for
 // what r computes (its fingerprint). While the engine defers (at the first
@@ -132,10 +196,8 @@ func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
 		}
 		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String(), "up_to", string(stop))
 	}
-	if e.bf.seen[r.Source.OID] == nil {
-		e.bf.seen[r.Source.OID] = map[keyDigest]bool{}
-	}
 	e.stopBackfill(r.Name) // one worker per rule, also after a reload that failed half-way
+	e.bf.begin(r.Name, r.Source.OID)
 	bctx, cancel := context.WithCancel(e.bf.ctx)
 	e.bf.workers[r.Name] = cancel
 	var nonce [16]byte
@@ -180,6 +242,7 @@ func (e *Engine) stopBackfill(name string) {
 		delete(e.bf.workers, name)
 	}
 	delete(e.bf.runs, name)
+	e.bf.end(name)
 	for id, p := range e.bf.pending { // its pages are never applied
 		if p.Rule == name {
 			delete(e.bf.pending, id)
@@ -216,9 +279,8 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 	if r == nil || r.Fingerprint != p.Fingerprint || e.bf.runs[p.Rule] != p.Run {
 		return nil // the rule changed, went away or started again; its new backfill covers it
 	}
-	seen := e.bf.seen[r.Source.OID]
 	rows := p.Rows
-	if e.bf.truncated[r.Source.OID] {
+	if e.bf.truncatedSince(r.Name) {
 		// The table was truncated since the backfill started: what the
 		// page read before is gone, and every row since is streamed.
 		rows = nil
@@ -226,7 +288,7 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 	lane := r.Target.Name()
 	for i, row := range rows {
 		pos, ok := e.admit(lane, i)
-		if !ok || seen[digestKey(row.KeyJSON)] {
+		if !ok || e.bf.streamedSince(r.Name, row.KeyJSON) {
 			continue
 		}
 		it, err := e.resultItem(ctx, r, row, false)
@@ -258,24 +320,9 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 	}
 	if p.Done {
 		e.log.Info("backfill pages read", "rule", r.Name, "rows", pr.rows)
-		delete(e.bf.rows, r.Name)
 		e.stopBackfill(r.Name)
-		if !e.backfilling(r.Source.OID) {
-			delete(e.bf.seen, r.Source.OID)
-			delete(e.bf.truncated, r.Source.OID)
-		}
 	}
 	return nil
-}
-
-// backfilling reports whether a backfill of some rule on table oid runs.
-func (e *Engine) backfilling(oid uint32) bool {
-	for name := range e.bf.workers {
-		if r := e.rules.set.Named(name); r != nil && r.Source.OID == oid {
-			return true
-		}
-	}
-	return false
 }
 
 // resultItem starts the function call of a row read from the source.
