@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,13 @@ type Metrics struct {
 	slotGaps    *prometheus.CounterVec // cause
 	budgetUsed  *prometheus.GaugeVec   // model, unit
 	budgetLimit *prometheus.GaugeVec   // model, unit
+
+	// gone: the rules and models whose series were forgotten; a call of
+	// theirs that ends later does not make them again (see ForgetRule).
+	gone struct {
+		sync.Mutex
+		rules, models map[string]bool
+	}
 
 	status atomic.Pointer[func() Status]
 	slot   atomic.Pointer[func(context.Context) (Slot, error)]
@@ -124,10 +132,20 @@ func b2f(b bool) float64 {
 
 // ForgetRule deletes the series of a rule that no longer runs (deleted,
 // disabled or invalid), so that the scrape does not carry it for good.
+//
+// A call of the rule that was in flight and ends afterwards records
+// nothing: its series would come back for good. Known undoes it when a rule
+// of that name runs again.
 func (m *Metrics) ForgetRule(rule string) {
 	if m == nil {
 		return
 	}
+	m.gone.Lock()
+	defer m.gone.Unlock()
+	if m.gone.rules == nil {
+		m.gone.rules = map[string]bool{}
+	}
+	m.gone.rules[rule] = true
 	m.calls.DeletePartialMatch(prometheus.Labels{"rule": rule})
 	m.latency.DeletePartialMatch(prometheus.Labels{"rule": rule})
 	m.cacheHits.DeleteLabelValues(rule)
@@ -139,9 +157,34 @@ func (m *Metrics) ForgetModel(model string) {
 	if m == nil {
 		return
 	}
+	m.gone.Lock()
+	defer m.gone.Unlock()
+	if m.gone.models == nil {
+		m.gone.models = map[string]bool{}
+	}
+	m.gone.models[model] = true
+
 	m.retries.DeleteLabelValues(model)
 	m.budgetUsed.DeletePartialMatch(prometheus.Labels{"model": model})
 	m.budgetLimit.DeletePartialMatch(prometheus.Labels{"model": model})
+}
+
+// Known records that rule, calling model, runs (again): its series are
+// recorded even if a rule or model of that name was forgotten before.
+func (m *Metrics) Known(rule, model string) {
+	if m == nil {
+		return
+	}
+	m.gone.Lock()
+	delete(m.gone.rules, rule)
+	delete(m.gone.models, model)
+	m.gone.Unlock()
+}
+
+// live reports, with m.gone held, whether rule and model (either may be
+// "") have not been forgotten.
+func (m *Metrics) live(rule, model string) bool {
+	return !m.gone.rules[rule] && !m.gone.models[model]
 }
 
 // Pruned counts rows the retention deleted from table.
@@ -193,7 +236,12 @@ func (m *Metrics) Change(op string) {
 // Call records one finished provider call of rule on model: its outcome
 // ("ok" or a reason code) and how long it took.
 func (m *Metrics) Call(rule, model, outcome string, d time.Duration) {
-	if m != nil {
+	if m == nil {
+		return
+	}
+	m.gone.Lock()
+	defer m.gone.Unlock()
+	if m.live(rule, model) {
 		m.calls.WithLabelValues(rule, model, outcome).Inc()
 		m.latency.WithLabelValues(rule, model).Observe(d.Seconds())
 	}
@@ -201,14 +249,24 @@ func (m *Metrics) Call(rule, model, outcome string, d time.Duration) {
 
 // Retry counts one retried provider request of model.
 func (m *Metrics) Retry(model string) {
-	if m != nil {
+	if m == nil {
+		return
+	}
+	m.gone.Lock()
+	defer m.gone.Unlock()
+	if m.live("", model) {
 		m.retries.WithLabelValues(model).Inc()
 	}
 }
 
 // CacheHit counts one call of rule served without the provider.
 func (m *Metrics) CacheHit(rule string) {
-	if m != nil {
+	if m == nil {
+		return
+	}
+	m.gone.Lock()
+	defer m.gone.Unlock()
+	if m.live(rule, "") {
 		m.cacheHits.WithLabelValues(rule).Inc()
 	}
 }
@@ -234,7 +292,11 @@ func (m *Metrics) ErrorsDropped(rule, reason string, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.dropped.WithLabelValues(rule, reason).Add(float64(n))
+	m.gone.Lock()
+	defer m.gone.Unlock()
+	if m.live(rule, "") {
+		m.dropped.WithLabelValues(rule, reason).Add(float64(n))
+	}
 }
 
 // Budget records what model spent today in unit (calls or tokens) and its
@@ -243,6 +305,10 @@ func (m *Metrics) Budget(model, unit string, used, limit int64) {
 	if m == nil {
 		return
 	}
-	m.budgetUsed.WithLabelValues(model, unit).Set(float64(used))
-	m.budgetLimit.WithLabelValues(model, unit).Set(float64(limit))
+	m.gone.Lock()
+	defer m.gone.Unlock()
+	if m.live("", model) {
+		m.budgetUsed.WithLabelValues(model, unit).Set(float64(used))
+		m.budgetLimit.WithLabelValues(model, unit).Set(float64(limit))
+	}
 }

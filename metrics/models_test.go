@@ -62,4 +62,28 @@ func TestForgetRuleAndModel(t *testing.T) {
 			t.Errorf("%d %s series of a forgotten rule or model, want none", n, name)
 		}
 	}
+	// Calls that were in flight end after the rule and model went: they
+	// must not bring the series back.
+	m.Call("gone", "vision", "ok", time.Second)
+	m.Call("kept", "old-model", "ok", time.Second)
+	m.CacheHit("gone")
+	m.Retry("old-model")
+	m.Budget("old-model", "calls", 2, 10)
+	m.ErrorsDropped("gone", "empty_image", 1)
+	for name, c := range map[string]prometheus.Collector{"calls": m.calls, "cache hits": m.cacheHits, "retries": m.retries,
+		"budget used": m.budgetUsed, "dropped": m.dropped} {
+		want := 0
+		if name == "calls" {
+			want = 1 // kept on vision
+		}
+		if n := testutil.CollectAndCount(c); n != want {
+			t.Errorf("%d %s series after late calls of a forgotten rule or model, want %d", n, name, want)
+		}
+	}
+	// A rule of that name runs again: recorded again.
+	m.Known("gone", "old-model")
+	m.Call("gone", "old-model", "ok", time.Second)
+	if n := testutil.CollectAndCount(m.calls); n != 2 {
+		t.Errorf("%d call series after the rule came back, want 2", n)
+	}
 }

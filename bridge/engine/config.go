@@ -72,6 +72,7 @@ func (e *Engine) apply(ctx context.Context, d rules.Diff) error {
 		}
 	}
 	for _, r := range d.Start {
+		e.metrics.Known(r.Name, r.Model)
 		if err := e.startBackfill(ctx, r); err != nil {
 			return err
 		}
