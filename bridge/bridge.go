@@ -365,6 +365,13 @@ func (b *Bridge) lead(ctx context.Context) error {
 			if len(rs) == 0 {
 				return apply.ErrNoRules // deleted with its rules: nothing to make again
 			}
+			// The stream may not have reached the rules' deletion yet: a
+			// table dropped after its rules were deleted is not made again.
+			if alive, err := rulesAlive(ctx, cfg.SourceDSN, rs); err != nil {
+				return err
+			} else if !alive {
+				return apply.ErrNoRules
+			}
 			return recreate(ctx, cfg.TargetDSN, rs)
 		},
 	})
@@ -430,6 +437,24 @@ func recreate(ctx context.Context, dsn string, rs []*rules.Rule) error {
 		}
 		return nil
 	})
+}
+
+// rulesAlive reports whether one of rs is still an enabled rule in
+// pgimageai.rules now, whatever the stream has read so far.
+func rulesAlive(ctx context.Context, dsn string, rs []*rules.Rule) (bool, error) {
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = r.Name
+	}
+	conn := reconn.New("source", dsn, nil)
+	defer conn.Drop(context.WithoutCancel(ctx))
+	var alive bool
+	err := conn.Do(ctx, func(c *pgx.Conn) error {
+		var err error
+		alive, err = state.RulesEnabled(ctx, c, names)
+		return err
+	})
+	return alive, err
 }
 
 // Stats returns the bridge's counters. It is safe to call while Run runs.

@@ -73,3 +73,13 @@ func TableOIDs(ctx context.Context, conn *pgx.Conn) (rules, models, retries uint
 	}
 	return rules, models, retries, nil
 }
+
+// RulesEnabled reports whether one of the rules names exists and is
+// enabled now.
+func RulesEnabled(ctx context.Context, conn *pgx.Conn, names []string) (bool, error) {
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pgimageai.rules WHERE name = ANY($1) AND enabled)", names).Scan(&ok); err != nil {
+		return false, fmt.Errorf("read rules: %w", err)
+	}
+	return ok, nil
+}

@@ -49,6 +49,8 @@ func (b *batch) add(it *work.Item) {
 		b.ops = append(b.ops, it.Progress)
 	case work.Resolve:
 		b.ops = append(b.ops, state.Resolve{Rule: it.Rule.Name, Key: it.Row.JSON})
+	case work.Forget:
+		b.ops = append(b.ops, state.ForgetRow{SourceTable: it.Dest.SourceTable, Key: it.Row.JSON, Rules: it.Dest.Rules})
 	}
 }
 

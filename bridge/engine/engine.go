@@ -318,6 +318,18 @@ func (e *Engine) change(ctx context.Context, ch *replication.Change) error {
 				return err
 			}
 		}
+		// After the other targets' items, so that their ordinals stay.
+		for _, t := range writeBacks(rs) {
+			pos, ok := e.admit(t.Name(), sub)
+			sub++
+			if !ok {
+				continue
+			}
+			it := work.Item{Kind: work.Forget, Dest: work.Dest{Target: t, Rules: rulesOf(rs, t), SourceTable: src}, Row: row, LSN: ch.LSN}
+			if err := e.emit(ctx, pos, it); err != nil {
+				return err
+			}
+		}
 		return nil
 	case replication.Insert, replication.Update:
 		row, err := e.key(ch.Relation, ch.New, rel, rs[0])
@@ -474,6 +486,17 @@ func (e *Engine) truncate(ctx context.Context, ch *replication.Change) error {
 				continue
 			}
 			it := work.Item{Kind: work.Truncate, Dest: work.Dest{Target: t, Rules: rulesOf(rs, t), SourceTable: rs[0].Source.String()}, LSN: ch.LSN}
+			if err := e.emit(ctx, pos, it); err != nil {
+				return err
+			}
+		}
+		for _, t := range writeBacks(rs) {
+			pos, ok := e.admit(t.Name(), sub)
+			sub++
+			if !ok {
+				continue
+			}
+			it := work.Item{Kind: work.Forget, Dest: work.Dest{Target: t, Rules: rulesOf(rs, t), SourceTable: rs[0].Source.String()}, LSN: ch.LSN}
 			if err := e.emit(ctx, pos, it); err != nil {
 				return err
 			}

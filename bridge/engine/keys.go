@@ -58,6 +58,21 @@ func targets(rs []*rules.Rule) []*sink.Target {
 	return out
 }
 
+// writeBacks returns the distinct write-back target tables of rs: their rows
+// are the source's own, so a delete or truncate only forgets the stored
+// inputs and open errors of the rows that went (a Forget item).
+func writeBacks(rs []*rules.Rule) []*sink.Target {
+	var out []*sink.Target
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r.Target.WriteBack && !seen[r.Target.Name()] {
+			seen[r.Target.Name()] = true
+			out = append(out, r.Target)
+		}
+	}
+	return out
+}
+
 func sameKey(a, b replication.Tuple, idx []int) bool {
 	for _, i := range idx {
 		if a[i].Kind != b[i].Kind || !bytes.Equal(a[i].Data, b[i].Data) {

@@ -18,6 +18,7 @@ const (
 	Truncate                 // empty a target table
 	Backfill                 // record a backfill page's progress
 	Resolve                  // resolve a row's open errors (its source row is gone)
+	Forget                   // write-back: forget a deleted row's stored inputs and open errors (or the table's: a truncate)
 )
 
 func (k Kind) String() string {
@@ -34,6 +35,8 @@ func (k Kind) String() string {
 		return "backfill"
 	case Resolve:
 		return "resolve"
+	case Forget:
+		return "forget"
 	}
 	return "invalid"
 }
