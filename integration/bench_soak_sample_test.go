@@ -24,13 +24,18 @@ type soakSample struct {
 	series map[string]float64
 }
 
-// sample reads the figures and keeps the scrape and a goroutine profile in
-// k.dir, named by label.
+// sample reads the figures and keeps the scrape, the bridge's connections
+// and its goroutine and heap profiles in k.dir, named by label.
 func (k *soak) sample(b *testing.B, label string) soakSample {
 	b.Helper()
 	ctx := context.Background()
+	// The heap profile first: ?gc=1 collects garbage before it is taken,
+	// so that the scrape's heap figures are the live heap.
+	k.keep(b, label+"-heap.pb.gz", k.pprof+"/debug/pprof/heap?gc=1")
 	out := soakSample{v: map[string]float64{}, series: scrape(b, k.metrics)}
 	out.v["goroutines"] = out.series["go_goroutines"]
+	out.v["heap_live_mib"] = out.series["go_memstats_heap_alloc_bytes"] / (1 << 20)
+	out.v["heap_objects"] = out.series["go_memstats_heap_objects"]
 	out.v["rss_mib"] = out.series["process_resident_memory_bytes"] / (1 << 20)
 	out.v["open_fds"] = out.series["process_open_fds"]
 	out.v["metrics_series"] = float64(len(out.series))
@@ -154,8 +159,13 @@ func seriesLeft(end soakSample) []string {
 // made again after its rule was deleted and it was dropped, open errors.
 func (k *soak) leftovers(b *testing.B, end soakSample) []string {
 	var out []string
-	if n := queryInt(b, k.s.conn, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND (tablename LIKE 'churn\_%' OR tablename LIKE 'drop\_%')`); n != 0 {
-		out = append(out, fmt.Sprintf("%d tables of deleted rules made again after they were dropped", n))
+	var made []string
+	if err := k.s.conn.QueryRow(context.Background(), `SELECT coalesce(array_agg(tablename ORDER BY tablename), '{}') FROM pg_tables
+WHERE schemaname = 'public' AND (tablename LIKE 'churn\_%' OR tablename LIKE 'drop\_%')`).Scan(&made); err != nil {
+		b.Fatal(err)
+	}
+	if len(made) > 0 {
+		out = append(out, fmt.Sprintf("%d tables of deleted rules made again after they were dropped: %s", len(made), strings.Join(made, ", ")))
 	}
 	if n := end.v["errors_open"]; n != 0 {
 		out = append(out, fmt.Sprintf("%.0f open errors rows after the catch-up", n))
