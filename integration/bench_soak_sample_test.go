@@ -44,6 +44,7 @@ func (k *soak) sample(b *testing.B, label string) soakSample {
 	out.v["live_lanes"] = float64(queryInt(b, k.s.conn, `SELECT count(DISTINCT target_table) FROM pgimageai.rules WHERE enabled`))
 	out.v["lane_checkpoints_of_slot"] = float64(queryInt(b, k.s.conn, `SELECT count(*) FROM pgimageai.lane_checkpoints WHERE slot = $1`, k.s.slot))
 	out.v["errors_open"] = float64(queryInt(b, k.s.conn, `SELECT count(*) FROM pgimageai.errors WHERE resolved_at IS NULL`))
+	out.v["results_of_deleted_source_rows"] = float64(queryInt(b, k.s.conn, soakOrphanResults))
 	out.v["results_of_deleted_rules"] = float64(queryInt(b, k.s.conn, `SELECT count(*) FROM pgimageai.results WHERE rule NOT IN (SELECT name FROM pgimageai.rules)`))
 	rows, err := k.s.conn.Query(ctx, `SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c
 WHERE c.relnamespace = 'pgimageai'::regnamespace AND c.relkind = 'r' ORDER BY 1`)
@@ -87,6 +88,13 @@ WHERE application_name LIKE 'pgimageai%' ORDER BY 1, 3`)
 	return out
 }
 
+// soakOrphanResults counts the pgimageai.results rows of the live rules
+// whose source row is gone: a deleted row's stored input is deleted with it.
+const soakOrphanResults = `SELECT count(*) FROM pgimageai.results r WHERE
+  (r.rule = 'queue' AND NOT EXISTS (SELECT FROM public.queue q WHERE q.id = (r.source_key->>'id')::bigint))
+  OR (r.rule = 'steady' AND NOT EXISTS (SELECT FROM public.photos p WHERE p.id = (r.source_key->>'id')::int))
+  OR (r.rule = 'flaky' AND NOT EXISTS (SELECT FROM public.flaky f WHERE f.id = (r.source_key->>'id')::int))`
+
 // keep saves what url serves to name in k.dir.
 func (k *soak) keep(b *testing.B, name, url string) {
 	b.Helper()
@@ -105,7 +113,7 @@ func (k *soak) keep(b *testing.B, name, url string) {
 }
 
 // notBack lists the figures of end that must equal, or come back to within
-// a small margin of, start's.
+// a small margin of, start's, or be zero (stored inputs of deleted rows).
 func (k *soak) notBack(start, end soakSample) []string {
 	var out []string
 	if g0, g := start.v["goroutines"], end.v["goroutines"]; g > g0+max(5, g0/10) {
@@ -116,6 +124,9 @@ func (k *soak) notBack(start, end soakSample) []string {
 	}
 	if l, want := end.v["lane_checkpoints_of_slot"], end.v["live_lanes"]; l != want {
 		out = append(out, fmt.Sprintf("%.0f lane_checkpoints rows of the slot for %.0f live lanes", l, want))
+	}
+	if n := end.v["results_of_deleted_source_rows"]; n > 0 {
+		out = append(out, fmt.Sprintf("%.0f pgimageai.results rows of live rules whose source row was deleted", n))
 	}
 	if lag := end.v["slot_lag_bytes"]; lag > 1<<20 {
 		out = append(out, fmt.Sprintf("the slot lags %.0f bytes after the catch-up", lag))
