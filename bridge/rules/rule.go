@@ -247,6 +247,14 @@ func SameDatabase(a, b *pgx.Conn) bool {
 //
 // Lookups go to src; targets are ensured on tgt.
 func (c *compiler) compileAll(ctx context.Context, cfg *config, src, tgt *pgx.Conn) ([]*Rule, []InvalidRule, error) {
+	// The providers of models deleted since are let go (their idle
+	// connections close with their transport's idle timeout): a
+	// deployment that creates and deletes models does not keep them all.
+	for name := range c.providers {
+		if _, ok := cfg.models[name]; !ok {
+			delete(c.providers, name)
+		}
+	}
 	names := make([]string, 0, len(cfg.rules))
 	for n, rr := range cfg.rules {
 		if rr.Enabled {
