@@ -242,6 +242,9 @@ func (l *lane) run(ctx context.Context) error {
 		}
 		closed = false
 		if err := l.write(ctx, items); err != nil {
+			if errors.Is(err, errStopping) {
+				return nil // unconfirmed: read again at the next start
+			}
 			return err
 		}
 	}
@@ -436,6 +439,14 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error 
 		if refused(err) {
 			return fmt.Errorf("%w: %w", errRefused, err)
 		}
+		if l.isClosed() {
+			// A graceful stop does not wait on a target that fails: what
+			// the lane holds stays unconfirmed and is read again at the
+			// next start.
+			l.ls.cfg.Log.Warn("stopping without writing what the lane holds: the target write failed; it is read again at the next start",
+				"lane", l.name, "ops", len(ops), "err", err)
+			return errStopping
+		}
 		l.ls.cfg.Log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.Pos.String(), "err", err)
 		if pgerr.SQLState(err) == codeInsufficientPrivilege {
 			// Not for a retry to cure: the engine checks the lane's rules
@@ -472,6 +483,10 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error 
 		}
 	}
 }
+
+// errStopping: a write failed while the lane drains for a graceful stop;
+// the lane stops at once without it (see commit).
+var errStopping = errors.New("stopping: the target write failed")
 
 // ErrNoRules is what Config.Repair returns for a lane no rule writes any
 // more: its target is not made again, and what the lane holds for it is

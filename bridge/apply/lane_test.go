@@ -740,3 +740,39 @@ func TestLaneRetires(t *testing.T) {
 		t.Fatalf("status %+v, want the new lane", st)
 	}
 }
+
+// TestLaneDrainDoesNotWaitOnAFailingTarget: a graceful stop (Drain) of a
+// lane whose target keeps failing ends at once, without a failure and
+// without confirming what it held: it is read again at the next start.
+func TestLaneDrainDoesNotWaitOnAFailingTarget(t *testing.T) {
+	r := testRule(t, functions.Complete, 0)
+	w := &missingWriter{}
+	var acks []replication.LSN
+	tr := track.New(func(l replication.LSN) { acks = append(acks, l) })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
+		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
+		Repair: func(context.Context, string) error { return errors.New("the target server is down") }})
+	ls.cfg.Budget.Acquire(context.Background(), itemCost)
+	rec := tr.Begin(time.Time{})
+	tr.Add(rec)
+	ls.Push(resultItem(r, 1, done(functions.Result{Text: "x"}, nil), rec, state.Position{Commit: 10, Ord: 1 << eventBits}))
+	tr.Seal(rec, 11)
+	waitFor(t, "a failed write", func() bool { st := ls.Status(); return len(st) == 1 && st[0].Stalled > 0 })
+	drained := make(chan struct{})
+	go func() { ls.Drain(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Drain waited on a target that keeps failing")
+	}
+	select {
+	case err := <-ls.Failed():
+		t.Fatalf("the lane failed: %v", err)
+	default:
+	}
+	if len(acks) != 0 {
+		t.Errorf("acks %v: what the lane held was confirmed without being written", acks)
+	}
+}

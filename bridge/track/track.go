@@ -66,6 +66,7 @@ func (t *Tracker) Add(rec *Txn) {
 func (t *Tracker) Seal(rec *Txn, end replication.LSN) {
 	t.mu.Lock()
 	rec.end, rec.sealed = end, true
+	t.coalesce(rec)
 	lsn := t.advance()
 	t.mu.Unlock()
 	t.confirm(lsn)
@@ -78,6 +79,26 @@ func (t *Tracker) Done(rec *Txn, items int) {
 	lsn := t.advance()
 	t.mu.Unlock()
 	t.confirm(lsn)
+}
+
+// coalesce folds rec, just sealed, into the record before it when neither
+// holds a pending item: behind a lane that cannot write, the stream's
+// transactions without items for it (most of them, often) then take one
+// record, not one each. rec must be the newest record; t.mu is held.
+func (t *Tracker) coalesce(rec *Txn) {
+	n := len(t.txns)
+	if n < 2 || t.txns[n-1] != rec || rec.pending != 0 {
+		return
+	}
+	prev := t.txns[n-2]
+	if !prev.sealed || prev.pending != 0 {
+		return
+	}
+	if rec.end > prev.end {
+		prev.end, prev.commitTime = rec.end, rec.commitTime
+	}
+	t.txns[n-1] = nil
+	t.txns = t.txns[:n-1]
 }
 
 // advance drops the transactions that are complete at the front and returns

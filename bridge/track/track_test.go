@@ -91,3 +91,34 @@ func TestIdle(t *testing.T) {
 		}
 	}
 }
+
+// TestCoalesce: behind a transaction whose item is pending, transactions
+// without items take one record between them, and confirming past them
+// still lands on the last one's end.
+func TestCoalesce(t *testing.T) {
+	var acks []replication.LSN
+	tr := New(func(l replication.LSN) { acks = append(acks, l) })
+	held := tr.Begin(time.Time{})
+	tr.Add(held)
+	tr.Seal(held, 100)
+	for i := 1; i <= 1000; i++ {
+		rec := tr.Begin(time.Time{})
+		tr.Seal(rec, replication.LSN(100+i))
+	}
+	mid := tr.Begin(time.Time{}) // an item of its own: not folded
+	tr.Add(mid)
+	tr.Seal(mid, 2000)
+	last := tr.Begin(time.Time{})
+	tr.Seal(last, 2001)
+	if _, _, n := tr.State(); n != 4 {
+		t.Fatalf("%d records, want 4: held, the 1000 empty ones folded, mid, last", n)
+	}
+	tr.Done(held, 1)
+	if got, _, _ := tr.State(); got != 1100 {
+		t.Errorf("confirmed %s after the held one, want 1100 (the last empty one's end)", got)
+	}
+	tr.Done(mid, 1)
+	if got, _, n := tr.State(); got != 2001 || n != 0 {
+		t.Errorf("confirmed %s with %d records, want 2001 and none", got, n)
+	}
+}
