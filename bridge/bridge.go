@@ -405,7 +405,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	b.run.Store(&running{budget: budget, tracker: tracker, lanes: lanes, engine: eng, calls: caller.Counters()})
 	b.setStream(stream)
 	defer b.setStream(nil)
-	stopWatch := watchPace(ctx, paceWatch{log: log, dsn: cfg.TargetDSN, slot: cfg.Slot, every: cfg.Timing.PaceReport, governors: eng.Governors})
+	stopWatch := watchPace(ctx, paceWatch{log: log, dsn: cfg.TargetDSN, slot: cfg.Slot, every: cfg.Timing.PaceReport, governors: eng.Governors, lanes: lanes.Status})
 	defer stopWatch()
 	stopRetention := runRetention(ctx, retention{log: log, sourceDSN: cfg.SourceDSN, targetDSN: cfg.TargetDSN, slot: cfg.Slot, metrics: cfg.Metrics,
 		first: retentionFirst, every: retentionEvery})

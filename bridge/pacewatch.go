@@ -21,12 +21,14 @@ type paceWatch struct {
 	dsn, slot string
 	every     time.Duration
 	governors func() map[string]*pace.Governor
+	lanes     func() []metrics.Lane // what each lane holds, for pgimageai.lane_pending
 }
 
 // watchPace reports the models' pacing every w.every while this instance
 // leads: the log says once when a model becomes rate-limited (a 429 within
 // the last minute) and once when it recovers, rather than a line per row;
-// pgimageai.model_pace holds the pacing for status. Storing is best effort:
+// pgimageai.model_pace holds the pacing for status, and
+// pgimageai.lane_pending what each lane holds. Storing is best effort:
 // a failure is logged once and tried again at the next tick. It returns a
 // function that stops the watch and waits for it.
 func watchPace(ctx context.Context, w paceWatch) (stop func()) {
@@ -65,10 +67,21 @@ func watchPace(ctx context.Context, w paceWatch) (stop func()) {
 				rows[i] = state.ModelPace{Model: m.Name, InFlight: m.InFlight, Limit: m.Limit, Ceil: m.Ceiling, Pace: m.Pace(),
 					Limited1m: m.Limited, Answered1m: m.Answered, Waited: m.Waited, RateLimited: m.RateLimited}
 			}
-			err := conn.Do(ctx, func(c *pgx.Conn) error { return state.WriteModelPace(ctx, c, w.slot, rows) })
+			var held []state.LanePending
+			if w.lanes != nil {
+				for _, l := range w.lanes() {
+					held = append(held, state.LanePending{Lane: l.Name, Pending: l.Pending, Oldest: l.Oldest})
+				}
+			}
+			err := conn.Do(ctx, func(c *pgx.Conn) error {
+				if err := state.WriteModelPace(ctx, c, w.slot, rows); err != nil {
+					return err
+				}
+				return state.WriteLanePending(ctx, c, w.slot, held)
+			})
 			switch {
 			case err != nil && ctx.Err() == nil && !failing:
-				w.log.Warn("storing the models' pacing for status failed; trying again", "err", err)
+				w.log.Warn("storing the models' pacing and the lanes' pending changes for status failed; trying again", "err", err)
 				failing = true
 			case err == nil:
 				failing = false

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -123,4 +124,40 @@ WHERE rule = 'caption' AND source_key = '{"id": 2}' AND resolved_at IS NULL`).Sc
 	if reason != "target_refused" || !strings.Contains(detail, "refused to delete the row") || !strings.Contains(detail, "23503") {
 		t.Errorf("errors row %s: %q; want target_refused naming the delete and SQLSTATE 23503", reason, detail)
 	}
+}
+
+// TestStatusLanePending: while a slow model holds a lane, status names what
+// the lane holds and the age of the oldest change (pgimageai.lane_pending,
+// stored by the leader); once written, nothing.
+func TestStatusLanePending(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	release := make(chan struct{})
+	ai.SetHook(func(http.ResponseWriter, *http.Request, aiRequest) bool { <-release; return false })
+	s.model(t, "vision", ai, `{}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	cfg := s.config(t)
+	cfg.Timing.PaceReport = 200 * time.Millisecond
+	_, stop := s.start(t, cfg)
+	want := map[int]string{}
+	insertRows(t, s, 1, 3, 2, want)
+	waitFor(t, 10*time.Second, "the lane's pending changes stored", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.lane_pending
+WHERE slot = $1 AND lane = 'public.captions' AND pending = 2 AND now() - oldest_commit_time > interval '1 second'`, s.slot) == 1
+	})
+	env := []string{"PGIMAGEAI_DSN=" + s.db.DSN(), "PGIMAGEAI_SLOT=" + s.slot, "PGIMAGEAI_PUBLICATION=" + s.slot}
+	wantCLI(t, env, 0, []string{"OLDEST PENDING", "public.captions"}, "status")
+	out := wantCLI(t, env, 0, []string{`"pending": 2`, `"oldest_pending_seconds": `}, "status", "--format", "json")
+	if strings.Contains(out, `"oldest_pending_seconds": null`) {
+		t.Errorf("status JSON has no age of the oldest pending change:\n%s", out)
+	}
+	close(release)
+	s.sync(t, 30*time.Second)
+	waitFor(t, 10*time.Second, "nothing pending stored", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.lane_pending WHERE slot = $1 AND pending = 0 AND oldest_commit_time IS NULL`, s.slot) == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertCaptions(t, captions(t, s.conn), want)
 }

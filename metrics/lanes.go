@@ -16,6 +16,9 @@ type Lane struct {
 	// since its last write, or since it last went from empty to holding
 	// something; 0 while it holds nothing.
 	Stalled time.Duration
+	// Oldest is the source commit time of the oldest change the lane
+	// holds; zero while it holds nothing.
+	Oldest time.Time
 }
 
 // LagBytes is how far the lane is behind the server: 0 when it holds nothing

@@ -65,3 +65,37 @@ FROM pgimageai.model_pace WHERE slot = $1 ORDER BY model`, slot)
 	}
 	return ms, nil
 }
+
+// LanePending is what one lane holds, for pgimageai.lane_pending.
+type LanePending struct {
+	Lane    string
+	Pending int64
+	Oldest  time.Time // source commit time of the oldest change held; zero when none
+}
+
+// WriteLanePending stores what slot's lanes hold in one transaction and
+// deletes the rows of lanes no longer among them.
+func WriteLanePending(ctx context.Context, conn *pgx.Conn, slot string, lanes []LanePending) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		names := make([]string, len(lanes))
+		for i, l := range lanes {
+			names[i] = l.Lane
+			var oldest any
+			if !l.Oldest.IsZero() {
+				oldest = l.Oldest
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO pgimageai.lane_pending AS p (slot, lane, pending, oldest_commit_time, updated_at)
+VALUES ($1, $2, $3, $4, now())
+ON CONFLICT (slot, lane) DO UPDATE SET pending = excluded.pending, oldest_commit_time = excluded.oldest_commit_time, updated_at = excluded.updated_at`,
+				slot, l.Lane, l.Pending, oldest); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, "DELETE FROM pgimageai.lane_pending WHERE slot = $1 AND NOT lane = ANY($2)", slot, names)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store lanes pending: %w", err)
+	}
+	return nil
+}

@@ -108,15 +108,28 @@ type LaneRow struct {
 	UpdatedAt  time.Time
 	// Delay is the target's now() minus CommitTime, when known.
 	Delay *time.Duration
+	// Pending is what the lane holds as the slot's leader stored it within
+	// the last 30 seconds (pgimageai.lane_pending); nil when not known (no
+	// leader running). OldestPending is the age of the oldest change it
+	// holds (target's now() minus its source commit time); nil when none.
+	Pending       *int64
+	OldestPending *time.Duration
 }
 
 // Lanes reads the lane positions of slot, in lane order.
 func Lanes(ctx context.Context, conn *pgx.Conn, slot string) ([]LaneRow, error) {
-	rows, _ := conn.Query(ctx, `SELECT lane, lsn, ord, commit_time, updated_at, now() - commit_time
-FROM pgimageai.lane_checkpoints WHERE slot = $1 ORDER BY lane`, slot)
+	// A lane with changes waiting but nothing written yet has no checkpoint
+	// row: the full join lists it too.
+	rows, _ := conn.Query(ctx, `SELECT coalesce(c.lane, p.lane), coalesce(c.lsn, '0/0'), coalesce(c.ord, 0), c.commit_time,
+  coalesce(c.updated_at, p.updated_at), now() - c.commit_time,
+  CASE WHEN p.updated_at > now() - interval '30 seconds' THEN p.pending END,
+  CASE WHEN p.updated_at > now() - interval '30 seconds' AND p.pending > 0 THEN now() - p.oldest_commit_time END
+FROM (SELECT * FROM pgimageai.lane_checkpoints WHERE slot = $1) c
+FULL JOIN (SELECT * FROM pgimageai.lane_pending WHERE slot = $1) p ON p.lane = c.lane
+ORDER BY 1`, slot)
 	lanes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LaneRow, error) {
 		var l LaneRow
-		err := row.Scan(&l.Lane, &l.LSN, &l.Ord, &l.CommitTime, &l.UpdatedAt, &l.Delay)
+		err := row.Scan(&l.Lane, &l.LSN, &l.Ord, &l.CommitTime, &l.UpdatedAt, &l.Delay, &l.Pending, &l.OldestPending)
 		return l, err
 	})
 	if err != nil {

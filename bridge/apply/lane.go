@@ -96,6 +96,7 @@ type laneStat struct {
 	abandoned  atomic.Int64 // items given up: no rule writes the target any more
 	progress   atomic.Int64 // Unix ns of the last write, or of the queue becoming non-empty
 	writing    atomic.Int64 // items taken from the queue and being written
+	oldest     atomic.Int64 // Unix ns: source commit time of the first item being written
 }
 
 func newLane(name string, w Writer, ls *Lanes) *lane {
@@ -144,6 +145,17 @@ func (l *lane) pending() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.queue)
+}
+
+// first returns how many items the queue holds and the source commit time
+// of the first.
+func (l *lane) first() (int, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) == 0 || l.queue[0].Txn == nil {
+		return len(l.queue), time.Time{}
+	}
+	return len(l.queue), l.queue[0].Txn.CommitTime()
 }
 
 // take removes and returns the ready prefix of the queue, at most maxOps
@@ -254,6 +266,9 @@ func (l *lane) run(ctx context.Context) error {
 // it succeeds or ctx ends, then releases their budget and marks them done.
 func (l *lane) write(ctx context.Context, items []work.Item) error {
 	l.stat.writing.Store(int64(len(items)))
+	if items[0].Txn != nil {
+		l.stat.oldest.Store(items[0].Txn.CommitTime().UnixNano())
+	}
 	defer l.stat.writing.Store(0)
 	var b batch
 	for i := range items {
@@ -703,9 +718,17 @@ func (l *lane) status() metrics.Lane {
 	l.stat.mu.Lock()
 	pos, at := l.stat.pos, l.stat.commitTime
 	l.stat.mu.Unlock()
-	st := metrics.Lane{Name: l.name, Pending: int64(l.pending()) + l.stat.writing.Load(), Applied: uint64(pos.Commit), CommitTime: at}
+	queued, first := l.first()
+	writing := l.stat.writing.Load()
+	st := metrics.Lane{Name: l.name, Pending: int64(queued) + writing, Applied: uint64(pos.Commit), CommitTime: at}
 	if st.Pending > 0 {
 		st.Stalled = max(time.Since(time.Unix(0, l.stat.progress.Load())), 0)
+	}
+	switch {
+	case writing > 0:
+		st.Oldest = time.Unix(0, l.stat.oldest.Load())
+	case queued > 0:
+		st.Oldest = first
 	}
 	return st
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -179,7 +178,7 @@ func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
 	}
 	buf.WriteString("Lanes (one per target table)\n")
 	t := newTable(buf)
-	t.row("LANE", "APPLIED", "LAG", "LAST COMMIT", "DELAY", "UPDATED")
+	t.row("LANE", "APPLIED", "LAG", "LAST COMMIT", "DELAY", "PENDING", "OLDEST PENDING", "UPDATED")
 	for _, l := range lanes {
 		commit, delay := "-", "-"
 		if l.CommitTime != nil {
@@ -190,7 +189,14 @@ func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
 		} else if l.Delay != nil {
 			delay = "0s"
 		}
-		t.row(l.Lane, fmt.Sprintf("%s#%d", l.LSN, l.Ord), byteSize(laneLag(l, s)), commit, delay, utcTime(l.UpdatedAt))
+		pending, oldest := "-", "-" // not known: no leader stored them lately
+		if l.Pending != nil {
+			pending = strconv.FormatInt(*l.Pending, 10)
+		}
+		if l.OldestPending != nil {
+			oldest = max(*l.OldestPending, 0).Round(time.Second).String()
+		}
+		t.row(l.Lane, fmt.Sprintf("%s#%d", l.LSN, l.Ord), byteSize(laneLag(l, s)), commit, delay, pending, oldest, utcTime(l.UpdatedAt))
 	}
 	t.flush()
 }
@@ -312,256 +318,4 @@ func writeErrorCountsTable(buf *bytes.Buffer, counts []errorCount) {
 		t.row(c.Rule, string(c.Reason), strconv.FormatInt(c.Count, 10))
 	}
 	t.flush()
-}
-
-// The JSON document of `pgimageai status --format json`. LSNs are in
-// PostgreSQL's text form (castable to pg_lsn); times are RFC 3339 in UTC.
-type (
-	statusJSON struct {
-		Slot        slotJSON        `json:"slot"`
-		Checkpoint  *checkpointJSON `json:"checkpoint"` // null: none stored
-		Rules       []ruleJSON      `json:"rules"`
-		Groups      []groupJSON     `json:"groups"`
-		Lanes       []laneJSON      `json:"lanes"`
-		Backfills   []backfillJSON  `json:"backfills"`
-		Batches     []batchJSON     `json:"batches"`
-		OpenErrors  openErrorsJSON  `json:"open_errors"`
-		NotRecorded []errorCapJSON  `json:"errors_not_recorded"`
-		Usage       []usageJSON     `json:"usage"`
-		Budgets     []budgetJSON    `json:"budgets"`
-		Models      []modelJSON     `json:"models"`
-		Gaps        []gapJSON       `json:"slot_gaps"`
-	}
-	modelJSON struct {
-		Model         string  `json:"model"`
-		InFlight      int     `json:"in_flight"`
-		Concurrency   int     `json:"concurrency"`
-		Ceiling       int     `json:"max_concurrency"`
-		Pace          string  `json:"pace"`
-		RateLimited1m int     `json:"rate_limited_last_minute"`
-		Answered1m    int     `json:"answered_last_minute"`
-		WaitedSeconds float64 `json:"waited_seconds"`
-		RateLimited   bool    `json:"rate_limited"`
-		Stale         bool    `json:"stale"`
-		UpdatedAt     string  `json:"updated_at"`
-	}
-	slotJSON struct {
-		Name               string `json:"name"`
-		Exists             bool   `json:"exists"`
-		Plugin             string `json:"plugin,omitempty"`
-		Database           string `json:"database,omitempty"`
-		Active             *bool  `json:"active,omitempty"`
-		ActivePID          *int32 `json:"active_pid,omitempty"`
-		WALStatus          string `json:"wal_status,omitempty"`
-		InvalidationReason string `json:"invalidation_reason,omitempty"`
-		// Health is ok, at_risk (wal_status unreserved) or invalidated, and
-		// absent with the slot; Advice says what to do unless ok.
-		Health string `json:"health,omitempty"`
-		Advice string `json:"advice,omitempty"`
-		// SafeWALSize is absent where the server lacks it, null when no
-		// limit applies (max_slot_wal_keep_size = -1) or the WAL is lost
-		// (health invalidated).
-		SafeWALSize       json.RawMessage `json:"safe_wal_size,omitempty"`
-		ConfirmedFlushLSN string          `json:"confirmed_flush_lsn,omitempty"`
-		CurrentWALLSN     string          `json:"current_wal_lsn,omitempty"`
-		LagBytes          *uint64         `json:"lag_bytes,omitempty"`
-		// Leader is the pgimageai run holding the slot's leader lock;
-		// absent when none does.
-		Leader *leaderJSON `json:"leader,omitempty"`
-		// Failover is on, off or unsupported (before PostgreSQL 17);
-		// FailoverAdvice says what it means.
-		Failover       string `json:"failover,omitempty"`
-		FailoverAdvice string `json:"failover_advice,omitempty"`
-	}
-	leaderJSON struct {
-		PID         int32  `json:"pid"`
-		Application string `json:"application"`
-		Client      string `json:"client"`
-	}
-	checkpointJSON struct {
-		LSN       string    `json:"lsn"`
-		UpdatedAt time.Time `json:"updated_at"`
-	}
-	ruleJSON struct {
-		Name         string  `json:"name"`
-		Enabled      bool    `json:"enabled"`
-		Function     string  `json:"function"`
-		Model        string  `json:"model"`
-		SourceTable  string  `json:"source_table"`
-		ImageColumn  string  `json:"image_column"`
-		TargetTable  string  `json:"target_table"`
-		TargetColumn string  `json:"target_column"`
-		Status       string  `json:"status"`         // valid, invalid or disabled
-		Reason       *string `json:"invalid_reason"` // null unless invalid
-	}
-	groupJSON struct {
-		Group    string  `json:"group"`
-		Rules    int64   `json:"rules"`
-		Enabled  int64   `json:"enabled"`
-		Slot     string  `json:"slot"`
-		Exists   bool    `json:"slot_exists"`
-		Active   bool    `json:"active"`
-		LagBytes *uint64 `json:"lag_bytes"` // null without the slot
-	}
-	budgetJSON struct {
-		Model     string `json:"model"`
-		Day       string `json:"day"` // YYYY-MM-DD, UTC
-		Calls     int64  `json:"calls"`
-		MaxCalls  *int64 `json:"max_calls_per_day"` // null: no cap
-		Tokens    int64  `json:"tokens"`
-		MaxTokens *int64 `json:"max_tokens_per_day"` // null: no cap
-	}
-	laneJSON struct {
-		Lane       string     `json:"lane"`
-		LSN        string     `json:"lsn"`
-		Ord        int64      `json:"ord"`
-		CommitTime *time.Time `json:"commit_time"`
-		LagBytes   uint64     `json:"lag_bytes"`
-		// DelaySeconds is the target's now() minus CommitTime while the
-		// lane lags, 0 when it does not, null before its first write.
-		DelaySeconds *float64  `json:"delay_seconds"`
-		UpdatedAt    time.Time `json:"updated_at"`
-	}
-	backfillJSON struct {
-		Rule      string    `json:"rule"`
-		State     string    `json:"state"`
-		RowsDone  int64     `json:"rows_done"`
-		RowsTotal *int64    `json:"rows_total"`
-		UpdatedAt time.Time `json:"updated_at"`
-	}
-	batchJSON struct {
-		Rule    string  `json:"rule"`
-		Seq     int     `json:"seq"`
-		BatchID *string `json:"batch_id"` // null: not created
-		// Status is the provider's (validating, in_progress, completed,
-		// expired, …), or uploaded, refused, empty (nothing to ask).
-		Status     string    `json:"status"`
-		Requests   int       `json:"requests"`
-		Completed  int       `json:"completed"`
-		Failed     int       `json:"failed"`
-		Downloaded bool      `json:"answers_stored"`
-		Applied    bool      `json:"applied"`
-		CreatedAt  time.Time `json:"created_at"`
-		AgeSeconds float64   `json:"age_seconds"`
-	}
-	openErrorsJSON struct {
-		Total    int64                                 `json:"total"`
-		ByReason map[functions.Reason]int64            `json:"by_reason"`
-		ByRule   map[string]map[functions.Reason]int64 `json:"by_rule"`
-	}
-)
-
-func statusDocument(r statusReport) statusJSON {
-	doc := statusJSON{
-		Slot:        slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
-		Rules:       []ruleJSON{},
-		Groups:      []groupJSON{},
-		Lanes:       []laneJSON{},
-		Backfills:   []backfillJSON{},
-		Usage:       usageDocument(r.Usage),
-		Gaps:        gapsDocument(r.Gaps),
-		NotRecorded: errorCapsDocument(r.ErrorCaps),
-		OpenErrors: openErrorsJSON{
-			ByReason: map[functions.Reason]int64{},
-			ByRule:   map[string]map[functions.Reason]int64{},
-		},
-	}
-	doc.Slot.Failover, doc.Slot.FailoverAdvice = failover(r.Slot, r.Slot.ServerVersion)
-	if l := r.Slot.Leader; l != nil {
-		doc.Slot.Leader = &leaderJSON{PID: l.PID, Application: l.Application, Client: l.Client}
-	}
-	if s := r.Slot; s.Found {
-		doc.Slot.Health, doc.Slot.Advice = s.health()
-		lag := s.Lag()
-		doc.Slot.Plugin, doc.Slot.Database, doc.Slot.Active, doc.Slot.WALStatus = s.Plugin, s.Database, &s.Active, s.WALStatus
-		doc.Slot.InvalidationReason = s.InvalidationReason
-		if s.ActivePID != 0 {
-			doc.Slot.ActivePID = &s.ActivePID
-		}
-		if s.HasSafeWALSize {
-			doc.Slot.SafeWALSize = json.RawMessage("null")
-			if s.SafeWALSize != nil {
-				doc.Slot.SafeWALSize = strconv.AppendInt(nil, *s.SafeWALSize, 10)
-			}
-		}
-		doc.Slot.ConfirmedFlushLSN, doc.Slot.CurrentWALLSN = s.ConfirmedFlushLSN.String(), s.CurrentLSN.String()
-		doc.Slot.LagBytes = &lag
-	}
-	if cp := r.Checkpoint; cp != nil {
-		doc.Checkpoint = &checkpointJSON{LSN: cp.LSN.String(), UpdatedAt: cp.UpdatedAt.UTC()}
-	}
-	for _, rule := range r.Rules {
-		j := ruleJSON{
-			Name: rule.Name, Enabled: rule.Enabled, Function: rule.Function, Model: rule.Model,
-			SourceTable: rule.SourceTable, ImageColumn: rule.ImageColumn,
-			TargetTable: rule.TargetTable, TargetColumn: rule.TargetColumn, Status: ruleState(rule),
-		}
-		if j.Status == ruleInvalid {
-			j.Reason = &rule.Invalid
-		}
-		doc.Rules = append(doc.Rules, j)
-	}
-	doc.Models = []modelJSON{}
-	for _, m := range r.Models {
-		doc.Models = append(doc.Models, modelJSON{Model: m.Model, InFlight: m.InFlight, Concurrency: m.Limit, Ceiling: m.Ceil,
-			Pace: m.Pace, RateLimited1m: m.Limited1m, Answered1m: m.Answered1m, WaitedSeconds: m.Waited.Seconds(),
-			RateLimited: m.RateLimited, Stale: m.Age > paceStale, UpdatedAt: m.UpdatedAt.UTC().Format(time.RFC3339)})
-	}
-	doc.Budgets = []budgetJSON{}
-	for _, b := range r.Budgets {
-		j := budgetJSON{Model: b.Model, Day: b.Day.Format(time.DateOnly), Calls: b.Calls, Tokens: b.Tokens}
-		if b.MaxCalls > 0 {
-			j.MaxCalls = &b.MaxCalls
-		}
-		if b.MaxTokens > 0 {
-			j.MaxTokens = &b.MaxTokens
-		}
-		doc.Budgets = append(doc.Budgets, j)
-	}
-	for _, g := range r.Groups {
-		j := groupJSON{Group: g.Group, Rules: g.Rules, Enabled: g.Enabled, Slot: g.Slot, Exists: g.Found, Active: g.Active}
-		if g.Found {
-			lag := g.Lag
-			j.LagBytes = &lag
-		}
-		doc.Groups = append(doc.Groups, j)
-	}
-	for _, l := range r.Lanes {
-		j := laneJSON{Lane: l.Lane, LSN: l.LSN.String(), Ord: l.Ord, LagBytes: laneLag(l, r.Slot), UpdatedAt: l.UpdatedAt.UTC()}
-		if l.CommitTime != nil {
-			ct := l.CommitTime.UTC()
-			j.CommitTime = &ct
-		}
-		if l.Delay != nil {
-			d := 0.0
-			if j.LagBytes > 0 {
-				d = l.Delay.Seconds()
-			}
-			j.DelaySeconds = &d
-		}
-		doc.Lanes = append(doc.Lanes, j)
-	}
-	for _, b := range r.Backfills {
-		doc.Backfills = append(doc.Backfills, backfillJSON{
-			Rule: b.Rule, State: b.State, RowsDone: b.RowsDone, RowsTotal: b.RowsTotal, UpdatedAt: b.UpdatedAt.UTC(),
-		})
-	}
-	doc.Batches = []batchJSON{}
-	for _, b := range r.Batches {
-		j := batchJSON{Rule: b.Rule, Seq: b.Seq, Status: b.Status, Requests: b.Requests, Completed: b.Completed, Failed: b.Failed,
-			Downloaded: b.Downloaded, Applied: b.Applied, CreatedAt: b.Created.UTC(), AgeSeconds: b.Age.Round(time.Second).Seconds()}
-		if b.BatchID != "" {
-			j.BatchID = &b.BatchID
-		}
-		doc.Batches = append(doc.Batches, j)
-	}
-	for _, c := range r.OpenErrors {
-		doc.OpenErrors.Total += c.Count
-		doc.OpenErrors.ByReason[c.Reason] += c.Count
-		if doc.OpenErrors.ByRule[c.Rule] == nil {
-			doc.OpenErrors.ByRule[c.Rule] = map[functions.Reason]int64{}
-		}
-		doc.OpenErrors.ByRule[c.Rule][c.Reason] += c.Count
-	}
-	return doc
 }

@@ -49,9 +49,9 @@ Rules
   old      no       AI_IMAGE_COMPLETE  gpt    "Odd Schema"."My Table"."Pic"  →  public.old.text          disabled
 
 Lanes (one per target table)
-  LANE             APPLIED             LAG                      LAST COMMIT           DELAY  UPDATED
-  public.captions  0/1F2B000#50331648  2194 bytes (2.1 KiB)     2025-03-01T12:04:05Z  2s     2025-03-01T12:04:05Z
-  public.vectors   0/1A00000#16777217  5244114 bytes (5.0 MiB)  2025-03-01T12:03:05Z  1m2s   2025-03-01T12:04:05Z
+  LANE             APPLIED             LAG                      LAST COMMIT           DELAY  PENDING  OLDEST PENDING  UPDATED
+  public.captions  0/1F2B000#50331648  2194 bytes (2.1 KiB)     2025-03-01T12:04:05Z  2s     -        -               2025-03-01T12:04:05Z
+  public.vectors   0/1A00000#16777217  5244114 bytes (5.0 MiB)  2025-03-01T12:03:05Z  1m2s   40       1m35s           2025-03-01T12:04:05Z
 
 Backfills
   RULE     STATE    ROWS     UPDATED
@@ -252,9 +252,9 @@ func TestWriteStatusJSON(t *testing.T) {
 	lanes := doc["lanes"].([]any)
 	wantLanes := []any{
 		map[string]any{"lane": "public.captions", "lsn": "0/1F2B000", "ord": 50331648.0, "commit_time": "2025-03-01T12:04:05Z",
-			"lag_bytes": 2194.0, "delay_seconds": 2.0, "updated_at": "2025-03-01T12:04:05Z"},
+			"lag_bytes": 2194.0, "delay_seconds": 2.0, "updated_at": "2025-03-01T12:04:05Z", "pending": nil, "oldest_pending_seconds": nil},
 		map[string]any{"lane": "public.vectors", "lsn": "0/1A00000", "ord": 16777217.0, "commit_time": "2025-03-01T12:03:05Z",
-			"lag_bytes": 5244114.0, "delay_seconds": 62.0, "updated_at": "2025-03-01T12:04:05Z"},
+			"lag_bytes": 5244114.0, "delay_seconds": 62.0, "updated_at": "2025-03-01T12:04:05Z", "pending": 40.0, "oldest_pending_seconds": 95.0},
 	}
 	if !reflect.DeepEqual(lanes, wantLanes) {
 		t.Errorf("lanes = %#v, want %#v", lanes, wantLanes)

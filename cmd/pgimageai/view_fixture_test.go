@@ -39,7 +39,7 @@ func sampleStatus() statusReport {
 			{Lane: "public.captions", LSN: 0x1F2B000, Ord: 3 << 24, CommitTime: pointerTo(fixtureTime), UpdatedAt: fixtureTime,
 				Delay: pointerTo(2 * time.Second)},
 			{Lane: "public.vectors", LSN: 0x1A00000, Ord: 16777217, CommitTime: pointerTo(fixtureTime.Add(-time.Minute)), UpdatedAt: fixtureTime,
-				Delay: pointerTo(62 * time.Second)},
+				Delay: pointerTo(62 * time.Second), Pending: pointerTo(int64(40)), OldestPending: pointerTo(95 * time.Second)},
 		},
 		Backfills: []backfill{
 			{Rule: "caption", State: "done", RowsDone: 120, RowsTotal: pointerTo[int64](120), UpdatedAt: fixtureTime},
