@@ -60,7 +60,12 @@ func (p *pipeline) run(ctx, hard context.Context, stream *replication.Stream, ch
 	cpCtx, stopCheckpointer := context.WithCancel(hard)
 	defer stopCheckpointer()
 	cpErr := make(chan error, 1)
+	cpDone := make(chan struct{})
+	// Whatever the way out, the checkpointer has stopped before run returns:
+	// its writer is closed by the caller then.
+	defer func() { stopCheckpointer(); <-cpDone }()
 	go func() {
+		defer close(cpDone)
 		err := cp.Run(cpCtx)
 		if err != nil {
 			failEngine(fmt.Errorf("%w: %w", errCheckpoint, err))

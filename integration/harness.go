@@ -55,8 +55,9 @@ const (
 	readyTimeout = 2 * time.Minute
 	pullTimeout  = 5 * time.Minute
 	// expireSeconds bounds the life of a container that the test binary failed to purge
-	// (a panic, a kill): Docker kills it this long after each start.
-	expireSeconds = 600
+	// (a panic, a kill): Docker kills it this long after each start. The shared container
+	// lives as long as the whole suite, so this is well above the suite's run time.
+	expireSeconds = 3600
 	// label marks the harness's containers; leftovers can be removed with
 	// docker container prune --filter label=org.pgimageai.test
 	label = "org.pgimageai.test"
