@@ -360,6 +360,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add, Idle: apply.DefaultIdle,
 		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
 		Rules:     func(lane string) bool { return len(eng.TargetRules(lane)) > 0 },
+		Live:      func(r *rules.Rule) bool { return eng.Live(r) },
 		Repair: func(ctx context.Context, lane string) error {
 			rs := eng.TargetRules(lane)
 			if len(rs) == 0 {

@@ -76,6 +76,12 @@ func (b *Bridge) closeGap(ctx context.Context, src, tgt *pgx.Conn) (replication.
 		return cp.LSN, b.cleanGaps(ctx, src, tgt, group)
 	}
 	if cause == state.GapSlotMissing {
+		// Should anything stop the start between here and RecordGap, the
+		// next start finds the new slot ahead of a checkpoint that bounds
+		// it — a gap still, even when an older bridge stored it.
+		if err := state.BoundSlot(ctx, tgt, cfg.Slot); err != nil {
+			return 0, err
+		}
 		if err := ensurePublication(ctx, src, cfg.Publication); err != nil {
 			return 0, err
 		}

@@ -64,7 +64,7 @@ type Metrics struct {
 	// theirs that ends later does not make them again (see ForgetRule).
 	gone struct {
 		sync.Mutex
-		rules, models map[string]bool
+		rules, models map[string]time.Time // since when
 	}
 
 	status atomic.Pointer[func() Status]
@@ -142,10 +142,7 @@ func (m *Metrics) ForgetRule(rule string) {
 	}
 	m.gone.Lock()
 	defer m.gone.Unlock()
-	if m.gone.rules == nil {
-		m.gone.rules = map[string]bool{}
-	}
-	m.gone.rules[rule] = true
+	m.gone.rules = forget(m.gone.rules, rule)
 	m.calls.DeletePartialMatch(prometheus.Labels{"rule": rule})
 	m.latency.DeletePartialMatch(prometheus.Labels{"rule": rule})
 	m.cacheHits.DeleteLabelValues(rule)
@@ -159,10 +156,7 @@ func (m *Metrics) ForgetModel(model string) {
 	}
 	m.gone.Lock()
 	defer m.gone.Unlock()
-	if m.gone.models == nil {
-		m.gone.models = map[string]bool{}
-	}
-	m.gone.models[model] = true
+	m.gone.models = forget(m.gone.models, model)
 
 	m.retries.DeleteLabelValues(model)
 	m.budgetUsed.DeletePartialMatch(prometheus.Labels{"model": model})
@@ -184,7 +178,31 @@ func (m *Metrics) Known(rule, model string) {
 // live reports, with m.gone held, whether rule and model (either may be
 // "") have not been forgotten.
 func (m *Metrics) live(rule, model string) bool {
-	return !m.gone.rules[rule] && !m.gone.models[model]
+	_, r := m.gone.rules[rule]
+	_, md := m.gone.models[model]
+	return !r && !md
+}
+
+// goneFor is how long a forgotten name is remembered: longer than any call
+// in flight may still take (timeouts, retries, rate-limit waits), short
+// enough that a deployment creating and deleting rules does not remember
+// them all.
+const goneFor = time.Hour
+
+// forget adds name to gone, dropping the names forgotten longer ago than
+// goneFor.
+func forget(gone map[string]time.Time, name string) map[string]time.Time {
+	now := time.Now()
+	if gone == nil {
+		gone = map[string]time.Time{}
+	}
+	for n, at := range gone {
+		if now.Sub(at) > goneFor {
+			delete(gone, n)
+		}
+	}
+	gone[name] = now
+	return gone
 }
 
 // Pruned counts rows the retention deleted from table.

@@ -65,6 +65,15 @@ ON CONFLICT (slot) DO UPDATE SET lsn = EXCLUDED.lsn, updated_at = EXCLUDED.updat
 	return id, nil
 }
 
+// BoundSlot marks the slot's stored checkpoint as one the slot may not be
+// ahead of (checkpoints.bounds_slot).
+func BoundSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
+	if _, err := conn.Exec(ctx, "UPDATE pgimageai.checkpoints SET bounds_slot = true WHERE slot = $1", slot); err != nil {
+		return fmt.Errorf("checkpoint of slot %s: %w", slot, err)
+	}
+	return nil
+}
+
 // GapCleaned records that the results of the source rows deleted during gap
 // id are deleted: deleted target rows.
 func GapCleaned(ctx context.Context, conn *pgx.Conn, id, deleted int64) error {

@@ -21,6 +21,14 @@ import (
 // re-read of transactions whose items the lanes then skip.
 const checkpointInterval = time.Second
 
+// An idle stream's WAL end (WAL without changes for the lanes) is stored
+// only once it is idleStoreBytes past what is stored: storing one writes
+// WAL, and when the target is in the source's cluster that WAL would be the
+// next idle WAL end — a store a second for good on an idle database. What is
+// not stored is not confirmed either: an idle source makes the slot hold at
+// most that much WAL.
+const idleStoreBytes = 512 << 10
+
 // Checkpointer stores the slot's confirmed LSN (what every lane has made
 // durable) in pgimageai.checkpoints, at most once per interval and once more
 // when it stops, and only then acks it to the slot: the slot is never
@@ -62,7 +70,7 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 				continue // stores below
 			}
 			last = time.Now()
-			if err := c.store(ctx); err != nil {
+			if err := c.store(ctx, false); err != nil {
 				if errors.Is(err, leader.ErrLeadershipLost) {
 					return err
 				}
@@ -86,7 +94,7 @@ func (c *Checkpointer) final(ctx context.Context) error {
 	defer cancel()
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 	for {
-		err := c.store(ctx)
+		err := c.store(ctx, true)
 		if err == nil || errors.Is(err, leader.ErrLeadershipLost) {
 			return err
 		}
@@ -97,8 +105,15 @@ func (c *Checkpointer) final(ctx context.Context) error {
 	}
 }
 
-func (c *Checkpointer) store(ctx context.Context) error {
+// store stores the confirmed position when it moved; a small idle part of
+// it is left out (see idleStoreBytes), unless final.
+func (c *Checkpointer) store(ctx context.Context, final bool) error {
 	lsn, _, _ := c.tracker.State()
+	if durable := c.tracker.Durable(); !final && lsn > durable {
+		if base := max(durable, c.stored); lsn-base < idleStoreBytes {
+			lsn = base
+		}
+	}
 	if lsn <= c.stored {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/leader"
+	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/track"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
@@ -276,9 +277,27 @@ func (l *lane) write(ctx context.Context, items []work.Item) error {
 	}
 	ops := b.final(l.ls.cfg.Own)
 	last := items[len(items)-1]
-	err := l.commit(ctx, ops, last)
+	err := l.commit(ctx, ops, last, items)
 	if errors.Is(err, errRefused) {
 		return l.isolate(ctx, items, err)
+	}
+	if errors.Is(err, errStale) {
+		// Refused for want of a privilege, with items of rules that no
+		// longer run (made invalid_rule for it): they are abandoned, the
+		// rest is written.
+		var keep, drop []work.Item
+		for _, it := range items {
+			if it.Rule != nil && l.ls.cfg.Live != nil && !l.ls.cfg.Live(it.Rule) {
+				drop = append(drop, it)
+			} else {
+				keep = append(keep, it)
+			}
+		}
+		l.abandon(drop, err)
+		if len(keep) == 0 {
+			return nil
+		}
+		return l.write(ctx, keep)
 	}
 	if errors.Is(err, ErrNoRules) {
 		l.abandon(items, err)
@@ -422,7 +441,7 @@ func (l *lane) recordRefusal(ctx context.Context, items []work.Item, cause error
 	}
 	refusedLogs.Log(l.ls.cfg.Log, slog.LevelError, l.name, "the target refused a change; recording it as target_refused", "lane", l.name,
 		"kind", it.Kind.String(), "key", string(key), "err", cause)
-	if err := l.commit(ctx, ops, *it); err != nil {
+	if err := l.commit(ctx, ops, *it, nil); err != nil {
 		return err // refused again, fenced, or ctx ended: stop
 	}
 	l.done(items)
@@ -438,7 +457,7 @@ func (l *lane) recordRefusal(ctx context.Context, items []work.Item, cause error
 // commit writes ops in one target transaction with last's position,
 // retrying with backoff until it succeeds, ctx ends, the lane is fenced, or
 // the target refuses what it holds (errRefused).
-func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error {
+func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item, items []work.Item) error {
 	bo := backoff.Backoff{Min: l.ls.cfg.Backoff, Max: maxWriteBackoff}
 	for attempt := 1; ; attempt++ {
 		err := l.w.Write(ctx, ops, last.Pos, last.Txn.CommitTime())
@@ -472,6 +491,11 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error 
 			if l.ls.cfg.Rules != nil && !l.ls.cfg.Rules(l.name) {
 				return fmt.Errorf("%w: %w", ErrNoRules, err)
 			}
+			for i := range items {
+				if r := items[i].Rule; r != nil && l.ls.cfg.Live != nil && !l.ls.cfg.Live(r) {
+					return fmt.Errorf("%w: %w", errStale, err)
+				}
+			}
 			select {
 			case l.ls.unwritable <- l.name:
 			default: // a check is requested already
@@ -498,6 +522,10 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item) error 
 		}
 	}
 }
+
+// errStale: a write refused for want of a privilege holds items of rules
+// that no longer run (see write).
+var errStale = errors.New("items of rules that no longer run")
 
 // errStopping: a write failed while the lane drains for a graceful stop;
 // the lane stops at once without it (see commit).
@@ -537,7 +565,11 @@ type Config struct {
 	// lane refused for want of a privilege abandons what it holds once none
 	// does. nil = always.
 	Rules func(lane string) bool
-	Own   func(xid uint64) // receives the full IDs of write-back transactions
+	// Live reports whether a rule still runs as compiled; such a lane
+	// abandons the items of the rules that do not (one rule of a shared
+	// target may lack the privilege another has). nil = always.
+	Live func(r *rules.Rule) bool
+	Own  func(xid uint64) // receives the full IDs of write-back transactions
 	// Idle is how long a lane with nothing to write keeps its target
 	// connection; 0 = for good.
 	Idle time.Duration

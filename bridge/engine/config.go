@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgimageai/pgimageai/bridge/rules"
@@ -37,8 +38,16 @@ func (e *Engine) reload(ctx context.Context) error {
 // (invalid_rule, with the GRANT to run).
 func (e *Engine) RecheckNow(ctx context.Context) error {
 	e.rules.recheck = true
+	if time.Since(e.rules.forced) < forcedEvery {
+		return nil // at the next Recheck
+	}
+	e.rules.forced = time.Now()
 	return e.Recheck(ctx)
 }
+
+// forcedEvery bounds how often RecheckNow compiles every rule: a lane
+// refused for want of a privilege asks again at every write it retries.
+const forcedEvery = 5 * time.Second
 
 // configTables returns the OIDs of pgimageai.rules and pgimageai.models.
 func (e *Engine) configTables() []uint32 {
@@ -137,10 +146,12 @@ func (e *Engine) Recheck(ctx context.Context) error {
 	if e.pos.open != nil || !e.rules.live.HasInvalid() && !e.rules.recheck {
 		return nil
 	}
+	forced := e.rules.recheck
 	e.rules.recheck = false
 	restore := e.rules.live.Recheck()
 	if err := e.reload(ctx); err != nil {
 		restore() // so that the next check runs again
+		e.rules.recheck = forced
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -95,8 +95,10 @@ type ruleView struct {
 	// again (see relation): once per relation, however the catalog stands.
 	retyped *replication.Relation
 	// recheck: every rule is to be compiled again at the next Recheck,
-	// not only the invalid ones (see RecheckNow).
+	// not only the invalid ones (see RecheckNow); forced is when RecheckNow
+	// last did.
 	recheck bool
+	forced  time.Time
 }
 
 // stream is where the engine stands in the stream: the transaction being

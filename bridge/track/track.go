@@ -24,7 +24,13 @@ type Txn struct {
 	commitTime time.Time
 	sealed     bool // its Commit was read: no more items will be added
 	pending    int  // items routed to lanes and not yet durable
+	prev, next *Txn // in the Tracker's list, in commit order
 }
+
+// complete reports whether nothing more will happen to t: sealed, nothing
+// pending. A complete record is never touched by the engine or a lane
+// again, so the Tracker may drop it from its list.
+func (t *Txn) complete() bool { return t.sealed && t.pending == 0 }
 
 // CommitTime is the source commit time of t. It never changes.
 func (t *Txn) CommitTime() time.Time { return t.commitTime }
@@ -32,10 +38,18 @@ func (t *Txn) CommitTime() time.Time { return t.commitTime }
 // Tracker confirms the slot at what every lane has made durable. It is safe
 // for concurrent use: the engine adds and seals, lanes mark done.
 type Tracker struct {
-	mu        sync.Mutex
-	txns      []*Txn // in commit order, from the oldest not yet confirmed
-	ack       func(replication.LSN)
+	mu sync.Mutex
+	// head and tail of the records read and not yet confirmed, in commit
+	// order; n counts them. Complete records behind a held one are folded
+	// into their successor (see fold), so that the list holds few records
+	// more than there are transactions with items pending.
+	head, tail *Txn
+	n          int
+	ack        func(replication.LSN)
 	confirmed replication.LSN
+	// durable is confirmed as transactions made it, without the idle WAL
+	// ends of Idle on top.
+	durable   replication.LSN
 	at        time.Time     // source commit time at confirmed
 	moved     chan struct{} // signalled when confirmed moves
 }
@@ -50,8 +64,14 @@ func New(ack func(replication.LSN)) *Tracker {
 func (t *Tracker) Begin(commitTime time.Time) *Txn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rec := &Txn{commitTime: commitTime}
-	t.txns = append(t.txns, rec)
+	rec := &Txn{commitTime: commitTime, prev: t.tail}
+	if t.tail != nil {
+		t.tail.next = rec
+	} else {
+		t.head = rec
+	}
+	t.tail = rec
+	t.n++
 	return rec
 }
 
@@ -66,7 +86,7 @@ func (t *Tracker) Add(rec *Txn) {
 func (t *Tracker) Seal(rec *Txn, end replication.LSN) {
 	t.mu.Lock()
 	rec.end, rec.sealed = end, true
-	t.coalesce(rec)
+	t.fold(rec)
 	lsn := t.advance()
 	t.mu.Unlock()
 	t.confirm(lsn)
@@ -76,48 +96,61 @@ func (t *Tracker) Seal(rec *Txn, end replication.LSN) {
 func (t *Tracker) Done(rec *Txn, items int) {
 	t.mu.Lock()
 	rec.pending -= items
+	t.fold(rec)
 	lsn := t.advance()
 	t.mu.Unlock()
 	t.confirm(lsn)
 }
 
-// coalesce folds rec, just sealed, into the record before it when neither
-// holds a pending item: behind a lane that cannot write, the stream's
-// transactions without items for it (most of them, often) then take one
-// record, not one each. rec must be the newest record; t.mu is held.
-func (t *Tracker) coalesce(rec *Txn) {
-	n := len(t.txns)
-	if n < 2 || t.txns[n-1] != rec || rec.pending != 0 {
+// fold drops a complete record next to rec, now complete too, from the
+// list: behind a lane that holds the slot, every transaction that completed
+// meanwhile (most of them, often) then takes no record of its own. Of two
+// neighbours the later stays, so that confirming past it lands on its end;
+// an abandoned record (end 0) is dropped instead. Records are never
+// changed, only unlinked: lanes read a record's commit time without the
+// lock. t.mu is held.
+func (t *Tracker) fold(rec *Txn) {
+	if !rec.complete() || rec == t.head { // the head goes with advance
 		return
 	}
-	prev := t.txns[n-2]
-	if !prev.sealed || prev.pending != 0 {
+	if rec.end == 0 { // abandoned: nothing to confirm at it
+		t.unlink(rec)
 		return
 	}
-	if rec.end > prev.end {
-		prev.end, prev.commitTime = rec.end, rec.commitTime
+	if p := rec.prev; p != nil && p != t.head && p.complete() && p.end <= rec.end {
+		t.unlink(p)
 	}
-	t.txns[n-1] = nil
-	t.txns = t.txns[:n-1]
+	if nx := rec.next; nx != nil && nx.complete() && nx.end >= rec.end {
+		t.unlink(rec)
+	}
+}
+
+func (t *Tracker) unlink(rec *Txn) {
+	if rec.prev != nil {
+		rec.prev.next = rec.next
+	} else {
+		t.head = rec.next
+	}
+	if rec.next != nil {
+		rec.next.prev = rec.prev
+	} else {
+		t.tail = rec.prev
+	}
+	rec.prev, rec.next = nil, nil
+	t.n--
 }
 
 // advance drops the transactions that are complete at the front and returns
 // the new confirmed LSN, or 0 when it did not move. t.mu is held.
 func (t *Tracker) advance() replication.LSN {
 	var lsn replication.LSN
-	n := 0
-	for _, rec := range t.txns {
-		if !rec.sealed || rec.pending > 0 {
-			break
-		}
-		n++
+	for t.head != nil && t.head.complete() {
+		rec := t.head
 		if rec.end > t.confirmed {
 			lsn, t.confirmed, t.at = rec.end, rec.end, rec.commitTime
 		}
-	}
-	if n > 0 {
-		clear(t.txns[:n])
-		t.txns = t.txns[n:]
+		t.durable = max(t.durable, rec.end)
+		t.unlink(rec)
 	}
 	return lsn
 }
@@ -138,7 +171,7 @@ func (t *Tracker) confirm(lsn replication.LSN) {
 // It reports whether the position moved.
 func (t *Tracker) Idle(lsn replication.LSN) bool {
 	t.mu.Lock()
-	moved := len(t.txns) == 0 && lsn > t.confirmed
+	moved := t.n == 0 && lsn > t.confirmed
 	if moved {
 		t.confirmed = lsn
 	}
@@ -169,10 +202,19 @@ func (t *Tracker) Abandon(rec *Txn) {
 	t.Seal(rec, 0)
 }
 
+// Durable returns the confirmed position as transactions made it, idle
+// WAL ends aside: what is above it in State's is WAL without changes for
+// the lanes, which the checkpointer may store later.
+func (t *Tracker) Durable() replication.LSN {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.durable
+}
+
 // State returns the confirmed LSN, its source commit time, and the
 // transactions read but not yet confirmed.
 func (t *Tracker) State() (replication.LSN, time.Time, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.confirmed, t.at, len(t.txns)
+	return t.confirmed, t.at, t.n
 }

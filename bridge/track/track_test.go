@@ -122,3 +122,43 @@ func TestCoalesce(t *testing.T) {
 		t.Errorf("confirmed %s with %d records, want 2001 and none", got, n)
 	}
 }
+
+// TestFoldOnDone: behind a held transaction, transactions whose items all
+// became durable take no record of their own, whatever order their lanes
+// finish in; an abandoned one confirms nothing; confirming lands where it
+// would without the folding.
+func TestFoldOnDone(t *testing.T) {
+	tr := New(nil)
+	held := tr.Begin(time.Time{})
+	tr.Add(held)
+	tr.Seal(held, 10)
+	var recs []*Txn
+	for i := 1; i <= 1000; i++ {
+		rec := tr.Begin(time.Unix(int64(i), 0))
+		tr.Add(rec)
+		tr.Add(rec)
+		tr.Seal(rec, replication.LSN(10+i))
+		recs = append(recs, rec)
+	}
+	cut := tr.Begin(time.Time{}) // a reconnect cut it off
+	tr.Add(cut)
+	tr.Abandon(cut)
+	for i := len(recs) - 1; i >= 0; i-- { // the second lane finishes first, backwards
+		tr.Done(recs[i], 1)
+	}
+	if _, _, n := tr.State(); n != 1002 {
+		t.Fatalf("%d records with an item pending each, want 1002", n)
+	}
+	for _, rec := range recs {
+		tr.Done(rec, 1)
+	}
+	tr.Done(cut, 1)
+	if _, _, n := tr.State(); n > 3 {
+		t.Errorf("%d records behind the held one once the others completed, want at most 3", n)
+	}
+	tr.Done(held, 1)
+	got, at, n := tr.State()
+	if got != 1010 || n != 0 || at != time.Unix(1000, 0) {
+		t.Errorf("confirmed %s at %v with %d records, want 1010 at the last one's commit time and none", got, at, n)
+	}
+}
