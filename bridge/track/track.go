@@ -46,12 +46,12 @@ type Tracker struct {
 	head, tail *Txn
 	n          int
 	ack        func(replication.LSN)
-	confirmed replication.LSN
+	confirmed  replication.LSN
 	// durable is confirmed as transactions made it, without the idle WAL
 	// ends of Idle on top.
-	durable   replication.LSN
-	at        time.Time     // source commit time at confirmed
-	moved     chan struct{} // signalled when confirmed moves
+	durable replication.LSN
+	at      time.Time     // source commit time at confirmed
+	moved   chan struct{} // signalled when confirmed moves
 }
 
 // New returns a Tracker that calls ack (when not nil) each time the
