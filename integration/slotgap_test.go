@@ -172,6 +172,8 @@ func TestSlotFailoverTurnedOn(t *testing.T) {
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
+	// The publication first: pgoutput refuses to decode from before it.
+	s.exec(t, "CREATE PUBLICATION "+s.slot+" FOR TABLE pgimageai.rules, pgimageai.models")
 	s.exec(t, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", s.slot)
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND failover", s.slot); n != 0 {
 		t.Fatal("the slot made by hand has failover on already")
