@@ -173,10 +173,12 @@ func TestErrorCapConcurrent(t *testing.T) {
 	}
 }
 
-// TestErrorCapGrants: the migration grants what the cap and the retention
-// of retry requests need to every role that may already write the bridge's
-// state, so that a bridge role set up before it needs no new GRANT.
-func TestErrorCapGrants(t *testing.T) {
+// TestMigrationGrants: the migrations grant what the bridge needs of the
+// tables they add (the error cap, the retention of retry requests, slot
+// gaps, created targets, batch cleanup, lanes pending) to every role that
+// may already write the bridge's state, so that a bridge role set up before
+// them needs no new GRANT.
+func TestMigrationGrants(t *testing.T) {
 	conn := migrated(t)
 	ctx := context.Background()
 	var role string
@@ -194,29 +196,45 @@ func TestErrorCapGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var grants string
+	// The migrations' grants, run again now that the role exists: as if it
+	// had been set up before them.
+	n := 0
 	for _, m := range ms {
-		if m.Version == 16 {
-			grants = m.SQL[strings.LastIndex(m.SQL, "DO $$"):]
+		for _, line := range strings.Split(m.SQL, "\n") {
+			if strings.HasPrefix(line, "SELECT pgimageai.grant_to_bridge_roles(") {
+				if _, err := conn.Exec(ctx, line); err != nil {
+					t.Fatalf("migration %d: %s: %v", m.Version, line, err)
+				}
+				n++
+			}
 		}
 	}
-	if grants == "" {
-		t.Fatal("no DO block in migration 16")
-	}
-	if _, err := conn.Exec(ctx, grants); err != nil {
-		t.Fatal(err)
+	if n < 9 {
+		t.Fatalf("%d grant statements in the migrations, want at least 9", n)
 	}
 	for _, c := range []struct{ table, privilege string }{
 		{"pgimageai.error_caps", "SELECT"}, {"pgimageai.error_counts", "UPDATE"}, {"pgimageai.error_counts", "INSERT"},
-		{"pgimageai.retry_requests", "DELETE"},
+		{"pgimageai.retry_requests", "DELETE"}, {"pgimageai.slot_gaps", "INSERT"}, {"pgimageai.slot_gaps", "UPDATE"},
+		{"pgimageai.created_targets", "INSERT"}, {"pgimageai.batch_cleanup", "DELETE"}, {"pgimageai.lane_pending", "INSERT"},
+		{"pgimageai.lane_pending", "DELETE"},
 	} {
 		var ok bool
 		if err := conn.QueryRow(ctx, "SELECT has_table_privilege($1, $2, $3)", role, c.table, c.privilege).Scan(&ok); err != nil || !ok {
 			t.Errorf("%s on %s: %v (%v)", c.privilege, c.table, ok, err)
 		}
 	}
+	for _, seq := range []string{"pgimageai.slot_gaps_id_seq", "pgimageai.batch_cleanup_id_seq"} {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT has_sequence_privilege($1, $2, 'USAGE')", role, seq).Scan(&ok); err != nil || !ok {
+			t.Errorf("USAGE on %s: %v (%v)", seq, ok, err)
+		}
+	}
 	var ok bool
 	if err := conn.QueryRow(ctx, "SELECT has_column_privilege($1, 'pgimageai.retry_requests', 'seen_lsn', 'UPDATE')", role).Scan(&ok); err != nil || !ok {
 		t.Errorf("UPDATE on retry_requests.seen_lsn: %v (%v)", ok, err)
+	}
+	// Only the migrating role may run the helper.
+	if err := conn.QueryRow(ctx, "SELECT has_function_privilege('public', 'pgimageai.grant_to_bridge_roles(text)', 'EXECUTE')").Scan(&ok); err != nil || ok {
+		t.Errorf("PUBLIC may execute pgimageai.grant_to_bridge_roles: %v (%v)", ok, err)
 	}
 }

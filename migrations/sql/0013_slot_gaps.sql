@@ -21,10 +21,13 @@ CREATE TABLE pgimageai.slot_gaps (
 );
 CREATE INDEX slot_gaps_slot ON pgimageai.slot_gaps (slot, detected_at DESC);
 
--- The bridge writes this table at start: a role that may write the bridge's
--- state already (the least-privilege role of the docs) may write it too, so
--- that an upgrade needs no new GRANT.
-DO $$
+-- pgimageai.grant_to_bridge_roles(stmt) runs stmt, a GRANT with one %s for
+-- the role, for every role that may write the bridge's state already: those
+-- with INSERT on pgimageai.lane_checkpoints, its owner aside (the
+-- least-privilege role of the docs). A migration that adds a table the bridge
+-- writes calls it, so that an upgrade needs no new GRANT. It runs with the
+-- rights of its caller, and only its owner (the role that migrates) may call it.
+CREATE FUNCTION pgimageai.grant_to_bridge_roles(stmt text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   r regrole;
 BEGIN
@@ -34,8 +37,13 @@ BEGIN
     WHERE c.oid = 'pgimageai.lane_checkpoints'::regclass
       AND a.privilege_type = 'INSERT' AND a.grantee <> 0 AND a.grantee <> c.relowner
   LOOP
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON pgimageai.slot_gaps TO %s', r);
-    EXECUTE format('GRANT USAGE ON SEQUENCE pgimageai.slot_gaps_id_seq TO %s', r);
+    EXECUTE format(stmt, r);
   END LOOP;
 END
 $$;
+REVOKE EXECUTE ON FUNCTION pgimageai.grant_to_bridge_roles(text) FROM PUBLIC;
+
+-- The bridge writes slot_gaps at start.
+
+SELECT pgimageai.grant_to_bridge_roles('GRANT SELECT, INSERT, UPDATE, DELETE ON pgimageai.slot_gaps TO %s');
+SELECT pgimageai.grant_to_bridge_roles('GRANT USAGE ON SEQUENCE pgimageai.slot_gaps_id_seq TO %s');

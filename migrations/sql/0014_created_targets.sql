@@ -21,17 +21,4 @@ CREATE TABLE pgimageai.created_targets (
 -- The bridge writes this table when it creates a target: a role that may
 -- write the bridge's state already (the least-privilege role of the docs)
 -- may write it too, so that an upgrade needs no new GRANT.
-DO $$
-DECLARE
-  r regrole;
-BEGIN
-  FOR r IN
-    SELECT DISTINCT a.grantee::regrole
-    FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) AS a
-    WHERE c.oid = 'pgimageai.lane_checkpoints'::regclass
-      AND a.privilege_type = 'INSERT' AND a.grantee <> 0 AND a.grantee <> c.relowner
-  LOOP
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON pgimageai.created_targets TO %s', r);
-  END LOOP;
-END
-$$;
+SELECT pgimageai.grant_to_bridge_roles('GRANT SELECT, INSERT, UPDATE, DELETE ON pgimageai.created_targets TO %s');

@@ -93,19 +93,6 @@ INSERT INTO pgimageai.retention (what, keep) VALUES ('retry_requests', '7 days')
 -- deletes retry requests: a role that may write the bridge's state already
 -- (the least-privilege role of the docs) may do these too, so that an
 -- upgrade needs no new GRANT.
-DO $$
-DECLARE
-  r regrole;
-BEGIN
-  FOR r IN
-    SELECT DISTINCT a.grantee::regrole
-    FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) AS a
-    WHERE c.oid = 'pgimageai.lane_checkpoints'::regclass
-      AND a.privilege_type = 'INSERT' AND a.grantee <> 0 AND a.grantee <> c.relowner
-  LOOP
-    EXECUTE format('GRANT SELECT ON pgimageai.error_caps TO %s', r);
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON pgimageai.error_counts TO %s', r);
-    EXECUTE format('GRANT UPDATE (seen_lsn), DELETE ON pgimageai.retry_requests TO %s', r);
-  END LOOP;
-END
-$$;
+SELECT pgimageai.grant_to_bridge_roles('GRANT SELECT ON pgimageai.error_caps TO %s');
+SELECT pgimageai.grant_to_bridge_roles('GRANT SELECT, INSERT, UPDATE, DELETE ON pgimageai.error_counts TO %s');
+SELECT pgimageai.grant_to_bridge_roles('GRANT UPDATE (seen_lsn), DELETE ON pgimageai.retry_requests TO %s');
