@@ -35,17 +35,13 @@ func readmeBlock(t testing.TB, name string) string {
 	return strings.TrimSuffix(block, "```")
 }
 
-// TestLeastPrivilegeRole runs the documented least-privilege grant block and
-// then the bridge as that role: it creates its slot and target, backfills
-// existing rows, streams new ones, and writes errors and checkpoints.
-func TestLeastPrivilegeRole(t *testing.T) {
-	s := newSource(t)
-	ai := newFakeAI(t)
-	s.model(t, "vision", ai, `{}`)
-	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, 'not an image'::bytea)", pngImage(t, 1))
-
-	role := "lp_" + s.slot
-	password := "pw-" + role
+// leastPrivilegeRole creates the documented least-privilege role for s
+// (the docs' block, with s's publication) and drops it in t.Cleanup, handing
+// what it owns back first. It returns the role and its password.
+func leastPrivilegeRole(t *testing.T, s *source) (role, password string) {
+	t.Helper()
+	role = "lp_" + s.slot
+	password = "pw-" + role
 	sql := readmeBlock(t, "least-privilege")
 	sql = strings.ReplaceAll(sql, "pgimageai_bridge", role)
 	sql = strings.ReplaceAll(sql, "'change-me'", "'"+password+"'")
@@ -58,13 +54,26 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		defer cancel()
 		pg := s.db.Postgres()
 		_ = pg.Exec(ctx, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
-		// The role owns the target it created: hand it back before the drop.
+		// The role owns the targets it created: hand them back before the drop.
 		_ = pg.Exec(ctx, s.db.Name, fmt.Sprintf("REASSIGN OWNED BY %[1]s TO postgres; DROP OWNED BY %[1]s", pgx.Identifier{role}.Sanitize()))
 		if err := pg.Exec(ctx, "postgres", "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
 			t.Errorf("drop role: %v", err)
 		}
 	})
 	s.exec(t, sql)
+	return role, password
+}
+
+// TestLeastPrivilegeRole runs the documented least-privilege grant block and
+// then the bridge as that role: it creates its slot and target, backfills
+// existing rows, streams new ones, and writes errors and checkpoints.
+func TestLeastPrivilegeRole(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, 'not an image'::bytea)", pngImage(t, 1))
+
+	role, password := leastPrivilegeRole(t, s)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 
 	cfg := s.config(t)

@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,23 +23,7 @@ func TestLanePrivilegeRevoked(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
-	role := "lp_" + s.slot
-	password := "pw-" + role
-	sql := readmeBlock(t, "least-privilege")
-	sql = strings.ReplaceAll(sql, "pgimageai_bridge", role)
-	sql = strings.ReplaceAll(sql, "'change-me'", "'"+password+"'")
-	sql = strings.ReplaceAll(sql, "CREATE PUBLICATION pgimageai ", "CREATE PUBLICATION "+s.slot+" ")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		pg := s.db.Postgres()
-		_ = pg.Exec(ctx, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
-		_ = pg.Exec(ctx, s.db.Name, fmt.Sprintf("REASSIGN OWNED BY %[1]s TO postgres; DROP OWNED BY %[1]s", pgx.Identifier{role}.Sanitize()))
-		if err := pg.Exec(ctx, "postgres", "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
-			t.Errorf("drop role: %v", err)
-		}
-	})
-	s.exec(t, sql)
+	role, password := leastPrivilegeRole(t, s)
 	s.exec(t, "CREATE TABLE public.captions (id int PRIMARY KEY, caption text)")
 	grant := "GRANT SELECT, INSERT, UPDATE, DELETE ON public.captions TO " + pgx.Identifier{role}.Sanitize()
 	s.exec(t, grant)
