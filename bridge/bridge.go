@@ -359,21 +359,23 @@ func (b *Bridge) lead(ctx context.Context) error {
 		Log: log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,
 		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add, Idle: apply.DefaultIdle,
 		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
-		Rules:     func(lane string) bool { return len(eng.TargetRules(lane)) > 0 },
-		Live:      func(r *rules.Rule) bool { return eng.Live(r) },
-		Repair: func(ctx context.Context, lane string) error {
-			rs := eng.TargetRules(lane)
-			if len(rs) == 0 {
-				return apply.ErrNoRules // deleted with its rules: nothing to make again
-			}
-			// The stream may not have reached the rules' deletion yet: a
-			// table dropped after its rules were deleted is not made again.
-			if alive, err := rulesAlive(ctx, cfg.SourceDSN, rs); err != nil {
-				return err
-			} else if !alive {
-				return apply.ErrNoRules
-			}
-			return recreate(ctx, cfg.TargetDSN, rs)
+		Targets: apply.Targets{
+			Any:  func(lane string) bool { return len(eng.TargetRules(lane)) > 0 },
+			Live: func(r *rules.Rule) bool { return eng.Live(r) },
+			Repair: func(ctx context.Context, lane string) error {
+				rs := eng.TargetRules(lane)
+				if len(rs) == 0 {
+					return apply.ErrNoRules // deleted with its rules: nothing to make again
+				}
+				// The stream may not have reached the rules' deletion yet: a
+				// table dropped after its rules were deleted is not made again.
+				if alive, err := rulesAlive(ctx, cfg.SourceDSN, rs); err != nil {
+					return err
+				} else if !alive {
+					return apply.ErrNoRules
+				}
+				return recreate(ctx, cfg.TargetDSN, rs)
+			},
 		},
 	})
 	lookups := cost.NewLookups(cfg.TargetDSN, 4)

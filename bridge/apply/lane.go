@@ -287,7 +287,7 @@ func (l *lane) write(ctx context.Context, items []work.Item) error {
 		// rest is written.
 		var keep, drop []work.Item
 		for _, it := range items {
-			if it.Rule != nil && l.ls.cfg.Live != nil && !l.ls.cfg.Live(it.Rule) {
+			if it.Rule != nil && l.ls.cfg.Targets.Live != nil && !l.ls.cfg.Targets.Live(it.Rule) {
 				drop = append(drop, it)
 			} else {
 				keep = append(keep, it)
@@ -488,11 +488,11 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item, items 
 			// invalid_rule (with the GRANT to run); then nothing writes
 			// the lane any more and what it holds is abandoned. The rules
 			// backfill once the privilege is granted.
-			if l.ls.cfg.Rules != nil && !l.ls.cfg.Rules(l.name) {
+			if l.ls.cfg.Targets.Any != nil && !l.ls.cfg.Targets.Any(l.name) {
 				return fmt.Errorf("%w: %w", ErrNoRules, err)
 			}
 			for i := range items {
-				if r := items[i].Rule; r != nil && l.ls.cfg.Live != nil && !l.ls.cfg.Live(r) {
+				if r := items[i].Rule; r != nil && l.ls.cfg.Targets.Live != nil && !l.ls.cfg.Targets.Live(r) {
 					return fmt.Errorf("%w: %w", errStale, err)
 				}
 			}
@@ -501,8 +501,8 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item, items 
 			default: // a check is requested already
 			}
 		}
-		if missingTarget(err) && l.ls.cfg.Repair != nil {
-			if rerr := l.ls.cfg.Repair(ctx, l.name); errors.Is(rerr, ErrNoRules) {
+		if missingTarget(err) && l.ls.cfg.Targets.Repair != nil {
+			if rerr := l.ls.cfg.Targets.Repair(ctx, l.name); errors.Is(rerr, ErrNoRules) {
 				return fmt.Errorf("%w: %w", ErrNoRules, err)
 			} else if rerr != nil {
 				if ctx.Err() != nil {
@@ -557,22 +557,30 @@ type Config struct {
 	MaxOps    int           // items per target transaction, at most
 	Linger    time.Duration // see LingerFor; 0 = write at once
 	Backoff   time.Duration // the first wait after a failed write
+	// Targets answers what a lane asks of the rules of its target.
+	Targets Targets
+	Own     func(xid uint64) // receives the full IDs of write-back transactions
+	// Idle is how long a lane with nothing to write keeps its target
+	// connection; 0 = for good.
+	Idle time.Duration
+}
+
+// Targets is what a lane asks of the rules that write its target, answered
+// by the engine; a nil function answers as noted.
+type Targets struct {
 	// Repair is called when a write finds the target table or column
 	// missing (dropped while the bridge ran); it makes them again, and the
 	// lane's name goes on Repaired so that the engine backfills its rules.
+	// ErrNoRules: none writes it any more. nil = never repaired.
 	Repair func(ctx context.Context, lane string) error
-	// Rules reports whether some rule still writes the lane's target; a
+	// Any reports whether some rule still writes the lane's target; a
 	// lane refused for want of a privilege abandons what it holds once none
 	// does. nil = always.
-	Rules func(lane string) bool
+	Any func(lane string) bool
 	// Live reports whether a rule still runs as compiled; such a lane
 	// abandons the items of the rules that do not (one rule of a shared
 	// target may lack the privilege another has). nil = always.
 	Live func(r *rules.Rule) bool
-	Own  func(xid uint64) // receives the full IDs of write-back transactions
-	// Idle is how long a lane with nothing to write keeps its target
-	// connection; 0 = for good.
-	Idle time.Duration
 }
 
 // DefaultIdle is how long an idle lane keeps its target connection.

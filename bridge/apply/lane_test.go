@@ -625,7 +625,7 @@ func TestLaneAbandonsATargetWithoutRules(t *testing.T) {
 	repairs := 0
 	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
 		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
-		Repair: func(context.Context, string) error { repairs++; return ErrNoRules }})
+		Targets: Targets{Repair: func(context.Context, string) error { repairs++; return ErrNoRules }}})
 	ls.cfg.Budget.Acquire(context.Background(), 2*itemCost)
 	for i, commit := range []replication.LSN{10, 20} {
 		rec := tr.Begin(time.Time{})
@@ -688,7 +688,7 @@ func TestLaneStalledOnFailingWrites(t *testing.T) {
 	t.Cleanup(cancel)
 	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
 		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
-		Repair: func(context.Context, string) error { return errors.New("permission denied to create table") }})
+		Targets: Targets{Repair: func(context.Context, string) error { return errors.New("permission denied to create table") }}})
 	ls.cfg.Budget.Acquire(context.Background(), itemCost)
 	rec := tr.Begin(time.Time{})
 	tr.Add(rec)
@@ -753,7 +753,7 @@ func TestLaneDrainDoesNotWaitOnAFailingTarget(t *testing.T) {
 	t.Cleanup(cancel)
 	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
 		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
-		Repair: func(context.Context, string) error { return errors.New("the target server is down") }})
+		Targets: Targets{Repair: func(context.Context, string) error { return errors.New("the target server is down") }}})
 	ls.cfg.Budget.Acquire(context.Background(), itemCost)
 	rec := tr.Begin(time.Time{})
 	tr.Add(rec)

@@ -38,19 +38,8 @@ type backfills struct {
 	pages   chan *backfill.Page           // pages read by workers, for the engine's goroutine
 	pending map[string]*backfill.Page     // pages waiting for their marker message
 	rows    map[string]*progress          // rows read by each running backfill, for the log
-	// clock orders, on the engine's goroutine, the starts of backfills and
-	// what the stream does to their tables: a backfill leaves to the stream
-	// only what the stream did after it started.
-	clock uint64
-	// seen: per source table with a running backfill, the keys of rows the
-	// stream changed since, each at its clock.
-	seen map[uint32]map[keyDigest]uint64
-	// truncated: per source table with a running backfill, the clock of its
-	// last truncate.
-	truncated map[uint32]uint64
-	started   map[string]uint64 // the clock of each running backfill's start, by rule
-	tables    map[string]uint32 // the source table of each running backfill, by rule
-	runs      map[string]string // the run of each rule's current backfill worker
+	since   streamed                      // what the stream did to the tables of running backfills
+	runs    map[string]string             // the run of each rule's current backfill worker
 	// deferred holds the rules whose backfills wait for the slot: at the
 	// first start, rows are read only once the slot's consistent point is
 	// fixed, so that every row is either read or streamed.
@@ -61,8 +50,8 @@ type backfills struct {
 
 func newBackfills(srcDSN, tgtDSN string, ctx context.Context) backfills {
 	return backfills{srcDSN: srcDSN, tgtDSN: tgtDSN, ctx: ctx, workers: map[string]context.CancelFunc{}, pages: make(chan *backfill.Page),
-		pending: map[string]*backfill.Page{}, rows: map[string]*progress{}, seen: map[uint32]map[keyDigest]uint64{},
-		truncated: map[uint32]uint64{}, started: map[string]uint64{}, tables: map[string]uint32{}, runs: map[string]string{}}
+		pending: map[string]*backfill.Page{}, rows: map[string]*progress{}, runs: map[string]string{},
+		since: streamed{seen: map[uint32]map[keyDigest]uint64{}, truncated: map[uint32]uint64{}, started: map[string]uint64{}, tables: map[string]uint32{}}}
 }
 
 // keyDigest identifies a source row by a digest of its source_key JSON.
@@ -75,10 +64,25 @@ func digestKey(keyJSON []byte) keyDigest {
 	return d
 }
 
+// streamed is what the stream did to the source tables of running
+// backfills, ordered by a clock on the engine's goroutine: a backfill leaves
+// to the stream only what the stream did after it started.
+type streamed struct {
+	clock uint64
+	// seen: per source table with a running backfill, the keys of rows the
+	// stream changed since, each at its clock.
+	seen map[uint32]map[keyDigest]uint64
+	// truncated: per source table with a running backfill, the clock of its
+	// last truncate.
+	truncated map[uint32]uint64
+	started   map[string]uint64 // the clock of each running backfill's start, by rule
+	tables    map[string]uint32 // the source table of each running backfill, by rule
+}
+
 // touch records that the stream changed the row keyed keyJSON of table oid,
 // while a backfill of that table runs: the backfill then leaves the row to
 // the stream, whose version is at least as new as any page's.
-func (b *backfills) touch(oid uint32, keyJSON []byte) {
+func (b *streamed) touch(oid uint32, keyJSON []byte) {
 	if seen := b.seen[oid]; seen != nil {
 		b.clock++
 		seen[digestKey(keyJSON)] = b.clock
@@ -87,7 +91,7 @@ func (b *backfills) touch(oid uint32, keyJSON []byte) {
 
 // truncate records that table oid was truncated: pages of its running
 // backfills read before it must not bring rows back.
-func (b *backfills) truncate(oid uint32) {
+func (b *streamed) truncate(oid uint32) {
 	if b.seen[oid] != nil {
 		b.clock++
 		b.truncated[oid] = b.clock
@@ -95,7 +99,7 @@ func (b *backfills) truncate(oid uint32) {
 }
 
 // begin records that rule's backfill of table oid starts now.
-func (b *backfills) begin(rule string, oid uint32) {
+func (b *streamed) begin(rule string, oid uint32) {
 	if b.seen[oid] == nil {
 		b.seen[oid] = map[keyDigest]uint64{}
 	}
@@ -106,14 +110,13 @@ func (b *backfills) begin(rule string, oid uint32) {
 // end forgets rule's backfill, and what was kept for its table when no
 // other backfill of it runs: nothing is kept for a backfill that stopped,
 // however it stopped.
-func (b *backfills) end(rule string) {
+func (b *streamed) end(rule string) {
 	oid, ok := b.tables[rule]
 	if !ok {
 		return
 	}
 	delete(b.started, rule)
 	delete(b.tables, rule)
-	delete(b.rows, rule)
 	for _, other := range b.tables {
 		if other == oid {
 			return
@@ -124,16 +127,16 @@ func (b *backfills) end(rule string) {
 }
 
 // streamedSince reports whether the stream changed the row keyed keyJSON
-// of rule's table (or truncated the table) after rule's backfill started:
-// the stream's version is then at least as new as any page's.
-func (b *backfills) streamedSince(rule string, keyJSON []byte) bool {
+// of rule's table after rule's backfill started: the stream's version is
+// then at least as new as any page's.
+func (b *streamed) streamedSince(rule string, keyJSON []byte) bool {
 	st, oid := b.started[rule], b.tables[rule]
 	return b.seen[oid][digestKey(keyJSON)] > st
 }
 
 // truncatedSince reports whether rule's table was truncated after its
 // backfill started: what its pages read before is gone.
-func (b *backfills) truncatedSince(rule string) bool {
+func (b *streamed) truncatedSince(rule string) bool {
 	return b.truncated[b.tables[rule]] > b.started[rule]
 }
 
@@ -197,7 +200,7 @@ func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
 		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String(), "up_to", string(stop))
 	}
 	e.stopBackfill(r.Name) // one worker per rule, also after a reload that failed half-way
-	e.bf.begin(r.Name, r.Source.OID)
+	e.bf.since.begin(r.Name, r.Source.OID)
 	bctx, cancel := context.WithCancel(e.bf.ctx)
 	e.bf.workers[r.Name] = cancel
 	var nonce [16]byte
@@ -242,7 +245,8 @@ func (e *Engine) stopBackfill(name string) {
 		delete(e.bf.workers, name)
 	}
 	delete(e.bf.runs, name)
-	e.bf.end(name)
+	e.bf.since.end(name)
+	delete(e.bf.rows, name)
 	for id, p := range e.bf.pending { // its pages are never applied
 		if p.Rule == name {
 			delete(e.bf.pending, id)
@@ -280,7 +284,7 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 		return nil // the rule changed, went away or started again; its new backfill covers it
 	}
 	rows := p.Rows
-	if e.bf.truncatedSince(r.Name) {
+	if e.bf.since.truncatedSince(r.Name) {
 		// The table was truncated since the backfill started: what the
 		// page read before is gone, and every row since is streamed.
 		rows = nil
@@ -288,7 +292,7 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 	lane := r.Target.Name()
 	for i, row := range rows {
 		pos, ok := e.admit(lane, i)
-		if !ok || e.bf.streamedSince(r.Name, row.KeyJSON) {
+		if !ok || e.bf.since.streamedSince(r.Name, row.KeyJSON) {
 			continue
 		}
 		it, err := e.resultItem(ctx, r, row, false)

@@ -7,7 +7,8 @@ import "testing"
 // truncate since then, and nothing is kept of a table once no backfill of
 // it runs — however the backfills ended.
 func TestBackfillsClock(t *testing.T) {
-	b := newBackfills("", "", t.Context())
+	bf := newBackfills("", "", t.Context())
+	b := &bf.since
 	k1, k2 := []byte(`{"id": 1}`), []byte(`{"id": 2}`)
 	b.touch(7, k1) // no backfill of table 7 yet: nothing kept
 	if len(b.seen) != 0 {
@@ -37,14 +38,10 @@ func TestBackfillsClock(t *testing.T) {
 	if !b.truncatedSince("a") || !b.truncatedSince("b") || b.truncatedSince("c") {
 		t.Errorf("truncated since: a %t, b %t, c %t; want true, true, false", b.truncatedSince("a"), b.truncatedSince("b"), b.truncatedSince("c"))
 	}
-	b.rows["a"] = &progress{}
 	b.end("a") // stopped, not done
 	b.end("b")
 	if b.seen[7] == nil {
 		t.Fatal("the keys of table 7 were dropped while c still backfills it")
-	}
-	if _, ok := b.rows["a"]; ok {
-		t.Error("the progress of a stopped backfill is kept")
 	}
 	b.end("c")
 	if len(b.seen) != 0 || len(b.truncated) != 0 || len(b.started) != 0 || len(b.tables) != 0 {
@@ -53,5 +50,18 @@ func TestBackfillsClock(t *testing.T) {
 	b.begin("d", 7)
 	if b.truncatedSince("d") || b.streamedSince("d", k1) {
 		t.Error("a new backfill inherits an old truncate or streamed key")
+	}
+}
+
+// TestStopBackfillForgets: a backfill stopped before its end (its rule
+// changed or deleted) leaves neither its progress nor its table's keys.
+func TestStopBackfillForgets(t *testing.T) {
+	e := &Engine{bf: newBackfills("", "", t.Context())}
+	e.bf.since.begin("a", 7)
+	e.bf.since.touch(7, []byte(`{"id": 1}`))
+	e.bf.rows["a"] = &progress{rows: 10}
+	e.stopBackfill("a")
+	if len(e.bf.rows) != 0 || len(e.bf.since.seen) != 0 || len(e.bf.since.started) != 0 {
+		t.Errorf("kept after the stop: rows %d, seen %d, started %d", len(e.bf.rows), len(e.bf.since.seen), len(e.bf.since.started))
 	}
 }

@@ -308,7 +308,7 @@ func (e *Engine) change(ctx context.Context, ch *replication.Change) error {
 		if err != nil {
 			return err
 		}
-		e.bf.touch(ch.Relation.OID, row.JSON)
+		e.bf.since.touch(ch.Relation.OID, row.JSON)
 		for _, t := range targets(rs) {
 			pos, ok := e.admit(t.Name(), sub)
 			sub++
@@ -338,7 +338,7 @@ func (e *Engine) change(ctx context.Context, ch *replication.Change) error {
 		if err != nil {
 			return err
 		}
-		e.bf.touch(ch.Relation.OID, row.JSON)
+		e.bf.since.touch(ch.Relation.OID, row.JSON)
 		var emits []placed // in position order: moves first, then results
 		// Where each lane's stored input is compared (cost.Lookups): at
 		// the row's key, or — for a key move, whose Move carries the result
@@ -359,7 +359,7 @@ func (e *Engine) change(ctx context.Context, ch *replication.Change) error {
 			if err != nil {
 				return err
 			}
-			e.bf.touch(ch.Relation.OID, old.JSON)
+			e.bf.since.touch(ch.Relation.OID, old.JSON)
 			for _, r := range rs {
 				if lane := r.Target.Name(); !r.Target.WriteBack && look[lane] != nil && !look[lane].Busy {
 					look[lane] = rows.At(lane, old.JSON, old.Key)
@@ -480,7 +480,7 @@ func (e *Engine) truncate(ctx context.Context, ch *replication.Change) error {
 			continue
 		}
 		rs := e.rules.set.ForSource(r.OID)
-		e.bf.truncate(r.OID) // pages read before it must not bring rows back
+		e.bf.since.truncate(r.OID) // pages read before it must not bring rows back
 		for _, t := range targets(rs) {
 			pos, ok := e.admit(t.Name(), sub)
 			sub++
