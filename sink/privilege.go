@@ -34,30 +34,22 @@ func (t *Target) checkPrivileges(ctx context.Context, conn *pgx.Conn) error {
 	if !t.WriteBack {
 		needs = append(needs, need{t.Column, "INSERT"}, need{"", "DELETE"})
 	}
+	cols, privs := make([]string, len(needs)), make([]string, len(needs))
+	for i, n := range needs {
+		cols[i], privs[i] = n.column, n.privilege
+	}
+	// One round trip: the privileges missing, in name order, and the role.
 	var missing []string
-	seen := map[string]bool{}
-	for _, n := range needs {
-		var ok bool
-		var err error
-		if n.column == "" {
-			err = conn.QueryRow(ctx, "SELECT has_table_privilege($1::oid, $2)", t.Table.OID, n.privilege).Scan(&ok)
-		} else {
-			err = conn.QueryRow(ctx, "SELECT has_column_privilege($1::oid, $2::text, $3)", t.Table.OID, n.column, n.privilege).Scan(&ok)
-		}
-		if err != nil {
-			return fmt.Errorf("target table %s: check privileges: %w", t.Name(), err)
-		}
-		if !ok && !seen[n.privilege] {
-			seen[n.privilege] = true
-			missing = append(missing, n.privilege)
-		}
+	var role string
+	err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT n.priv ORDER BY n.priv) FILTER (WHERE NOT
+    CASE WHEN n.col = '' THEN has_table_privilege($1::oid, n.priv) ELSE has_column_privilege($1::oid, n.col, n.priv) END), '{}'),
+  current_user
+FROM unnest($2::text[], $3::text[]) AS n(col, priv)`, t.Table.OID, cols, privs).Scan(&missing, &role)
+	if err != nil {
+		return fmt.Errorf("target table %s: check privileges: %w", t.Name(), err)
 	}
 	if len(missing) == 0 {
 		return nil
-	}
-	var role string
-	if err := conn.QueryRow(ctx, "SELECT current_user").Scan(&role); err != nil {
-		return fmt.Errorf("target table %s: check privileges: %w", t.Name(), err)
 	}
 	return fmt.Errorf("%w: role %s lacks %s on %s; run GRANT %s ON %s TO %s",
 		ErrNoPrivilege, role, strings.Join(missing, ", "), t.Name(), strings.Join(missing, ", "), t.Table.Identifier().Sanitize(), pgx.Identifier{role}.Sanitize())
