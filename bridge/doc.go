@@ -3,9 +3,13 @@
 // connections, the rules as the WAL shows them, the slot, the lanes, the
 // engine — and runs its pipeline (pipeline.go): the stream's events go to
 // the engine, the lanes write, the checkpointer stores what the tracker
-// confirms, and acks flow back to replication. It also recovers a lost slot
-// (recoverslot.go). Beside the pipeline, while it leads, it reports the
-// models' pacing for status and the log (pacewatch.go) and deletes old
+// confirms, and acks flow back to replication only once stored. Before
+// anything streams it finds whether the slot skipped changes since the
+// stored checkpoint — gone, or ahead of it — and then starts over from the
+// rows as they are (gap.go); it also recovers an invalidated slot on
+// request (recoverslot.go). Beside the pipeline, while it leads, it reports the
+// models' pacing and the lanes' pending changes for status and the log
+// (pacewatch.go) and deletes old
 // bookkeeping rows (retention.go). It holds no decision of its own.
 //
 // The packages below it, each importing only those further down:
@@ -38,8 +42,10 @@
 //  4. apply/lane.go writes the ready prefix of the lane, turned into sink
 //     ops by apply/batch.go, with the lane's checkpoint,
 //  5. through sink/writer.go, in one target transaction;
-//  6. then the lane tells track/track.go that the items are durable, which
-//     confirms the slot past every transaction all lanes have written.
+//  6. then the lane tells track/track.go that the items are durable; the
+//     checkpointer (apply/checkpoint.go) stores the position past every
+//     transaction all lanes have written, and only then confirms it to the
+//     slot.
 //
 // Everything on pgimageai.* tables — checkpoints, errors, backfills, usage —
 // is written through package state.

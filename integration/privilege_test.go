@@ -92,6 +92,9 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	waitFor(t, 30*time.Second, "the model's pacing stored by the role", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.model_pace WHERE slot = $1 AND model = 'vision'", s.slot) == 1
 	})
+	waitFor(t, 30*time.Second, "the lanes' pending changes stored by the role", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.lane_pending WHERE slot = $1", s.slot) >= 1
+	})
 	waitFor(t, 30*time.Second, "the backfill of rows 1 and 2", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})

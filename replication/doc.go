@@ -15,7 +15,16 @@
 //   - flush and apply: the highest position known safe — Run's start (the
 //     sink's checkpoint), the slot's confirmed_flush_lsn, the highest ack,
 //     and, while the stream is idle for us, the WAL end of a keepalive (see
-//     progress.idle). This is what the slot keeps as confirmed_flush_lsn.
+//     progress.idle) — unless Config.Idle is set: then that WAL end goes to
+//     the consumer, which acks it once its checkpoint holds it, so that the
+//     slot is never confirmed past a stored checkpoint. This is what the
+//     slot keeps as confirmed_flush_lsn.
+//
+// On PostgreSQL 17 and later the slot is a failover slot (created with
+// failover, or turned on with ALTER_REPLICATION_SLOT), so that a physical
+// standby keeps a copy of it. While a failover settles — the server reached
+// is a standby (ErrInRecovery) or the slot is not on it (ErrNoSlot) — Run
+// waits for Config.FailoverWait, then ends with ErrFailoverTimeout.
 //   - write: the highest position received, as PostgreSQL's apply worker
 //     reports it; the server does not use it for the slot.
 //

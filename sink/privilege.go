@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,7 +12,7 @@ import (
 // ErrNoPrivilege: the bridge's role may not write a target the way its
 // rules need. A rule with such a target is invalid_rule, with the GRANT
 // to run, rather than a lane that retries for good.
-var ErrNoPrivilege = fmt.Errorf("the bridge's role may not write the target")
+var ErrNoPrivilege = errors.New("the bridge's role may not write the target")
 
 // checkPrivileges returns ErrNoPrivilege, with the statement that grants
 // what is missing, when the session's role lacks a privilege the target's

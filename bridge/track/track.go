@@ -6,7 +6,10 @@
 //
 // It sits between the engine (which begins, counts and seals transactions)
 // and the lanes (which mark items durable); it calls nothing but the ack
-// function it is given, which confirms the slot to replication.
+// function it is given (the bridge gives none: its checkpointer reads the
+// position, stores it, and only then confirms it to the slot). Complete
+// records are folded as they complete, so it holds few more records than
+// there are transactions with items pending.
 package track
 
 import (
