@@ -247,3 +247,43 @@ func TestSlotDroppedWhileStreaming(t *testing.T) {
 	wantCLI(t, env, 0, []string{"Slot gaps", "slot_missing", "1 deleted", "failover", "on: standbys with sync_replication_slots = on"}, "status")
 	wantCLI(t, env, 0, []string{`"slot_gaps": [`, `"cause": "slot_missing"`, `"failover": "on"`}, "status", "--format", "json")
 }
+
+// TestSlotIdleCheckpointQuiet: on an idle source whose target is in the same
+// cluster, storing an idle position writes WAL that becomes the next idle
+// position; the bridge must not store the checkpoint again and again for
+// its own WAL (it did once a second).
+func TestSlotIdleCheckpointQuiet(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	want := map[int]string{}
+	insertRows(t, s, 1, 3, 2, want)
+	_, stop := s.start(t, s.config(t)) // status updates every 500 ms
+	s.sync(t, 30*time.Second)
+	time.Sleep(2 * time.Second) // the last real store settles
+	stored := func() (lsn replication.LSN, at time.Time) {
+		t.Helper()
+		if err := s.conn.QueryRow(context.Background(), "SELECT lsn, updated_at FROM pgimageai.checkpoints WHERE slot = $1", s.slot).Scan(&lsn, &at); err != nil {
+			t.Fatal(err)
+		}
+		return lsn, at
+	}
+	lsn0, at0 := stored()
+	stores := 0
+	for i := 0; i < 16; i++ {
+		time.Sleep(500 * time.Millisecond)
+		if lsn, at := stored(); !at.Equal(at0) {
+			stores++
+			lsn0, at0 = lsn, at
+		}
+	}
+	t.Logf("checkpoint stored %d times in 8 s of an idle source (last at %s)", stores, lsn0)
+	if stores > 1 {
+		t.Errorf("the checkpoint was stored %d times in 8 s of an idle source, want at most 1", stores)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertCaptions(t, captions(t, s.conn), want)
+}
