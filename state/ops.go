@@ -176,7 +176,7 @@ ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key, ver
 // the others forgotten.
 type ResultInputs struct {
 	Rule      string
-	Version   string // the rule's version that computed them
+	Version   string   // the rule's version that computed them
 	Keys      []string // source_key JSON
 	InputKeys [][]byte
 }

@@ -12,15 +12,15 @@ import (
 type Kind uint8
 
 const (
-	Result   Kind = iota + 1 // write a function result (or NULL) for a row
-	Move                     // re-key a target row
-	Delete                   // delete a target row
-	Truncate                 // empty a target table
-	Backfill                 // record a backfill page's progress
-	Resolve                  // resolve a row's open errors (its source row is gone)
-	Forget                   // write-back: forget a deleted row's stored inputs and open errors (or the table's: a truncate)
-	Switch                   // switch a rule's live column to its new version (Ops), in a transaction of its own
-	DropShadow               // drop given-up side work: a shadow column and its rows (Ops)
+	Result     Kind = iota + 1 // write a function result (or NULL) for a row
+	Move                       // re-key a target row
+	Delete                     // delete a target row
+	Truncate                   // empty a target table
+	Backfill                   // record a backfill page's progress
+	Resolve                    // resolve a row's open errors (its source row is gone)
+	Forget                     // write-back: forget a deleted row's stored inputs and open errors (or the table's: a truncate)
+	Switch                     // switch a rule's live column to its new version (Ops), in a transaction of its own
+	DropShadow                 // drop given-up side work: a shadow column and its rows (Ops)
 )
 
 func (k Kind) String() string {
