@@ -278,11 +278,7 @@ func (e estimateReport) figures(calls float64, batch bool) estimateFigures {
 	}
 	in, out := calls*e.InputPerImage, calls*e.OutputPerCall
 	f.InputTokens, f.OutputTokens = known(in), known(out)
-	if e.PriceIn > 0 && f.InputTokens != nil {
-		cost := in * e.PriceIn / 1e6
-		if e.PriceOut > 0 && f.OutputTokens != nil {
-			cost += out * e.PriceOut / 1e6
-		}
+	if cost, ok := (prices{In: e.PriceIn, Out: e.PriceOut}).cost(in, out); ok {
 		if batch {
 			cost /= 2
 		}
