@@ -46,15 +46,18 @@ type RuleListing struct {
 	TargetTable, TargetColumn string
 	Enabled                   bool
 	Invalid                   string // detail of the open invalid_rule error; "" = none
+	// Switch is rules.switch: how a change of the rule's version is
+	// applied, versioned or in_place; "" (NULL) for the function's default.
+	Switch string
 }
 
 // AllRules reads every rule, of every group, in name order.
 func AllRules(ctx context.Context, conn *pgx.Conn) ([]RuleListing, error) {
-	rows, _ := conn.Query(ctx, `SELECT name, function, model, source_table, image_column, target_table, target_column, enabled
+	rows, _ := conn.Query(ctx, `SELECT name, function, model, source_table, image_column, target_table, target_column, enabled, coalesce(switch, '')
 FROM pgimageai.rules ORDER BY name`)
 	rules, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RuleListing, error) {
 		var r RuleListing
-		err := row.Scan(&r.Name, &r.Function, &r.Model, &r.SourceTable, &r.ImageColumn, &r.TargetTable, &r.TargetColumn, &r.Enabled)
+		err := row.Scan(&r.Name, &r.Function, &r.Model, &r.SourceTable, &r.ImageColumn, &r.TargetTable, &r.TargetColumn, &r.Enabled, &r.Switch)
 		return r, err
 	})
 	if err != nil {

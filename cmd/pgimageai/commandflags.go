@@ -8,14 +8,15 @@ import (
 	"github.com/pgimageai/pgimageai/functions"
 )
 
-// queryFlags are the flags of the read-side commands (status, errors, retry),
+// queryFlags are the flags of the read-side commands (status, errors, retry, switch, …),
 // beyond the shared settings. Commands without them leave the zero value.
 type queryFlags struct {
 	Format string           // table or json (status, errors)
 	Rule   string           // only this rule; "" = all (errors, retry)
 	Reason functions.Reason // only this reason; "" = all (errors, retry)
 	Limit  int              // rows to list, 0 = all (errors)
-	Force  bool             // recover a slot that can still stream (recover-slot)
+	Force  bool             // recover a slot that can still stream (recover-slot); switch now (switch)
+	Abort  bool             // abort the switch (switch)
 	Probe  string           // ready, live or leader (health)
 }
 
@@ -82,6 +83,24 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 				return fmt.Errorf("--reason %s: an invalid rule is fixed by editing it in pgimageai.rules, not retried", functions.InvalidRule)
 			}
 			return q.checkReason()
+		}
+	case "switch":
+		fs.StringVar(&q.Rule, "rule", "", "the `rule` whose switch to force or abort; without --force or --abort, list its switch only (default: all)")
+		fs.BoolVar(&q.Force, "force", false, "switch now: the rows whose new result failed are left NULL (needs --rule)")
+		fs.BoolVar(&q.Abort, "abort", false, "abort the switch: the shadow column and the side work are dropped, the live column keeps its version (needs --rule)")
+		format()
+		return func() error {
+			switch {
+			case q.Force && q.Abort:
+				return fmt.Errorf("--force and --abort: give one of them")
+			case q.Force && q.Rule == "":
+				return fmt.Errorf("--force needs --rule: the rule whose switch to force")
+			case q.Abort && q.Rule == "":
+				return fmt.Errorf("--abort needs --rule: the rule whose switch to abort")
+			case (q.Force || q.Abort) && q.Format != formatTable:
+				return fmt.Errorf("--format is for the list of switches; --force and --abort print one line")
+			}
+			return q.checkFormat()
 		}
 	case "estimate":
 		fs.StringVar(&q.Rule, "rule", "", "the `rule` to estimate (required; it may be disabled)")

@@ -140,6 +140,15 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return fmt.Errorf("rule %s cannot run: %w", rule.Name, err)
 	}
 	e.BatchBackfill = fn.BatchAPI() != nil
+	version, err := rules.VersionOf(*model, rule.Function, prompt)
+	if err != nil {
+		return fmt.Errorf("rule %s: %w", rule.Name, err)
+	}
+	live, err := state.RuleLiveVersion(ctx, target.conn, rule.Name)
+	if err != nil {
+		return target.explain("read the rule's live version", err)
+	}
+	e.Change = versionChangeOf(*rule, version, live)
 	if c.Query.Format == formatJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -201,6 +210,7 @@ type estimateReport struct {
 	PriceOut      float64
 	BatchBackfill bool // the backfill goes through OpenAI's Batch API: half price
 	Norm          *normEstimate
+	Change        *versionChange // the rule's version is not the one its live column holds; nil: it is, or none is recorded
 }
 
 func (e estimateReport) String() string {
@@ -227,33 +237,40 @@ func (e estimateReport) String() string {
 	if s.Read > 0 {
 		per1000 = 1000 * float64(len(s.Sizes)) / float64(s.Read)
 	}
-	line := func(what string, f estimateFigures) {
-		fmt.Fprintf(&b, "%s: %.0f calls", what, f.Calls)
-		if f.InputTokens == nil {
-			b.WriteString(", input tokens unknown")
-		} else {
-			fmt.Fprintf(&b, ", %.0f input tokens", *f.InputTokens)
-		}
-		switch {
-		case f.OutputTokens == nil:
-			b.WriteString(", output tokens unknown")
-		case *f.OutputTokens > 0:
-			fmt.Fprintf(&b, ", %.0f output tokens (%s)", *f.OutputTokens, e.OutputFrom)
-		}
-		switch {
-		case f.Cost == nil:
-		case f.BatchAPI:
-			fmt.Fprintf(&b, ", cost %.5f (half the model's price_per_1m_* options: the Batch API)", *f.Cost)
-		default:
-			fmt.Fprintf(&b, ", cost %.5f (at the model's price_per_1m_* options)", *f.Cost)
-		}
-		b.WriteByte('\n')
-	}
 	if e.Norm != nil {
 		b.WriteString(e.Norm.String())
 	}
-	line("Backfill", e.figures(calls, e.BatchBackfill))
-	line("Per 1,000 new rows like these", e.figures(per1000, false))
+	backfill := e.figures(calls, e.BatchBackfill)
+	fmt.Fprintf(&b, "Backfill: %s\n", e.figuresText(backfill))
+	if e.Change != nil {
+		b.WriteString(e.Change.text(e.figuresText(backfill)))
+	}
+	fmt.Fprintf(&b, "Per 1,000 new rows like these: %s\n", e.figuresText(e.figures(per1000, false)))
+	return b.String()
+}
+
+// figuresText says f: calls, tokens and cost.
+func (e estimateReport) figuresText(f estimateFigures) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%.0f calls", f.Calls)
+	if f.InputTokens == nil {
+		b.WriteString(", input tokens unknown")
+	} else {
+		fmt.Fprintf(&b, ", %.0f input tokens", *f.InputTokens)
+	}
+	switch {
+	case f.OutputTokens == nil:
+		b.WriteString(", output tokens unknown")
+	case *f.OutputTokens > 0:
+		fmt.Fprintf(&b, ", %.0f output tokens (%s)", *f.OutputTokens, e.OutputFrom)
+	}
+	switch {
+	case f.Cost == nil:
+	case f.BatchAPI:
+		fmt.Fprintf(&b, ", cost %.5f (half the model's price_per_1m_* options: the Batch API)", *f.Cost)
+	default:
+		fmt.Fprintf(&b, ", cost %.5f (at the model's price_per_1m_* options)", *f.Cost)
+	}
 	return b.String()
 }
 
@@ -278,11 +295,7 @@ func (e estimateReport) figures(calls float64, batch bool) estimateFigures {
 	}
 	in, out := calls*e.InputPerImage, calls*e.OutputPerCall
 	f.InputTokens, f.OutputTokens = known(in), known(out)
-	if e.PriceIn > 0 && f.InputTokens != nil {
-		cost := in * e.PriceIn / 1e6
-		if e.PriceOut > 0 && f.OutputTokens != nil {
-			cost += out * e.PriceOut / 1e6
-		}
+	if cost, ok := (prices{In: e.PriceIn, Out: e.PriceOut}).cost(in, out); ok {
 		if batch {
 			cost /= 2
 		}
@@ -306,6 +319,10 @@ type estimateJSON struct {
 	TokenRule     string          `json:"token_rule"`
 	Backfill      estimateFigures `json:"backfill"`
 	Per1000Rows   estimateFigures `json:"per_1000_rows"`
+	// Change is the change of the rule's version that the backfill
+	// figures cost; null when the rule's version is the one its live
+	// column holds (or none is recorded yet).
+	Change *versionChangeJSON `json:"version_change"`
 }
 
 // JSON returns the estimate for --format json.
@@ -319,8 +336,12 @@ func (e estimateReport) JSON() estimateJSON {
 	if s.Read > 0 {
 		per1000 = 1000 * float64(len(s.Sizes)) / float64(s.Read)
 	}
-	return estimateJSON{Rule: e.Rule.Name, Function: e.Rule.Function, Model: e.Model.Name, Provider: e.Model.Provider,
+	j := estimateJSON{Rule: e.Rule.Name, Function: e.Rule.Function, Model: e.Model.Name, Provider: e.Model.Provider,
 		ProviderModel: e.Model.Model, SourceRows: s.Rows, Sampled: s.Sampled, RowsRead: s.Read, WithImage: s.WithImage,
 		UnknownFormat: s.Unknown, TokenRule: e.TokenRule,
 		Backfill: e.figures(float64(len(s.Sizes))*scale, e.BatchBackfill), Per1000Rows: e.figures(per1000, false)}
+	if e.Change != nil {
+		j.Change = e.Change.json(j.Backfill)
+	}
+	return j
 }

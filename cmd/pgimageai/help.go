@@ -17,21 +17,26 @@ Warns when the source cannot stream yet (wal_level, the REPLICATION attribute).`
 	"run": `stream until SIGINT/SIGTERM; graceful: finish, checkpoint, exit 0
 Takes the slot's leader lock (another run on the same slot waits as a standby), prepares
 the targets, the publication and the slot, backfills new rules and streams changes.`,
-	"status": `slot, confirmed LSN, lag in bytes, rules (valid or why not), backfills, open errors by reason, failures not recorded`,
+	"status": `slot, confirmed LSN, lag in bytes, rules (valid or why not), results by version, switches, backfills, open errors by reason, failures not recorded`,
 	"errors": `list open errors, newest first (rule, key, reason, detail)`,
 	"retry": `ask the running bridge to reprocess the source rows behind open errors
 Writes a retry request that the bridge reads in the WAL, in commit order with the changes
 around it; invalid_rule errors are fixed by editing the rule instead.`,
+	"switch": `list the running switches of rules to a new version, or force or abort one
+A rule whose model changes computes the new version on the side and switches it in one
+transaction; --rule R --force switches now (the rows whose new result failed left NULL),
+--rule R --abort drops the side work (the live column keeps its version).`,
 	"estimate": `what a rule would cost: calls, tokens and money for its backfill and per 1,000 rows
 Reads the image headers of the rule's source table (a sample of a big one) and applies the
-model's token rule, with and without normalisation; the rule may be disabled.`,
+model's token rule, with and without normalisation; the rule may be disabled. When the
+rule's model changed, says that the change re-computes every row (on the side, or in place).`,
 	"recover-slot": `after the slot was invalidated (wal_status lost) or dropped: re-create it and backfill`,
 	"demo":         `one command, no setup: throwaway PostgreSQL, sample images, the bridge, the results`,
 	"health":       `exit 0 when the metrics endpoint of a running bridge says ready (a container health check)`,
 }
 
 // commandOrder is the order of the commands in the usage.
-var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "estimate", "recover-slot", "demo", "health"}
+var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "switch", "estimate", "recover-slot", "demo", "health"}
 
 // connection are the settings of the commands that read or write the
 // bridge's databases.
@@ -45,6 +50,7 @@ var uses = map[string][]string{
 	"status":       connection,
 	"errors":       connection,
 	"retry":        connection,
+	"switch":       connection,
 	"estimate":     append(append([]string{}, connection...), "key-env-allow"),
 	"recover-slot": append(append([]string{}, connection...), "log-format"),
 	"demo":         {"log-format", "byte-budget", "key-env-allow"},

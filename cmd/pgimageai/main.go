@@ -41,6 +41,7 @@ var commands = map[string]command{
 	"status":       status,
 	"errors":       listErrors,
 	"retry":        retry,
+	"switch":       switchCommand,
 	"estimate":     estimate,
 	"recover-slot": recoverSlot,
 	"demo":         demo,

@@ -20,13 +20,16 @@ type statusReport struct {
 	Groups     []groupStatus // every rule group, ordered by name
 	Lanes      []laneStatus  // ordered by lane
 	Backfills  []backfill
-	Batches    []batchRow     // of Batch API backfills, by rule and seq
-	OpenErrors []errorCount   // ordered by rule, then reason
-	ErrorCaps  []errorCap     // the rules with failures their cap did not record, by name
-	Usage      []usageRow     // the last usageDays UTC days, newest first
-	Budgets    []budgetStatus // the models with a daily cap, by name
-	Models     []modelPace    // the pacing of the models, as the slot's leader last stored it
-	Gaps       []slotGap      // changes the slot skipped: not cleaned yet, or of the last week
+	Batches    []batchRow      // of Batch API backfills, by rule and seq
+	OpenErrors []errorCount    // ordered by rule, then reason
+	ErrorCaps  []errorCap      // the rules with failures their cap did not record, by name
+	Usage      []usageRow      // the last usageDays UTC days, newest first
+	Budgets    []budgetStatus  // the models with a daily cap, by name
+	Models     []modelPace     // the pacing of the models, as the slot's leader last stored it
+	Gaps       []slotGap       // changes the slot skipped: not cleaned yet, or of the last week
+	Versions   []resultVersion // stored results by rule and version (side rules aside)
+	Switches   []switchStatus  // running switches, by rule
+	History    []switchEnd     // the last switches that ended, newest first
 }
 
 // modelPace is a row of pgimageai.model_pace.
@@ -206,6 +209,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 		return r, target.explain("read model pacing", err)
 	}
 	if r.Gaps, err = readGaps(ctx, target, slot); err != nil {
+		return r, err
+	}
+	if r.Versions, r.Switches, r.History, err = readVersions(ctx, source, target); err != nil {
 		return r, err
 	}
 	return r, nil

@@ -25,6 +25,11 @@ type (
 		Budgets     []budgetJSON    `json:"budgets"`
 		Models      []modelJSON     `json:"models"`
 		Gaps        []gapJSON       `json:"slot_gaps"`
+		// Versions are the stored results by rule and version; Switches
+		// the running switches, History the last that ended.
+		Versions []resultVersionJSON `json:"result_versions"`
+		Switches []switchJSON        `json:"switches"`
+		History  []switchEndJSON     `json:"switch_history"`
 	}
 	modelJSON struct {
 		Model         string  `json:"model"`
@@ -160,6 +165,9 @@ func statusDocument(r statusReport) statusJSON {
 		Usage:       usageDocument(r.Usage),
 		Gaps:        gapsDocument(r.Gaps),
 		NotRecorded: errorCapsDocument(r.ErrorCaps),
+		Versions:    resultVersionsDocument(r.Versions),
+		Switches:    switchesDocument(r.Switches),
+		History:     switchHistoryDocument(r.History),
 		OpenErrors: openErrorsJSON{
 			ByReason: map[functions.Reason]int64{},
 			ByRule:   map[string]map[functions.Reason]int64{},

@@ -27,6 +27,11 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 		writeGroupsTable(&buf, r.Groups)
 		buf.WriteByte('\n')
 	}
+	if len(r.Versions) > 0 {
+		writeResultVersions(&buf, r.Versions)
+		buf.WriteByte('\n')
+	}
+	writeSwitchSection(&buf, r.Switches, r.History)
 	writeLanesTable(&buf, r.Lanes, r.Slot)
 	buf.WriteByte('\n')
 	if len(r.Models) > 0 {
