@@ -65,7 +65,7 @@ func newFakeModel(t testing.TB, model string, marker float32, dim int) *fakeMode
 	return f
 }
 
-func newSwitchSetup(t *testing.T, n int) *switchSetup {
+func newSwitchSetup(t testing.TB, n int) *switchSetup {
 	t.Helper()
 	a := newFakeModel(t, "model-a", 1, 8)
 	b := newFakeModel(t, "model-b", 2, 16)
@@ -87,7 +87,7 @@ VALUES ('vec', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', NULL, 'public.ve
 	return &switchSetup{s: s, aCalls: a.calls, b: b}
 }
 
-func (x *switchSetup) start(t *testing.T) (stop func() error) {
+func (x *switchSetup) start(t testing.TB) (stop func() error) {
 	cfg := x.s.config(t)
 	cfg.Registry.Register("vllm", vllm.Factory)
 	_, stop = x.s.start(t, cfg)
@@ -95,7 +95,7 @@ func (x *switchSetup) start(t *testing.T) (stop func() error) {
 }
 
 // toB switches model "emb" to model-b: a new version of rule vec.
-func (x *switchSetup) toB(t *testing.T) {
+func (x *switchSetup) toB(t testing.TB) {
 	x.s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-b' WHERE name = 'emb'", x.b.url)
 }
 

@@ -161,26 +161,16 @@ WHERE rule = $1 AND to_version = $2`, rule, to)
 }
 
 // SwitchDone is the bookkeeping of a switch, in the switch transaction
-// (after sink.Switch): the side rule's results, errors and backfill become
-// the rule's, its live version the new one, and the switch history.
+// before sink.Switch (so that the target table's lock, taken last, is held
+// only for the catalog change and SwitchEnded): the side rule's results,
+// errors and backfill become the rule's, and its live version the new one.
 type SwitchDone struct {
-	Rule, Side    string
-	From, To      string
-	Fingerprint   string // the rule's once switched
-	Forced        bool
-	StartedAt     time.Time
-	LockMillisSQL string // an SQL expression of the lock time so far, or "" (NULL)
+	Rule, Side  string
+	To          string
+	Fingerprint string // the rule's once switched
 }
 
 func (o SwitchDone) Queue(b *pgx.Batch) {
-	outcome := "switched"
-	if o.Forced {
-		outcome = "forced"
-	}
-	lock := "NULL::double precision"
-	if o.LockMillisSQL != "" {
-		lock = o.LockMillisSQL
-	}
 	b.Queue(`DELETE FROM pgimageai.results WHERE rule = $1`, o.Rule)
 	b.Queue(`UPDATE pgimageai.results SET rule = $1 WHERE rule = $2`, o.Rule, o.Side)
 	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now() WHERE rule = $1 AND resolved_at IS NULL`, o.Rule)
@@ -192,9 +182,30 @@ ON CONFLICT (rule) DO UPDATE SET state = 'done', fingerprint = EXCLUDED.fingerpr
 		o.Rule, o.Fingerprint)
 	b.Queue(`INSERT INTO pgimageai.rule_versions (rule, version) VALUES ($1, $2)
 ON CONFLICT (rule) DO UPDATE SET version = EXCLUDED.version, since = now()`, o.Rule, o.To)
+}
+
+// SwitchEnded records a switch that ended in the switch transaction,
+// after sink.Switch, and ends its pgimageai.switches row.
+type SwitchEnded struct {
+	Rule          string
+	From, To      string
+	Forced        bool
+	StartedAt     time.Time
+	LockMillisSQL string // an SQL expression of the lock time so far, or "" (NULL)
+}
+
+func (o SwitchEnded) Queue(b *pgx.Batch) {
+	outcome := "switched"
+	if o.Forced {
+		outcome = "forced"
+	}
+	lock := "NULL::double precision"
+	if o.LockMillisSQL != "" {
+		lock = o.LockMillisSQL
+	}
+	b.Queue(`DELETE FROM pgimageai.switches WHERE rule = $1 AND to_version = $2`, o.Rule, o.To)
 	b.Queue(`INSERT INTO pgimageai.switch_history (rule, from_version, to_version, outcome, rows_switched, lock_ms, started_at)
 SELECT $1, $2, $3, $4, (SELECT count(*) FROM pgimageai.results WHERE rule = $1), `+lock+`, $5`, o.Rule, o.From, o.To, outcome, o.StartedAt)
-	b.Queue(`DELETE FROM pgimageai.switches WHERE rule = $1 AND to_version = $2`, o.Rule, o.To)
 }
 
 // SideGone is the bookkeeping of a switch given up (in the transaction

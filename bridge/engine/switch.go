@@ -222,9 +222,9 @@ func (e *Engine) switchNow(ctx context.Context, rep switchover.Report) error {
 	e.log.Info("switching the rule's live column to its new version", "rule", rep.Rule, "from", s.From, "to", s.To,
 		"target", r.Target.Name(), "column", s.Live, "forced", rep.Forced, "indexes", len(rep.Indexes))
 	ops := []sink.Op{
+		state.SwitchDone{Rule: rep.Rule, Side: rep.Side, To: s.To, Fingerprint: r.Fingerprint},
 		sink.Switch{Table: r.Target.Table, Live: s.Live, Shadow: s.Shadow, Indexes: rep.Indexes, LockTimeout: lockTimeout},
-		state.SwitchDone{Rule: rep.Rule, Side: rep.Side, From: s.From, To: s.To, Fingerprint: r.Fingerprint, Forced: rep.Forced,
-			StartedAt: s.StartedAt, LockMillisSQL: sink.LockMillisSQL},
+		state.SwitchEnded{Rule: rep.Rule, From: s.From, To: s.To, Forced: rep.Forced, StartedAt: s.StartedAt, LockMillisSQL: sink.LockMillisSQL},
 	}
 	return e.pushAtMarker(ctx, work.Item{Kind: work.Switch, Rule: r, Dest: work.Dest{Target: r.Target}, Ops: ops})
 }
