@@ -34,7 +34,8 @@ var prunes = []struct{ table, what, sql string }{
 
 // Prune deletes, in batches of pruneBatch rows each in its own short
 // transaction, what the retention settings say is old on the target, and
-// the rows of rules that no longer exist: their results, their Batch API
+// the rows of rules that no longer exist (a running switch's side rule, in
+// pgimageai.switches, exists): their results, their Batch API
 // answers, their error counts, and — resolved, not deleted — their open
 // errors (counted as errors_resolved). rules is every rule name of pgimageai.rules (every
 // group); nil skips that part (the rule list could not be read, or the
@@ -63,14 +64,14 @@ func Prune(ctx context.Context, conn *pgx.Conn, rules []string) (Pruned, error) 
 	}
 	gone := []struct{ table, sql string }{ // table is the label of the count
 		{"results", `DELETE FROM pgimageai.results WHERE ctid = ANY(ARRAY(
-  SELECT ctid FROM pgimageai.results WHERE NOT rule = ANY($2) LIMIT $1))`},
+  SELECT ctid FROM pgimageai.results WHERE NOT rule = ANY($2) AND rule NOT IN (SELECT side_rule FROM pgimageai.switches) LIMIT $1))`},
 		{"batch_answers", `DELETE FROM pgimageai.batch_answers WHERE ctid = ANY(ARRAY(
-  SELECT ctid FROM pgimageai.batch_answers WHERE NOT rule = ANY($2) LIMIT $1))`},
+  SELECT ctid FROM pgimageai.batch_answers WHERE NOT rule = ANY($2) AND rule NOT IN (SELECT side_rule FROM pgimageai.switches) LIMIT $1))`},
 		{"errors_resolved", `UPDATE pgimageai.errors SET resolved_at = now() WHERE ctid = ANY(ARRAY(
-  SELECT ctid FROM pgimageai.errors WHERE resolved_at IS NULL AND NOT rule = ANY($2) LIMIT $1))`},
+  SELECT ctid FROM pgimageai.errors WHERE resolved_at IS NULL AND NOT rule = ANY($2) AND rule NOT IN (SELECT side_rule FROM pgimageai.switches) LIMIT $1))`},
 		// After errors_resolved: the counts of those rules are 0 now.
 		{"error_counts", `DELETE FROM pgimageai.error_counts WHERE ctid = ANY(ARRAY(
-  SELECT ctid FROM pgimageai.error_counts WHERE open = 0 AND NOT rule = ANY($2) LIMIT $1))`},
+  SELECT ctid FROM pgimageai.error_counts WHERE open = 0 AND NOT rule = ANY($2) AND rule NOT IN (SELECT side_rule FROM pgimageai.switches) LIMIT $1))`},
 	}
 	for _, g := range gone {
 		if err := run(g.table, g.sql, rules); err != nil {

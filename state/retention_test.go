@@ -36,6 +36,11 @@ func TestPrune(t *testing.T) {
   UNION ALL SELECT 'kept', '{"id":1}', '\x00'::bytea`)
 	exec(`INSERT INTO pgimageai.batch_answers (rule, source_key, input_key, answer) VALUES
   ('gone', '{"id":1}', '\x00', 'a'), ('kept', '{"id":1}', '\x00', 'b')`)
+	// A running switch's side rule is in no rule row, and is kept.
+	exec(`INSERT INTO pgimageai.switches (rule, from_version, to_version, side_rule, target_table, live_column, shadow_column)
+  VALUES ('kept', 'a', 'b', 'kept@b', 'public.t', 'v', 'v__vb')`)
+	exec(`INSERT INTO pgimageai.results (rule, source_key, input_key) VALUES ('kept@b', '{"id":1}', '\x00')`)
+	exec(`INSERT INTO pgimageai.errors (rule, source_table, source_key, reason, detail) VALUES ('kept@b', 'public.t', '{"id":5}', 'bad_response', 'side')`)
 
 	pruned, err := state.Prune(ctx, conn, []string{"kept"})
 	if err != nil {
@@ -64,7 +69,9 @@ func TestPrune(t *testing.T) {
 		{"SELECT count(*) FROM pgimageai.errors WHERE rule = 'gone' AND resolved_at IS NOT NULL", 1},
 		{"SELECT count(*) FROM pgimageai.usage", 1},
 		{"SELECT count(*) FROM pgimageai.own_xacts WHERE xid = 2", 1},
-		{"SELECT count(*) FROM pgimageai.results", 1},
+		{"SELECT count(*) FROM pgimageai.results", 2},
+		{"SELECT count(*) FROM pgimageai.results WHERE rule = 'kept@b'", 1},
+		{"SELECT count(*) FROM pgimageai.errors WHERE rule = 'kept@b' AND resolved_at IS NULL", 1},
 		{"SELECT count(*) FROM pgimageai.batch_answers WHERE rule = 'kept'", 1},
 		{"SELECT count(*) FROM pgimageai.error_counts WHERE rule = 'gone'", 0},
 		{"SELECT open FROM pgimageai.error_counts WHERE rule = 'kept'", 1},
