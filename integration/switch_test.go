@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -313,10 +312,16 @@ func TestSwitchCancelled(t *testing.T) {
 	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(8)" {
 		t.Errorf("live column is %q, want vector(8)", typ)
 	}
-	// Again, to completion.
-	x.b.delay.Store(0)
+	// Again, slowly, and changed to a third model before it ends: the
+	// second switch is cancelled for the third, which completes.
 	x.toB(t)
+	waitFor(t, 30*time.Second, "model b called again", func() bool { return x.b.calls.Load() > calls+3 })
+	c := newFakeModel(t, "model-c", 3, 16)
+	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-c' WHERE name = 'emb'", c.url)
 	x.waitOutcome(t, "switched", 120*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'vec' AND outcome = 'cancelled'"); n != 2 {
+		t.Errorf("%d cancelled switches, want 2", n)
+	}
 	sm.finish()
 	if m := sm.mixed.Load(); m != 0 {
 		t.Errorf("%d of %d samples saw both versions", m, sm.samples.Load())
@@ -324,49 +329,81 @@ func TestSwitchCancelled(t *testing.T) {
 	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(16)" {
 		t.Errorf("live column is %q after the second switch, want vector(16)", typ)
 	}
-	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16"); n != 100 {
-		t.Errorf("%d rows of model b, want 100", n)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16 AND (v::real[])[1] = 3"); n != 100 {
+		t.Errorf("%d rows of model c, want 100", n)
 	}
 }
 
 // TestSwitchHeldForcedAborted: rows the new model fails hold the switch
-// (state held, their errors rows); an operator's force switches with them
-// NULL. An abort drops the side work and keeps the live column's version.
+// (state held, their errors rows); a retry of the side rule's rows, once
+// the model answers them, lets it switch. Failed rows again hold the next
+// switch, and an operator's force switches with them NULL. An abort drops
+// the side work and keeps the live column's version.
 func TestSwitchHeldForcedAborted(t *testing.T) {
 	x := newSwitchSetup(t, 40)
-	for _, id := range []int{3, 7} {
-		x.b.fail[sha256.Sum256(pngImage(t, id))] = true
+	failing := func(f *fakeModel, fail bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, id := range []int{3, 7} {
+			f.fail[sha256.Sum256(pngImage(t, id))] = fail
+		}
 	}
+	failing(x.b, true)
 	x.start(t)
 	s := x.s
 	waitFor(t, 60*time.Second, "40 vectors of model a", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 40
 	})
 	x.toB(t)
-	waitFor(t, 60*time.Second, "the switch held", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held' AND detail LIKE '2 rows failed%'") == 1
-	})
+	held := func(what string) {
+		t.Helper()
+		waitFor(t, 60*time.Second, what, func() bool {
+			return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held' AND detail LIKE '2 rows failed%'") == 1
+		})
+	}
+	held("the switch to model b held")
 	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(8)" {
 		t.Fatalf("live column is %q while held, want vector(8)", typ)
 	}
-	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule LIKE 'vec@%' AND resolved_at IS NULL AND reason = 'bad_response'"); n != 2 {
+	var side string
+	if err := s.conn.QueryRow(context.Background(), "SELECT side_rule FROM pgimageai.switches WHERE rule = 'vec'").Scan(&side); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = $1 AND resolved_at IS NULL AND reason = 'bad_response'", side); n != 2 {
 		t.Errorf("%d open bad_response rows of the side rule, want 2", n)
 	}
+	// The model is fixed; a retry of the side rule's rows resumes the switch.
+	failing(x.b, false)
+	s.exec(t, "INSERT INTO pgimageai.retry_requests (rule) VALUES ($1)", side)
+	x.waitOutcome(t, "switched", 60*time.Second)
+	s.sync(t, 30*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16"); n != 40 {
+		t.Errorf("%d rows of model b after the retry and the switch, want 40", n)
+	}
+
+	// Model c fails two rows too: forced, they are left NULL.
+	c := newFakeModel(t, "model-c", 3, 4)
+	failing(c, true)
+	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-c' WHERE name = 'emb'", c.url)
+	held("the switch to model c held")
 	s.exec(t, "UPDATE pgimageai.switches SET request = 'force' WHERE rule = 'vec'")
 	x.waitOutcome(t, "forced", 60*time.Second)
 	s.sync(t, 30*time.Second)
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NULL"); n != 2 {
 		t.Errorf("%d NULL rows after the forced switch, want 2", n)
 	}
+	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(4)" {
+		t.Errorf("live column is %q after the forced switch, want vector(4)", typ)
+	}
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'vec' AND resolved_at IS NULL AND reason = 'bad_response'"); n != 2 {
 		t.Errorf("%d open errors rows of rule vec after the forced switch, want its 2 failed rows", n)
 	}
 
-	// An abort: to model c, then aborted.
-	c := newFakeModel(t, "model-c", 3, 4)
-	c.delay.Store(int64(200 * time.Millisecond))
-	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-c' WHERE name = 'emb'", c.url)
-	waitFor(t, 30*time.Second, "model c called", func() bool { return c.calls.Load() > 1 })
+	// An abort: to model d, then aborted.
+	d := newFakeModel(t, "model-d", 4, 6)
+	d.delay.Store(int64(200 * time.Millisecond))
+	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-d' WHERE name = 'emb'", d.url)
+	waitFor(t, 30*time.Second, "model d called", func() bool { return d.calls.Load() > 1 })
 	s.exec(t, "UPDATE pgimageai.switches SET request = 'abort' WHERE rule = 'vec'")
 	x.waitOutcome(t, "aborted", 60*time.Second)
 	waitFor(t, 30*time.Second, "the shadow column dropped", func() bool {
@@ -375,14 +412,13 @@ func TestSwitchHeldForcedAborted(t *testing.T) {
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'aborted'"); n != 1 {
 		t.Errorf("the aborted switch is not kept as aborted (%d rows)", n)
 	}
-	// The rule goes on with the live version (model b) for new rows.
-	bCalls := x.b.calls.Load()
+	// The rule goes on with the live version (model c) for new rows.
+	cCalls := c.calls.Load()
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (500, $1)", pngImage(t, 500))
 	waitFor(t, 30*time.Second, "the new row embedded by the live version", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE id = 500 AND vector_dims(v) = 16") == 1
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE id = 500 AND vector_dims(v) = 4") == 1
 	})
-	if x.b.calls.Load() != bCalls+1 {
-		t.Errorf("model b calls %d → %d, want one more", bCalls, x.b.calls.Load())
+	if c.calls.Load() != cCalls+1 {
+		t.Errorf("model c calls %d → %d, want one more", cCalls, c.calls.Load())
 	}
-	_ = fmt.Sprint()
 }

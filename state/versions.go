@@ -204,8 +204,8 @@ func (o SwitchEnded) Queue(b *pgx.Batch) {
 		lock = o.LockMillisSQL
 	}
 	b.Queue(`DELETE FROM pgimageai.switches WHERE rule = $1 AND to_version = $2`, o.Rule, o.To)
-	b.Queue(`INSERT INTO pgimageai.switch_history (rule, from_version, to_version, outcome, rows_switched, lock_ms, started_at)
-SELECT $1, $2, $3, $4, (SELECT count(*) FROM pgimageai.results WHERE rule = $1), `+lock+`, $5`, o.Rule, o.From, o.To, outcome, o.StartedAt)
+	b.Queue(`INSERT INTO pgimageai.switch_history (rule, from_version, to_version, outcome, rows_switched, lock_ms, started_at, ended_at)
+SELECT $1, $2, $3, $4, (SELECT count(*) FROM pgimageai.results WHERE rule = $1), `+lock+`, $5, clock_timestamp()`, o.Rule, o.From, o.To, outcome, o.StartedAt)
 }
 
 // SideGone is the bookkeeping of a switch given up (in the transaction

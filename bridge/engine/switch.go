@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
@@ -217,7 +216,12 @@ func (e *Engine) switchNow(ctx context.Context, rep switchover.Report) error {
 	}
 	r := e.rules.set.Named(rep.Rule)
 	if r == nil || r.Version != rep.To || r.Switching != nil {
-		return fmt.Errorf("switching rule %s to version %s: the rule did not compile as switched", rep.Rule, rep.To)
+		// Its side rule did not compile this time (see the invalid_rule
+		// row): the live rule runs on, and the watcher of the side rule,
+		// once it compiles again, reports again.
+		e.rules.live.SwitchNow(rep.Rule, "")
+		e.log.Warn("the rule could not be switched now; the live column keeps its version", "rule", rep.Rule, "to", rep.To)
+		return nil
 	}
 	e.log.Info("switching the rule's live column to its new version", "rule", rep.Rule, "from", s.From, "to", s.To,
 		"target", r.Target.Name(), "column", s.Live, "forced", rep.Forced, "indexes", len(rep.Indexes))

@@ -211,7 +211,13 @@ func (l *Live) Forget(ctx context.Context, lane string) ([]string, error) {
 // SwitchNow makes the next Reload compile rule as switched to version to:
 // the engine reached the rule's switch marker and pushes the switch to its
 // lane, after which the rule writes its new version into the live column.
+//
+// to "" takes it back: the rule did not compile as switched.
 func (l *Live) SwitchNow(rule, to string) {
+	if to == "" {
+		delete(l.comp.switching, rule)
+		return
+	}
 	if l.comp.switching == nil {
 		l.comp.switching = map[string]string{}
 	}
