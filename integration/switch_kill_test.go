@@ -5,13 +5,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestSwitchKilled: a `pgimageai run` killed with SIGKILL while the new
-// version is computed on the side, and again while the switch transaction
-// waits for its lock (a reader holds the table), leaves the live column
-// whole; the next run resumes the side work without paying again for the
-// rows stored, and switches once.
+// version is computed on the side, while the shadow column's index is
+// built, and inside the switch transaction (a held row makes it wait),
+// leaves the live column whole each time; the next run
+// resumes the side work without paying again for the rows stored, builds
+// the index again, and switches once.
 func TestSwitchKilled(t *testing.T) {
 	x := newSwitchSetup(t, 150)
 	s := x.s
@@ -35,20 +38,45 @@ func TestSwitchKilled(t *testing.T) {
 		t.Fatalf("live column %q after a kill while computing, want vector(8)", typ)
 	}
 
-	// Phase 2: a reader holds the table, so the switch transaction waits
-	// for its lock (lock_timeout) and tries again; killed meanwhile.
+	// Phase 2: killed while the shadow column's index is built: an open
+	// snapshot makes CREATE INDEX CONCURRENTLY wait; the bridge is killed
+	// and the build's backend terminated, which leaves an invalid index.
+	snap := s.db.Connect(t)
+	stx, err := snap.BeginTx(context.Background(), pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stx.Exec(context.Background(), "SELECT count(*) FROM public.photos"); err != nil {
+		t.Fatal(err)
+	}
+	x.b.delay.Store(0)
+	p = s.runProcess(t)
+	waitFor(t, 90*time.Second, "the index build waiting", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%' AND wait_event_type IS NOT NULL`) > 0 &&
+			queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE state = 'indexing'") == 1
+	})
+	p.signal(t, syscall.SIGKILL)
+	s.exec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%' AND pid <> pg_backend_pid()")
+	if err := stx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "an invalid index left", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pg_index WHERE indrelid = 'public.vecs'::regclass AND NOT indisvalid") == 1
+	})
+
+	// Phase 3: killed inside the switch transaction: a row of the rule's
+	// stored results is held, so the transaction waits at its bookkeeping.
 	holder := s.db.Connect(t)
 	tx, err := holder.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(context.Background(), "LOCK TABLE public.vecs IN ACCESS SHARE MODE"); err != nil {
+	if _, err := tx.Exec(context.Background(), "SELECT FROM pgimageai.results WHERE rule = 'vec' LIMIT 1 FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	x.b.delay.Store(0)
 	p = s.runProcess(t)
-	waitFor(t, 90*time.Second, "the switch waiting for its lock", func() bool {
-		return queryInt(t, s.conn, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE%DROP COLUMN%'`) > 0
+	waitFor(t, 90*time.Second, "the switch transaction waiting", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM pgimageai.results WHERE rule = $1'`) > 0
 	})
 	p.signal(t, syscall.SIGKILL)
 	if err := tx.Rollback(context.Background()); err != nil {
@@ -60,8 +88,11 @@ func TestSwitchKilled(t *testing.T) {
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history"); n != 0 {
 		t.Fatalf("%d switch history rows before the switch committed", n)
 	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_index WHERE indrelid = 'public.vecs'::regclass AND NOT indisvalid"); n != 0 {
+		t.Errorf("%d invalid indexes left after the index was built again", n)
+	}
 
-	// The third run switches.
+	// The fourth run switches.
 	s.runProcess(t)
 	x.waitOutcome(t, "switched", 90*time.Second)
 	s.sync(t, 30*time.Second)
@@ -75,13 +106,23 @@ func TestSwitchKilled(t *testing.T) {
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16 AND (v::real[])[1] = 2"); n != 150 {
 		t.Errorf("%d rows hold model b's vector, want 150", n)
 	}
+	var def string
+	if err := s.conn.QueryRow(context.Background(), "SELECT pg_get_indexdef('public.vecs_v_hnsw'::regclass)").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if want := "CREATE INDEX vecs_v_hnsw ON public.vecs USING hnsw (v vector_cosine_ops) WITH (m='8', ef_construction='32')"; def != want {
+		t.Errorf("index after the switch:\n%s\nwant\n%s", def, want)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_index WHERE indrelid = 'public.vecs'::regclass"); n != 2 {
+		t.Errorf("public.vecs has %d indexes after the switch, want 2 (its key and the HNSW index)", n)
+	}
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'vec'"); n != 1 {
 		t.Errorf("%d switch history rows, want 1", n)
 	}
 	// Never paid twice for a stored row: what the first run stored was not
-	// asked again; calls in flight at a kill (at most max_concurrency) and
-	// one probe per start that found no shadow column are the only extra.
-	if n, max := x.b.calls.Load(), int64(150+4+1); n > max {
+	// asked again; calls in flight at each kill while computing (at most max_concurrency)
+	// and one probe for the shadow column's type are the only extra.
+	if n, max := x.b.calls.Load(), int64(150+4+4+1); n > max {
 		t.Errorf("model b was called %d times (%d at the first kill, %d stored then), want at most %d", n, callsAtKill, stored, max)
 	}
 }
