@@ -18,6 +18,8 @@
 //	          commit; backfill pages and retry requests applied in the stream
 //	calls     starts the calls of items, asking cost first; per-model workers
 //	backfill  reads existing rows in keyset pages; the Batch API
+//	switchover watches a rule's version switch: side work done, failed
+//	          rows, obstacles, the shadow column's indexes built
 //	apply     lanes: items → sink ops, one target transaction per chunk,
 //	          in source order per target table; the checkpointer
 //	cost      the byte budget, daily caps, the result cache, stored inputs

@@ -348,3 +348,18 @@ ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s WHERE %s`,
 	t.move = fmt.Sprintf("UPDATE %s SET %s WHERE %s", table, strings.Join(set, ", "), strings.Join(whereOld, " AND "))
 	t.delStale = fmt.Sprintf("DELETE FROM %s WHERE %s AND EXISTS (SELECT FROM %s WHERE %s)", table, strings.Join(where, " AND "), table, strings.Join(whereOld, " AND "))
 }
+
+// Renamed returns a copy of t that writes column instead: the target of a
+// rule whose shadow column becomes its live column (a version switch), as
+// it is once the switch transaction renamed it.
+func (t *Target) Renamed(column string) *Target {
+	c := *t
+	c.Column, c.Altered = column, ""
+	c.prepareSQL()
+	return &c
+}
+
+// TableTarget returns a target of table that holds no rule's column: what
+// a lane needs to write a statement on a table no rule writes any more
+// (the drop of a given-up shadow column).
+func TableTarget(table *catalog.Table) *Target { return &Target{Table: table} }

@@ -78,3 +78,13 @@ func ForgetBackfills(ctx context.Context, conn *pgx.Conn, rules ...string) error
 	}
 	return nil
 }
+
+// Refingerprint records that rule's done backfill, stored under fingerprint
+// old, is done for fingerprint new (the same computation, fingerprinted
+// anew): a later change of the rule then compares with new.
+func Refingerprint(ctx context.Context, conn *pgx.Conn, rule, old, new string) error {
+	if _, err := conn.Exec(ctx, "UPDATE pgimageai.backfills SET fingerprint = $3 WHERE rule = $1 AND fingerprint = $2", rule, old, new); err != nil {
+		return fmt.Errorf("backfill state of %s: %w", rule, err)
+	}
+	return nil
+}

@@ -16,6 +16,9 @@ type RuleRow struct {
 	Prompt                                          *string
 	TargetTable, TargetColumn                       string
 	Enabled                                         bool
+	// Switch is how a change of version applies: "versioned", "in_place",
+	// or "" (the function's default).
+	Switch string
 }
 
 // Models reads every row of pgimageai.models. Options are re-encoded the way
@@ -41,11 +44,11 @@ func Models(ctx context.Context, conn *pgx.Conn) ([]provider.Model, error) {
 // Rules reads the rules of group (only the enabled ones when enabledOnly),
 // in name order.
 func Rules(ctx context.Context, conn *pgx.Conn, group string, enabledOnly bool) ([]RuleRow, error) {
-	rows, _ := conn.Query(ctx, `SELECT name, source_table, image_column, function, model, prompt, target_table, target_column, enabled
+	rows, _ := conn.Query(ctx, `SELECT name, source_table, image_column, function, model, prompt, target_table, target_column, enabled, coalesce(switch, '')
 FROM pgimageai.rules WHERE rule_group = $1 AND (enabled OR NOT $2) ORDER BY name`, group, enabledOnly)
 	rules, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RuleRow, error) {
 		var rr RuleRow
-		err := r.Scan(&rr.Name, &rr.SourceTable, &rr.ImageColumn, &rr.Function, &rr.Model, &rr.Prompt, &rr.TargetTable, &rr.TargetColumn, &rr.Enabled)
+		err := r.Scan(&rr.Name, &rr.SourceTable, &rr.ImageColumn, &rr.Function, &rr.Model, &rr.Prompt, &rr.TargetTable, &rr.TargetColumn, &rr.Enabled, &rr.Switch)
 		return rr, err
 	})
 	if err != nil {

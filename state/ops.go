@@ -159,6 +159,7 @@ type ResultInput struct {
 	Rule     string
 	Key      []byte
 	InputKey []byte
+	Version  string // the rule's version (pgimageai.versions) that computed it
 }
 
 func (o ResultInput) Queue(b *pgx.Batch) {
@@ -166,8 +167,8 @@ func (o ResultInput) Queue(b *pgx.Batch) {
 		b.Queue(`DELETE FROM pgimageai.results WHERE rule = $1 AND source_key = $2`, o.Rule, string(o.Key))
 		return
 	}
-	b.Queue(`INSERT INTO pgimageai.results (rule, source_key, input_key) VALUES ($1, $2, $3)
-ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key`, o.Rule, string(o.Key), o.InputKey)
+	b.Queue(`INSERT INTO pgimageai.results (rule, source_key, input_key, version) VALUES ($1, $2, $3, nullif($4, ''))
+ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key, version = EXCLUDED.version`, o.Rule, string(o.Key), o.InputKey, o.Version)
 }
 
 // ResultInputs is ResultInput for many distinct rows of one rule, in two
@@ -175,6 +176,7 @@ ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key`, o.
 // the others forgotten.
 type ResultInputs struct {
 	Rule      string
+	Version   string   // the rule's version that computed them
 	Keys      []string // source_key JSON
 	InputKeys [][]byte
 }
@@ -193,9 +195,9 @@ func (o ResultInputs) Queue(b *pgx.Batch) {
 		b.Queue(`DELETE FROM pgimageai.results WHERE rule = $1 AND source_key = ANY ($2::jsonb[])`, o.Rule, gone)
 	}
 	if len(setKeys) > 0 {
-		b.Queue(`INSERT INTO pgimageai.results (rule, source_key, input_key)
-SELECT $1, k, i FROM unnest($2::jsonb[], $3::bytea[]) AS v (k, i)
-ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key`, o.Rule, setKeys, inputs)
+		b.Queue(`INSERT INTO pgimageai.results (rule, source_key, input_key, version)
+SELECT $1, k, i, nullif($4, '') FROM unnest($2::jsonb[], $3::bytea[]) AS v (k, i)
+ON CONFLICT (rule, source_key) DO UPDATE SET input_key = EXCLUDED.input_key, version = EXCLUDED.version`, o.Rule, setKeys, inputs, o.Version)
 	}
 }
 

@@ -51,6 +51,9 @@ func (b *batch) add(it *work.Item) {
 		b.ops = append(b.ops, state.Resolve{Rule: it.Rule.Name, Key: it.Row.JSON})
 	case work.Forget:
 		b.ops = append(b.ops, state.ForgetRow{SourceTable: it.Dest.SourceTable, Key: it.Row.JSON, Rules: it.Dest.Rules})
+	case work.Switch, work.DropShadow:
+		b.ops = append(b.ops, it.Ops...)
+		b.count(it.Kind.String())
 	}
 }
 
@@ -105,7 +108,7 @@ func (b *batch) result(it *work.Item) {
 	} else {
 		b.flush()
 		b.ops = append(b.ops, sink.Upsert{Target: it.Dest.Target, Key: it.Row.Key, Value: value},
-			state.ResultInput{Rule: it.Rule.Name, Key: it.Row.JSON, InputKey: inputKey})
+			state.ResultInput{Rule: it.Rule.Name, Key: it.Row.JSON, InputKey: inputKey, Version: it.Rule.Version})
 		if err == nil {
 			b.ops = append(b.ops, state.Resolve{Rule: it.Rule.Name, Key: it.Row.JSON})
 		}
@@ -248,8 +251,8 @@ func (r *resultRun) add(it *work.Item, value any, inputKey []byte, ok bool) {
 	u := groupOf(&r.upserts, func(x *sink.Upserts) bool { return x.Target == it.Dest.Target },
 		func() *sink.Upserts { return &sink.Upserts{Target: it.Dest.Target} })
 	u.Keys, u.Values = append(u.Keys, key), append(u.Values, value)
-	in := groupOf(&r.inputs, func(x *state.ResultInputs) bool { return x.Rule == it.Rule.Name },
-		func() *state.ResultInputs { return &state.ResultInputs{Rule: it.Rule.Name} })
+	in := groupOf(&r.inputs, func(x *state.ResultInputs) bool { return x.Rule == it.Rule.Name && x.Version == it.Rule.Version },
+		func() *state.ResultInputs { return &state.ResultInputs{Rule: it.Rule.Name, Version: it.Rule.Version} })
 	in.Keys, in.InputKeys = append(in.Keys, key), append(in.InputKeys, inputKey)
 	if ok {
 		res := groupOf(&r.resolves, func(x *state.Resolves) bool { return x.Rule == it.Rule.Name },

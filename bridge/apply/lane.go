@@ -170,9 +170,12 @@ func (l *lane) take(now time.Time) (items []work.Item, wait <-chan struct{}, hol
 	n := 0
 	for n < len(l.queue) && n < l.ls.cfg.MaxOps && l.queue[n].Ready() {
 		n++
+		if l.queue[n-1].Kind == work.Switch {
+			break // its transaction ends with it: what follows is not written under its lock
+		}
 	}
 	// The prefix stopped at an item that is not ready (not at maxOps).
-	blocked := n < len(l.queue) && n < l.ls.cfg.MaxOps
+	blocked := n < len(l.queue) && n < l.ls.cfg.MaxOps && !l.queue[n].Ready()
 	if n > 0 && n < lingerRows && blocked && !l.closed && l.ls.cfg.Linger > 0 {
 		if l.lingering.IsZero() {
 			l.lingering = now

@@ -176,7 +176,10 @@ func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
 	}
 	last, stop := b.LastKey, b.StopKey
 	switch {
-	case found && b.Fingerprint == r.Fingerprint && b.State == "done":
+	case found && b.State == "done" && r.Done(b.Fingerprint):
+		if b.Fingerprint != r.Fingerprint { // stored before versions were recorded
+			return state.Refingerprint(ctx, tgt, r.Name, b.Fingerprint, r.Fingerprint)
+		}
 		return nil
 	case found && b.Fingerprint == r.Fingerprint:
 		e.log.Info("backfill resumed", "rule", r.Name, "after", string(last))

@@ -82,9 +82,16 @@ func (e *Engine) apply(ctx context.Context, d rules.Diff) error {
 	}
 	for _, r := range d.Start {
 		e.metrics.Known(r.Name, r.Model)
+		if e.sw.switched[r.Name] {
+			continue // its rows are the side rule's, switched: nothing to backfill
+		}
 		if err := e.startBackfill(ctx, r); err != nil {
 			return err
 		}
+	}
+	e.watch(d.Set)
+	if err := e.drops(ctx, d.Drops); err != nil {
+		return err
 	}
 	// The batches of the backfills given up above (pgimageai.batch_cleanup)
 	// are cancelled and deleted at their providers.

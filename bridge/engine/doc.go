@@ -6,10 +6,13 @@
 // stream. It applies the configuration changes that the WAL shows at their
 // commit (config.go: a reload returns a diff that the engine applies),
 // coordinates backfills and applies their pages where their markers appear
-// (backfills.go), and reprocesses rows on an operator's retry request
-// (retry.go).
+// (backfills.go), reprocesses rows on an operator's retry request
+// (retry.go), and switches a rule's live column to its new version at a
+// marker it placed in the WAL once the side work is ready (switch.go): the
+// switch goes to the lane as one item, written in one transaction.
 //
 // It is driven by one goroutine, the bridge's pipeline. It calls down into
-// bridge/rules, bridge/cost, bridge/backfill, bridge/apply (Push and the
-// row counts) and bridge/work; nothing below calls it.
+// bridge/rules, bridge/cost, bridge/backfill, bridge/switchover,
+// bridge/apply (Push and the row counts) and bridge/work; nothing below
+// calls it.
 package engine

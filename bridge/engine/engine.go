@@ -15,6 +15,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/switchover"
 	"github.com/pgimageai/pgimageai/bridge/track"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/internal/reconn"
@@ -126,6 +127,7 @@ type Engine struct {
 	metrics *metrics.Metrics
 	lanes   *apply.Lanes
 	bf      backfills    // the running backfills, coordinated on the engine's goroutine
+	sw      switches     // the version switches: watchers and markers
 	memo    promptMemo   // last prompt per rule and row, for prompt templates
 	changes atomic.Int64 // row changes read
 	// retryBudgets is set when a UTC day began: the rows refused for a
@@ -138,7 +140,7 @@ type Engine struct {
 func New(ctx context.Context, d Deps) *Engine {
 	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics,
 		pos: stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
-		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx)}
+		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx), sw: newSwitches()}
 	e.bf.cleaner = backfill.NewCleaner(d.Log, d.TargetDSN)
 	if e.pos.routed == nil {
 		e.pos.routed = map[string]state.Position{}
@@ -195,6 +197,11 @@ func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
 			return nil
 		}
 		e.pos.open.event++
+		if ev.Prefix == switchover.Prefix {
+			// Only a marker the engine placed itself does anything; its
+			// ID is a secret nonce (see switchover.NewNonce).
+			return e.switchMarker(ctx, ev)
+		}
 		if ev.Prefix == backfill.Prefix {
 			// Only a marker of a page the bridge read itself does
 			// anything; its ID holds a secret nonce (see page).

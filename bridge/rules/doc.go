@@ -10,6 +10,11 @@
 // prompt templates (template.go) and says where a relation holds its
 // rules' columns, or why it no longer fits them (fit.go).
 //
+// A rule's version (version.go) is what changes its results; a versioned
+// rule whose version changed compiles into two rules — the live rule frozen
+// at its old version and a side rule computing the new one into a shadow
+// column — until the engine switches it (switching.go).
+//
 // It sits below bridge/engine and calls down into functions, provider,
 // catalog, sink (targets), state and replication only.
 package rules

@@ -92,6 +92,11 @@ func (c *config) apply(m *pgtype.Map, cc Change) error {
 		return err
 	}
 	rr.Enabled, _ = enabled.(bool)
+	if ch.Relation.ColumnIndex("switch") >= 0 { // not in a change written before the column was added
+		if rr.Switch, err = r.Text("switch"); err != nil {
+			return err
+		}
+	}
 	group, err := r.Text("rule_group")
 	if err != nil {
 		return err
@@ -203,6 +208,16 @@ func (l *Live) Forget(ctx context.Context, lane string) ([]string, error) {
 	return names, nil
 }
 
+// SwitchNow makes the next Reload compile rule as switched to version to:
+// the engine reached the rule's switch marker and pushes the switch to its
+// lane, after which the rule writes its new version into the live column.
+func (l *Live) SwitchNow(rule, to string) {
+	if l.comp.switching == nil {
+		l.comp.switching = map[string]string{}
+	}
+	l.comp.switching[rule] = to
+}
+
 // Diff is what a Reload changed: the engine swaps in Set, stops the
 // backfills of Stop and starts those of Start, then calls Accept.
 type Diff struct {
@@ -213,7 +228,10 @@ type Diff struct {
 	// models.name, also of models no rule uses: what cleans up the batches
 	// of given-up backfills (backfill.Cleaner).
 	BatchAPIs map[string]provider.BatchAPI
-	next      map[string]*Rule
+	// Drops is side work given up, whose shadow columns the lanes drop
+	// (the engine pushes them once each).
+	Drops []Drop
+	next  map[string]*Rule
 }
 
 // Accept records d as applied: the next Reload compares with its rules.
@@ -230,7 +248,7 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 	if err != nil {
 		return Diff{}, err
 	}
-	valid, invalid, err := l.comp.compileAll(ctx, l.cfg, src, tgt)
+	valid, invalid, drops, err := l.comp.compileAll(ctx, l.cfg, src, tgt)
 	if err != nil {
 		return Diff{}, err
 	}
@@ -280,7 +298,7 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 		l.log.Info("the batches of stopped rules are cancelled at the provider", "rules", gone)
 	}
 
-	d := Diff{Set: NewSet(valid), BatchAPIs: l.batchAPIs()}
+	d := Diff{Set: NewSet(valid), BatchAPIs: l.batchAPIs(), Drops: drops}
 	d.next = d.Set.byName
 	for name, old := range l.valid {
 		r, ok := d.next[name]
@@ -288,7 +306,7 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 			continue
 		}
 		d.Stop = append(d.Stop, name)
-		if !ok {
+		if !ok && !l.comp.switchedSide(name) {
 			// Disabled, deleted or invalid: when it runs again, it
 			// backfills again (what changed meanwhile was not streamed).
 			if err := state.ForgetBackfills(ctx, tgt, name); err != nil {
@@ -312,7 +330,7 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 func (l *Live) batchAPIs() map[string]provider.BatchAPI {
 	out := map[string]provider.BatchAPI{}
 	for name, m := range l.cfg.models {
-		p, err := l.comp.provider(m)
+		p, err := l.comp.provider(name, m)
 		if err != nil {
 			continue
 		}

@@ -50,8 +50,16 @@ type Rule struct {
 	// Template is set when the prompt names columns of the source row.
 	Template *Template
 	// Fingerprint identifies what the rule computes (source, image column,
-	// function, model, prompt, target): a change means a new backfill.
+	// function, version, target): a change means a new backfill.
 	Fingerprint string
+	// Version is the ID of the version the rule computes (VersionOf).
+	Version string
+	// Switching is set on the two rules of a rule whose new version is
+	// computed on the side: the live rule, frozen at the old version, and
+	// the side rule; nil otherwise.
+	Switching *Switching
+
+	legacy string // the fingerprint of before versions (see Done)
 }
 
 // DailyCap caps what a model may spend per UTC day (its max_calls_per_day
@@ -117,7 +125,11 @@ type compiler struct {
 	log       *slog.Logger
 	reg       *provider.Registry
 	env       provider.Env
-	providers map[string]cachedProvider // by model name
+	providers map[string]cachedProvider // by model name, or frozen version
+	used      map[string]bool           // the frozen versions' providers this compilation used
+	// switching names the rules whose switch the engine has reached (see
+	// Live.SwitchNow), and the version they switch to.
+	switching map[string]string
 }
 
 type cachedProvider struct {
@@ -126,26 +138,40 @@ type cachedProvider struct {
 	err error
 }
 
-// provider returns the provider of model m, building it when m changed.
-func (c *compiler) provider(m provider.Model) (provider.Provider, error) {
+// provider returns the provider of model m, kept under key (the model
+// row's name, or a frozen version's), building it when m changed.
+func (c *compiler) provider(key string, m provider.Model) (provider.Provider, error) {
 	row, _ := json.Marshal(m)
-	if cp, ok := c.providers[m.Name]; ok && cp.row == string(row) {
+	if cp, ok := c.providers[key]; ok && cp.row == string(row) {
 		return cp.p, cp.err
 	}
 	p, err := c.reg.New(m, c.env)
-	c.providers[m.Name] = cachedProvider{row: string(row), p: p, err: err}
+	c.providers[key] = cachedProvider{row: string(row), p: p, err: err}
 	return p, err
+}
+
+// binding is what one compiled rule runs: its row (whose name and target
+// column may be a side rule's), the model row it calls, and the version
+// that computes.
+type binding struct {
+	rr state.RuleRow
+	m  provider.Model
+	v  Version
+	// providerKey keeps the provider of a frozen old version apart from the
+	// model row's current one (see frozen); "" is the model row's name.
+	providerKey string
 }
 
 // compile validates one enabled rule: its model's provider and options, the
 // function's arguments and capabilities, the source table and image column,
 // and the target table, which it creates or validates.
-func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, src, tgt *pgx.Conn) (*Rule, error) {
-	m, ok := cfg.models[rr.Model]
-	if !ok {
-		return nil, fmt.Errorf("model %q does not exist", rr.Model)
+func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (*Rule, error) {
+	rr, m := b.rr, b.m
+	key := b.providerKey
+	if key == "" {
+		key = m.Name
 	}
-	p, err := c.provider(m)
+	p, err := c.provider(key, m)
 	if err != nil {
 		return nil, err
 	}
@@ -174,14 +200,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 			return nil, err
 		}
 	}
-	typ := sink.TextResult
-	switch {
-	case fn.Name() == functions.Embed:
-		typ = sink.VectorResult
-	case structured(m.Options):
-		typ = sink.JSONResult
-	}
-	target, err := sink.Ensure(ctx, tgt, rr.TargetTable, source, rr.TargetColumn, typ, SameDatabase(src, tgt))
+	target, err := sink.Ensure(ctx, tgt, rr.TargetTable, source, rr.TargetColumn, resultType(fn, m), SameDatabase(src, tgt))
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +214,7 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 	row, _ := json.Marshal(m)
 	sum := sha256.Sum256(row)
 	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target, Template: tpl,
-		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Cap: CapOf(opts)}
+		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Cap: CapOf(opts), Version: b.v.ID}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}
@@ -203,13 +222,35 @@ func (c *compiler) compile(ctx context.Context, cfg *config, rr state.RuleRow, s
 		c, _ := source.Column(k)
 		r.KeyColumns = append(r.KeyColumns, sink.KeyColumn{Name: c.Name, TypeOID: c.TypeOID})
 	}
-	fp := sha256.New()
-	for _, s := range []string{fmt.Sprint(source.OID), rr.ImageColumn, rr.Function, m.Name, r.Prompt, target.Name(), rr.TargetColumn} {
-		fmt.Fprintf(fp, "%d:%s;", len(s), s)
-	}
-	r.Fingerprint = hex.EncodeToString(fp.Sum(nil)[:12])
+	r.Fingerprint = fingerprint(source.OID, rr.ImageColumn, rr.Function, b.v.ID, target.Name(), rr.TargetColumn)
+	r.legacy = fingerprint(source.OID, rr.ImageColumn, rr.Function, m.Name, r.Prompt, target.Name(), rr.TargetColumn)
 	return r, nil
 }
+
+// resultType is what function fn of model m writes.
+func resultType(fn *functions.Function, m provider.Model) sink.ResultType {
+	switch {
+	case fn.Name() == functions.Embed:
+		return sink.VectorResult
+	case structured(m.Options):
+		return sink.JSONResult
+	}
+	return sink.TextResult
+}
+
+// fingerprint digests what a rule computes and where it writes.
+func fingerprint(source uint32, parts ...string) string {
+	fp := sha256.New()
+	for _, s := range append([]string{fmt.Sprint(source)}, parts...) {
+		fmt.Fprintf(fp, "%d:%s;", len(s), s)
+	}
+	return hex.EncodeToString(fp.Sum(nil)[:12])
+}
+
+// Done reports whether a backfill stored as done with fingerprint fp is
+// done for r: its fingerprint, or — stored before versions were recorded —
+// the fingerprint of before, of the same model row name and prompt.
+func (r *Rule) Done(fp string) bool { return fp == r.Fingerprint || fp == r.legacy && r.legacy != "" }
 
 // bind binds function (its SQL name) with prompt to model m served by p.
 func bind(p provider.Provider, m provider.Model, function string, prompt *string) (*functions.Function, provider.Options, error) {
@@ -240,20 +281,19 @@ func SameDatabase(a, b *pgx.Conn) bool {
 	return ca.Host == cb.Host && ca.Port == cb.Port && ca.Database == cb.Database
 }
 
-// compileAll compiles every enabled rule, in name order. Rules whose target
-// tables clash (one target table fed by two source tables) are invalid. An
-// error is returned only for transient failures (pgerr.Transient, or a closed
-// connection), which are not the rules' fault.
+// compileAll compiles every enabled rule, in name order: one Rule each, or
+// two while a rule's new version is computed on the side (see versioned).
+// Rules whose target tables clash (one target table fed by two source
+// tables) are invalid. An error is returned only for transient failures
+// (pgerr.Transient, or a closed connection), which are not the rules'
+// fault. It also returns the side work given up (Drops), whose shadow
+// columns the lanes drop in order.
 //
 // Lookups go to src; targets are ensured on tgt.
-func (c *compiler) compileAll(ctx context.Context, cfg *config, src, tgt *pgx.Conn) ([]*Rule, []InvalidRule, error) {
-	// The providers of models deleted since are let go (their idle
-	// connections close with their transport's idle timeout): a
-	// deployment that creates and deletes models does not keep them all.
-	for name := range c.providers {
-		if _, ok := cfg.models[name]; !ok {
-			delete(c.providers, name)
-		}
+func (c *compiler) compileAll(ctx context.Context, cfg *config, src, tgt *pgx.Conn) ([]*Rule, []InvalidRule, []Drop, error) {
+	vs, err := state.LoadVersions(ctx, tgt)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	names := make([]string, 0, len(cfg.rules))
 	for n, rr := range cfg.rules {
@@ -264,27 +304,61 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config, src, tgt *pgx.Co
 	sort.Strings(names)
 	var valid []*Rule
 	var invalid []InvalidRule
+	var drops []Drop
 	sourceOf := map[string]uint32{} // target table → source table OID
+	compiled := map[string]bool{}
+	fail := func(name, source string, err error) error {
+		if src.IsClosed() || tgt.IsClosed() || pgerr.Transient(err) {
+			return fmt.Errorf("rule %s: %w", name, err)
+		}
+		invalid = append(invalid, InvalidRule{Name: name, SourceTable: source, Err: err})
+		return nil
+	}
 	for _, n := range names {
 		rr := cfg.rules[n]
-		r, err := c.compile(ctx, cfg, rr, src, tgt)
-		if err == nil {
-			if oid, ok := sourceOf[r.Target.Name()]; ok && oid != r.Source.OID {
-				err = fmt.Errorf("target table %s is already fed by another source table; a target row is keyed by one source table's primary key", r.Target.Name())
-			} else {
-				sourceOf[r.Target.Name()] = r.Source.OID
+		v := c.versioned(ctx, cfg, rr, vs, src, tgt)
+		drops = append(drops, v.drops...)
+		if v.err == nil {
+			for _, r := range v.rules {
+				if oid, ok := sourceOf[r.Target.Name()]; ok && oid != r.Source.OID {
+					v.err = fmt.Errorf("target table %s is already fed by another source table; a target row is keyed by one source table's primary key", r.Target.Name())
+				} else {
+					sourceOf[r.Target.Name()] = r.Source.OID
+				}
 			}
 		}
-		if err != nil {
-			if src.IsClosed() || tgt.IsClosed() || pgerr.Transient(err) {
-				return nil, nil, fmt.Errorf("rule %s: %w", rr.Name, err)
+		if v.err != nil {
+			if err := fail(rr.Name, rr.SourceTable, v.err); err != nil {
+				return nil, nil, nil, err
 			}
-			invalid = append(invalid, InvalidRule{Name: rr.Name, SourceTable: rr.SourceTable, Err: err})
 			continue
 		}
-		valid = append(valid, r)
+		compiled[rr.Name] = true
+		valid = append(valid, v.rules...)
+		if v.sideErr != nil {
+			if err := fail(sideName(rr.Name, v.to), rr.SourceTable, v.sideErr); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 	}
-	return valid, invalid, nil
+	// The switches of rules that no longer run (deleted, disabled,
+	// invalid) are given up: their side work is dropped.
+	for name, sw := range vs.Switches {
+		if !compiled[name] && sw.State != "aborted" {
+			drops = append(drops, dropOf(sw, false))
+		}
+	}
+	// The providers of models deleted since (and of frozen versions no
+	// longer run) are let go (their idle connections close with their
+	// transport's idle timeout): a deployment that creates and deletes
+	// models does not keep them all.
+	for key := range c.providers {
+		if _, ok := cfg.models[key]; !ok && !c.used[key] {
+			delete(c.providers, key)
+		}
+	}
+	c.used = nil
+	return valid, invalid, drops, nil
 }
 
 // structured reports whether model options ask for structured output

@@ -3,6 +3,7 @@ package rules
 import (
 	"github.com/pgimageai/pgimageai/provider/pace"
 	"github.com/pgimageai/pgimageai/replication"
+	"sort"
 )
 
 // Set is the valid rules as of one WAL position: built whole by Live at the
@@ -74,3 +75,16 @@ func (s *Set) Relation(r *replication.Relation) (rel *Relation, ok bool) {
 
 // Remember caches rel as r's positions (see Relation).
 func (s *Set) Remember(r *replication.Relation, rel *Relation) { s.rels[r] = rel }
+
+// Sides returns the side rules of the rules whose new version is computed
+// on the side, in name order.
+func (s *Set) Sides() []*Rule {
+	var out []*Rule
+	for _, r := range s.byName {
+		if r.Switching != nil && r.Switching.Side {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

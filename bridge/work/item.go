@@ -12,13 +12,15 @@ import (
 type Kind uint8
 
 const (
-	Result   Kind = iota + 1 // write a function result (or NULL) for a row
-	Move                     // re-key a target row
-	Delete                   // delete a target row
-	Truncate                 // empty a target table
-	Backfill                 // record a backfill page's progress
-	Resolve                  // resolve a row's open errors (its source row is gone)
-	Forget                   // write-back: forget a deleted row's stored inputs and open errors (or the table's: a truncate)
+	Result     Kind = iota + 1 // write a function result (or NULL) for a row
+	Move                       // re-key a target row
+	Delete                     // delete a target row
+	Truncate                   // empty a target table
+	Backfill                   // record a backfill page's progress
+	Resolve                    // resolve a row's open errors (its source row is gone)
+	Forget                     // write-back: forget a deleted row's stored inputs and open errors (or the table's: a truncate)
+	Switch                     // switch a rule's live column to its new version (Ops), in a transaction of its own
+	DropShadow                 // drop given-up side work: a shadow column and its rows (Ops)
 )
 
 func (k Kind) String() string {
@@ -37,6 +39,10 @@ func (k Kind) String() string {
 		return "resolve"
 	case Forget:
 		return "forget"
+	case Switch:
+		return "switch"
+	case DropShadow:
+		return "drop_shadow"
 	}
 	return "invalid"
 }
@@ -67,6 +73,7 @@ type Item struct {
 	Call     *Call                  // Result with a provider call; nil = a NULL image
 	Waits    []*Call                // Move: the calls it must not be written before
 	Progress state.BackfillProgress // Backfill
+	Ops      []sink.Op              // Switch, DropShadow: the statements, with their bookkeeping
 
 	Pos  state.Position // where in the stream; a lane's checkpoint after writing it
 	Txn  *track.Txn     // its source transaction, for confirming the slot

@@ -1,0 +1,388 @@
+package integration_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/provider/vllm"
+)
+
+// versionVector is the vector of model `marker` for img: dim values, the
+// first the model's marker (so that a reader can tell versions apart), the
+// others from the image's SHA-256.
+func versionVector(marker float32, dim int, img []byte) []float32 {
+	sum := sha256.Sum256(img)
+	v := make([]float32, dim)
+	v[0] = marker
+	for i := 1; i < dim; i++ {
+		v[i] = float32(binary.BigEndian.Uint16(sum[(2*i)%30:])) / 65536
+	}
+	return v
+}
+
+// switchSetup is a source of n photos embedded by model "emb" (a fake vLLM
+// answering 8-dimension vectors with marker 1) into public.vecs.v, a
+// pgvector vector(8) column with an HNSW index.
+type switchSetup struct {
+	s      *source
+	aCalls *atomic.Int64
+	b      *fakeModel
+}
+
+// fakeModel is a second model's fake vLLM server: dim-dimension vectors
+// with marker 2, answered after delay; an image whose id is in fail gets
+// an empty vector (a bad_response).
+type fakeModel struct {
+	url   string
+	calls *atomic.Int64
+	delay atomic.Int64 // nanoseconds
+	mu    sync.Mutex
+	fail  map[[32]byte]bool
+}
+
+func newFakeModel(t testing.TB, model string, marker float32, dim int) *fakeModel {
+	f := &fakeModel{fail: map[[32]byte]bool{}}
+	srv, calls := newFakeEmbedder(t, model, func(img []byte) []float32 {
+		time.Sleep(time.Duration(f.delay.Load()))
+		f.mu.Lock()
+		bad := f.fail[sha256.Sum256(img)]
+		f.mu.Unlock()
+		if bad {
+			return []float32{}
+		}
+		return versionVector(marker, dim, img)
+	})
+	f.url, f.calls = srv.URL+"/v1", calls
+	return f
+}
+
+func newSwitchSetup(t testing.TB, n int) *switchSetup {
+	t.Helper()
+	a := newFakeModel(t, "model-a", 1, 8)
+	b := newFakeModel(t, "model-b", 2, 16)
+	s := newSource(t)
+	s.exec(t, "CREATE EXTENSION IF NOT EXISTS vector")
+	s.exec(t, "CREATE TABLE public.vecs (id int PRIMARY KEY, v vector(8))")
+	s.exec(t, "CREATE INDEX vecs_v_hnsw ON public.vecs USING hnsw (v vector_cosine_ops) WITH (m = 8, ef_construction = 32)")
+	ctx := context.Background()
+	batch := &pgx.Batch{}
+	for id := 1; id <= n; id++ {
+		batch.Queue("INSERT INTO public.photos (id, img) VALUES ($1, $2)", id, pngImage(t, id))
+	}
+	if err := s.conn.SendBatch(ctx, batch).Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model) VALUES ('emb', 'vllm', $1, 'model-a')`, a.url)
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('vec', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', NULL, 'public.vecs', 'v')`)
+	return &switchSetup{s: s, aCalls: a.calls, b: b}
+}
+
+func (x *switchSetup) start(t testing.TB) (stop func() error) {
+	cfg := x.s.config(t)
+	cfg.Registry.Register("vllm", vllm.Factory)
+	_, stop = x.s.start(t, cfg)
+	return stop
+}
+
+// toB switches model "emb" to model-b: a new version of rule vec.
+func (x *switchSetup) toB(t testing.TB) {
+	x.s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-b' WHERE name = 'emb'", x.b.url)
+}
+
+// waitOutcome waits for the switch history of rule vec to hold outcome.
+func (x *switchSetup) waitOutcome(t *testing.T, outcome string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "switch "+outcome, func() bool {
+		return queryInt(t, x.s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'vec' AND outcome = $1", outcome) > 0
+	})
+}
+
+// vecsColumnType returns public.vecs column's type, or "" when there is none.
+func vecsColumnType(t testing.TB, conn *pgx.Conn, column string) string {
+	var typ string
+	err := conn.QueryRow(context.Background(), `SELECT coalesce((SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid = 'public.vecs'::regclass AND attname = $1 AND NOT attisdropped), '')`, column).Scan(&typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return typ
+}
+
+// sampler reads public.vecs in one statement every few milliseconds until
+// stopped, and counts the samples that saw both models' vectors, or a NULL.
+type sampler struct {
+	samples, mixed, nulls atomic.Int64
+	worst                 atomic.Int64 // longest sample, nanoseconds
+	stop                  chan struct{}
+	done                  chan struct{}
+}
+
+func startSampler(t *testing.T, x *switchSetup) *sampler {
+	conn := x.s.db.Connect(t)
+	sm := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(sm.done)
+		for {
+			select {
+			case <-sm.stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			var a, b, nulls int
+			began := time.Now()
+			err := conn.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE v IS NOT NULL AND vector_dims(v) = 8 AND v::real[] @> ARRAY[1::real]),
+  count(*) FILTER (WHERE v IS NOT NULL AND vector_dims(v) = 16), count(*) FILTER (WHERE v IS NULL) FROM public.vecs`,
+				pgx.QueryExecModeSimpleProtocol).Scan(&a, &b, &nulls)
+			if err != nil {
+				t.Errorf("sample: %v", err)
+				return
+			}
+			if d := time.Since(began).Nanoseconds(); d > sm.worst.Load() {
+				sm.worst.Store(d)
+			}
+			sm.samples.Add(1)
+			if a > 0 && b > 0 {
+				sm.mixed.Add(1)
+			}
+			if nulls > 0 {
+				sm.nulls.Add(1)
+			}
+		}
+	}()
+	return sm
+}
+
+func (sm *sampler) finish() { close(sm.stop); <-sm.done }
+
+// TestSwitchDimensionHNSW: switching an AI_IMAGE_EMBED rule from an
+// 8-dimension model to a 16-dimension one, on a vector(8) column with an
+// HNSW index, while rows are inserted, updated, deleted and re-keyed: a
+// reader sampling the column never sees two versions (nor a NULL); the
+// column ends vector(16) with every row's new vector and the same index;
+// each row's new vector was paid once.
+func TestSwitchDimensionHNSW(t *testing.T) {
+	x := newSwitchSetup(t, 200)
+	x.start(t)
+	s := x.s
+	waitFor(t, 60*time.Second, "200 vectors of model a", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 200
+	})
+	sm := startSampler(t, x)
+	x.b.delay.Store(int64(3 * time.Millisecond))
+	x.toB(t)
+	waitFor(t, 30*time.Second, "the switch to start", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec'") == 1
+	})
+	// Meanwhile: 30 inserts, 20 new images, 10 deletes, 5 re-keys.
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 30; i++ {
+		s.exec(t, "INSERT INTO public.photos (id, img) VALUES ($1, $2)", 1000+i, pngImage(t, 1000+i))
+		if i < 20 {
+			id := 1 + rnd.IntN(100)
+			s.exec(t, "UPDATE public.photos SET img = $2 WHERE id = $1", id, pngImage(t, 5000+i))
+		}
+		if i < 10 {
+			s.exec(t, "DELETE FROM public.photos WHERE id = $1", 101+i)
+		}
+		if i < 5 {
+			s.exec(t, "UPDATE public.photos SET id = $2 WHERE id = $1", 150+i, 2000+i)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	x.waitOutcome(t, "switched", 120*time.Second)
+	s.sync(t, 60*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	sm.finish()
+
+	if n := sm.samples.Load(); n < 20 {
+		t.Errorf("only %d samples", n)
+	}
+	if m := sm.mixed.Load(); m != 0 {
+		t.Errorf("%d of %d samples saw both versions' vectors", m, sm.samples.Load())
+	}
+	if m := sm.nulls.Load(); m != 0 {
+		t.Errorf("%d of %d samples saw a NULL", m, sm.samples.Load())
+	}
+	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(16)" {
+		t.Fatalf("column v is %q after the switch, want vector(16)", typ)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'public.vecs'::regclass AND attnum > 0 AND NOT attisdropped"); n != 2 {
+		t.Errorf("public.vecs has %d columns after the switch, want 2 (the shadow column is gone)", n)
+	}
+	// Every source row has its new vector, for its current image.
+	rows, err := s.conn.Query(context.Background(), `SELECT p.id, p.img, v.v::real[] FROM public.photos p LEFT JOIN public.vecs v USING (id) ORDER BY p.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id, checked int
+	var img []byte
+	var vec []float32
+	_, err = pgx.ForEachRow(rows, []any{&id, &img, &vec}, func() error {
+		want := versionVector(2, 16, img)
+		if len(vec) != 16 || vec[0] != 2 || vec[5] != want[5] {
+			t.Errorf("row %d: vector %v, want model b's of its image", id, vec)
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked != 220 {
+		t.Errorf("%d source rows, want 220", checked)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs v WHERE NOT EXISTS (SELECT FROM public.photos p WHERE p.id = v.id)"); n != 0 {
+		t.Errorf("%d target rows without a source row (deleted or re-keyed)", n)
+	}
+	// The index: same name, method, operator class and options, on the new column.
+	var def string
+	if err := s.conn.QueryRow(context.Background(), "SELECT pg_get_indexdef('public.vecs_v_hnsw'::regclass)").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if want := "CREATE INDEX vecs_v_hnsw ON public.vecs USING hnsw (v vector_cosine_ops) WITH (m='8', ef_construction='32')"; def != want {
+		t.Errorf("index after the switch:\n%s\nwant\n%s", def, want)
+	}
+	// Paid once: the probe, each row's image at the start, the 30 inserted and the 20 new images.
+	if n, max := x.b.calls.Load(), int64(1+200+30+20); n > max || n < 200 {
+		t.Errorf("model b was called %d times, want at most %d", n, max)
+	}
+	var version string
+	if err := s.conn.QueryRow(context.Background(), "SELECT version FROM pgimageai.rule_versions WHERE rule = 'vec'").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.results WHERE rule = 'vec' AND version IS DISTINCT FROM $1", version); n != 0 {
+		t.Errorf("%d stored results of rule vec are not of its live version", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.results WHERE rule LIKE 'vec@%'"); n != 0 {
+		t.Errorf("%d results of the side rule left", n)
+	}
+	var lockMS float64
+	if err := s.conn.QueryRow(context.Background(), "SELECT lock_ms FROM pgimageai.switch_history WHERE rule = 'vec'").Scan(&lockMS); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d samples, longest %s; switch lock %.1f ms; model b calls %d", sm.samples.Load(), time.Duration(sm.worst.Load()), lockMS, x.b.calls.Load())
+	// New rows after the switch get the new version in the live column.
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (9000, $1)", pngImage(t, 9000))
+	waitFor(t, 30*time.Second, "a new row's vector", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE id = 9000 AND vector_dims(v) = 16") == 1
+	})
+}
+
+// TestSwitchCancelled: changing the model back before the switch ends
+// cancels it — the shadow column goes, the live column never changed — and
+// changing it again starts a switch that completes.
+func TestSwitchCancelled(t *testing.T) {
+	x := newSwitchSetup(t, 100)
+	x.start(t)
+	s := x.s
+	waitFor(t, 60*time.Second, "100 vectors of model a", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 100
+	})
+	sm := startSampler(t, x)
+	x.b.delay.Store(int64(100 * time.Millisecond))
+	x.toB(t)
+	waitFor(t, 30*time.Second, "some of model b's calls", func() bool { return x.b.calls.Load() > 5 })
+	var shadow string
+	if err := s.conn.QueryRow(context.Background(), "SELECT shadow_column FROM pgimageai.switches WHERE rule = 'vec'").Scan(&shadow); err != nil {
+		t.Fatal(err)
+	}
+	if typ := vecsColumnType(t, s.conn, shadow); typ != "vector(16)" {
+		t.Fatalf("shadow column %s is %q, want vector(16)", shadow, typ)
+	}
+	s.exec(t, "UPDATE pgimageai.models SET base_url = (SELECT base_url FROM pgimageai.versions v JOIN pgimageai.rule_versions r ON r.version = v.id WHERE r.rule = 'vec'), model = 'model-a' WHERE name = 'emb'")
+	x.waitOutcome(t, "cancelled", 60*time.Second)
+	waitFor(t, 30*time.Second, "the shadow column dropped", func() bool { return vecsColumnType(t, s.conn, shadow) == "" })
+	calls := x.b.calls.Load()
+	time.Sleep(time.Second)
+	if n := x.b.calls.Load(); n > calls+8 {
+		t.Errorf("model b still called after the cancel: %d then %d", calls, n)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches"); n != 0 {
+		t.Errorf("%d switches left after the cancel", n)
+	}
+	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(8)" {
+		t.Errorf("live column is %q, want vector(8)", typ)
+	}
+	// Again, to completion.
+	x.b.delay.Store(0)
+	x.toB(t)
+	x.waitOutcome(t, "switched", 120*time.Second)
+	sm.finish()
+	if m := sm.mixed.Load(); m != 0 {
+		t.Errorf("%d of %d samples saw both versions", m, sm.samples.Load())
+	}
+	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(16)" {
+		t.Errorf("live column is %q after the second switch, want vector(16)", typ)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16"); n != 100 {
+		t.Errorf("%d rows of model b, want 100", n)
+	}
+}
+
+// TestSwitchHeldForcedAborted: rows the new model fails hold the switch
+// (state held, their errors rows); an operator's force switches with them
+// NULL. An abort drops the side work and keeps the live column's version.
+func TestSwitchHeldForcedAborted(t *testing.T) {
+	x := newSwitchSetup(t, 40)
+	for _, id := range []int{3, 7} {
+		x.b.fail[sha256.Sum256(pngImage(t, id))] = true
+	}
+	x.start(t)
+	s := x.s
+	waitFor(t, 60*time.Second, "40 vectors of model a", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 40
+	})
+	x.toB(t)
+	waitFor(t, 60*time.Second, "the switch held", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held' AND detail LIKE '2 rows failed%'") == 1
+	})
+	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(8)" {
+		t.Fatalf("live column is %q while held, want vector(8)", typ)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule LIKE 'vec@%' AND resolved_at IS NULL AND reason = 'bad_response'"); n != 2 {
+		t.Errorf("%d open bad_response rows of the side rule, want 2", n)
+	}
+	s.exec(t, "UPDATE pgimageai.switches SET request = 'force' WHERE rule = 'vec'")
+	x.waitOutcome(t, "forced", 60*time.Second)
+	s.sync(t, 30*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NULL"); n != 2 {
+		t.Errorf("%d NULL rows after the forced switch, want 2", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'vec' AND resolved_at IS NULL AND reason = 'bad_response'"); n != 2 {
+		t.Errorf("%d open errors rows of rule vec after the forced switch, want its 2 failed rows", n)
+	}
+
+	// An abort: to model c, then aborted.
+	c := newFakeModel(t, "model-c", 3, 4)
+	c.delay.Store(int64(200 * time.Millisecond))
+	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-c' WHERE name = 'emb'", c.url)
+	waitFor(t, 30*time.Second, "model c called", func() bool { return c.calls.Load() > 1 })
+	s.exec(t, "UPDATE pgimageai.switches SET request = 'abort' WHERE rule = 'vec'")
+	x.waitOutcome(t, "aborted", 60*time.Second)
+	waitFor(t, 30*time.Second, "the shadow column dropped", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'public.vecs'::regclass AND attnum > 0 AND NOT attisdropped") == 2
+	})
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'aborted'"); n != 1 {
+		t.Errorf("the aborted switch is not kept as aborted (%d rows)", n)
+	}
+	// The rule goes on with the live version (model b) for new rows.
+	bCalls := x.b.calls.Load()
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (500, $1)", pngImage(t, 500))
+	waitFor(t, 30*time.Second, "the new row embedded by the live version", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE id = 500 AND vector_dims(v) = 16") == 1
+	})
+	if x.b.calls.Load() != bCalls+1 {
+		t.Errorf("model b calls %d → %d, want one more", bCalls, x.b.calls.Load())
+	}
+	_ = fmt.Sprint()
+}
