@@ -55,7 +55,7 @@ func TestCLISwitch(t *testing.T) {
 		`^  rows +6 of 10 \(60%\) done, 4 results stored$`,
 		`^  spent +6 calls, 2000000 input and 0 output tokens, cost 1\.00000 \(at the model's price_per_1m_\* options\)$`,
 		`^  eta +[0-9]+m[0-9]+s \(at the rate since the start\)$`,
-		`^  failed +2 rows hold it: bad_response 1, provider_error 1 `,
+		`^  failed +2 rows: bad_response 1, provider_error 1 \(pgimageai errors --rule embed@bbbbbbbb lists them\)$`,
 		`^  caption +dddddddd \(not recorded\) +gpt-test \(cccccccc\) +switched +5 +3\.5 ms +2025-03-01T11:00:00Z$`,
 	)
 	if strings.Contains(out, "embed@bbbbbbbb  ") && strings.Contains(out, "bbbbbbbb00000002 ") {

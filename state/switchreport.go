@@ -69,7 +69,7 @@ type SwitchProgress struct {
 	SwitchPlan
 	State   string // computing, indexing, ready, held or aborted
 	Detail  string // why held or aborted; "" when none
-	Request string // the operator's request the bridge has not taken yet: force, abort or ""
+	Request string // the operator's request: force (until the switch), abort (until the bridge takes it) or ""
 	// StartedAt is when the switch started; Elapsed is the target's now()
 	// minus it.
 	StartedAt time.Time
@@ -84,14 +84,9 @@ type SwitchProgress struct {
 	// StartedAt, by model (models.name).
 	Usage map[string]ModelUsage
 	// Holding counts the side rule's open errors that hold the switch
-	// (provider_error, bad_response), by reason.
+	// (HoldingReasons), by reason.
 	Holding map[functions.Reason]int64
 }
-
-// switchHolding are the reasons of a side rule's open errors that hold its
-// switch: failures of the new model. An image's own fault holds nothing:
-// the live column has NULL for it too.
-var switchHolding = []string{string(functions.ProviderError), string(functions.BadResponse)}
 
 // RunningSwitches reads the rows of pgimageai.switches (of rule only, unless
 // rule is ""), in rule order, with their side rules' progress, usage and
@@ -143,7 +138,7 @@ GROUP BY 1, 2`, rule)
 FROM pgimageai.switches s
 JOIN pgimageai.errors e ON e.rule = s.side_rule AND e.resolved_at IS NULL AND e.reason = ANY($2)
 WHERE $1::text = '' OR s.rule = $1
-GROUP BY 1, 2`, rule, switchHolding)
+GROUP BY 1, 2`, rule, HoldingReasons)
 	var reason functions.Reason
 	var n int64
 	if _, err := pgx.ForEachRow(rows, []any{&r, &reason, &n}, func() error {

@@ -11,7 +11,8 @@ import (
 // Operators' requests on a running switch (pgimageai.switches.request),
 // read and carried out by the bridge.
 const (
-	// SwitchForce: switch now, the rows whose new result failed left NULL.
+	// SwitchForce: switch without waiting for the rows whose new result
+	// failed; they are left NULL.
 	SwitchForce = "force"
 	// SwitchAbort: drop the shadow column and the side work; the live
 	// column keeps its version.

@@ -15,7 +15,7 @@ type queryFlags struct {
 	Rule   string           // only this rule; "" = all (errors, retry)
 	Reason functions.Reason // only this reason; "" = all (errors, retry)
 	Limit  int              // rows to list, 0 = all (errors)
-	Force  bool             // recover a slot that can still stream (recover-slot); switch now (switch)
+	Force  bool             // recover a slot that can still stream (recover-slot); force the switch (switch)
 	Abort  bool             // abort the switch (switch)
 	Probe  string           // ready, live or leader (health)
 }
@@ -86,7 +86,7 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 		}
 	case "switch":
 		fs.StringVar(&q.Rule, "rule", "", "the `rule` whose switch to force or abort; without --force or --abort, list its switch only (default: all)")
-		fs.BoolVar(&q.Force, "force", false, "switch now: the rows whose new result failed are left NULL (needs --rule)")
+		fs.BoolVar(&q.Force, "force", false, "switch without waiting for the rows whose new result failed: they are left NULL (needs --rule)")
 		fs.BoolVar(&q.Abort, "abort", false, "abort the switch: the shadow column and the side work are dropped, the live column keeps its version (needs --rule)")
 		format()
 		return func() error {

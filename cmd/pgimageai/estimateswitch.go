@@ -32,7 +32,8 @@ type versionChange struct {
 
 // onTheSide reports whether a change of version of a rule of function with
 // rules.switch mode is computed on the side and switched: AI_IMAGE_EMBED
-// unless mode is in_place, AI_IMAGE_COMPLETE only when mode is versioned.
+// unless mode is in_place, AI_IMAGE_COMPLETE only when mode is versioned
+// (the bridge's rule, bridge/rules isVersioned).
 func onTheSide(function, mode string) bool {
 	switch mode {
 	case "in_place":
@@ -45,13 +46,15 @@ func onTheSide(function, mode string) bool {
 
 // versionChangeOf returns the change from the live version to v; nil when
 // they are equal or no live version is recorded (the rule has not run
-// since versions are recorded: its backfill is no change).
+// since versions are recorded: its backfill is no change). A live version
+// whose row of pgimageai.versions is missing changes in place, as the
+// bridge does: it has no model row to run the live column with.
 func versionChangeOf(rule state.RuleListing, v rules.Version, live state.LiveVersion) *versionChange {
 	if live.Version == "" || live.Version == v.ID {
 		return nil
 	}
 	c := &versionChange{Kind: changeInPlace, From: live.Version, FromModelID: live.ModelID, To: v.ID, ToModelID: v.ModelID}
-	if onTheSide(rule.Function, rule.Switch) {
+	if onTheSide(rule.Function, rule.Switch) && live.ModelID != "" {
 		c.Kind = changeSwitch
 	}
 	if live.SwitchTo == v.ID {

@@ -38,6 +38,8 @@ func TestVersionChangeOf(t *testing.T) {
 		{"embed in place", with(embed, "in_place"), live, change(changeInPlace, "")},
 		{"complete", caption, live, change(changeInPlace, "")},
 		{"complete versioned", with(caption, "versioned"), live, change(changeSwitch, "")},
+		{"the live version's row missing", embed, state.LiveVersion{Version: live.Version},
+			&versionChange{Kind: changeInPlace, From: live.Version, To: v.ID, ToModelID: v.ModelID}},
 		{"its switch running", embed, state.LiveVersion{Version: live.Version, ModelID: live.ModelID, SwitchTo: v.ID, SwitchState: "computing"},
 			change(changeSwitch, "computing")},
 		{"a switch to another version", embed, state.LiveVersion{Version: live.Version, ModelID: live.ModelID, SwitchTo: "cccccccc00000003", SwitchState: "held"},

@@ -24,8 +24,8 @@ Writes a retry request that the bridge reads in the WAL, in commit order with th
 around it; invalid_rule errors are fixed by editing the rule instead.`,
 	"switch": `list the running switches of rules to a new version, or force or abort one
 A rule whose model changes computes the new version on the side and switches it in one
-transaction; --rule R --force switches now (the rows whose new result failed left NULL),
---rule R --abort drops the side work (the live column keeps its version).`,
+transaction; --rule R --force switches without waiting for the rows whose new result failed
+(left NULL), --rule R --abort drops the side work (the live column keeps its version).`,
 	"estimate": `what a rule would cost: calls, tokens and money for its backfill and per 1,000 rows
 Reads the image headers of the rule's source table (a sample of a big one) and applies the
 model's token rule, with and without normalisation; the rule may be disabled. When the

@@ -84,13 +84,13 @@ func switchRequestText(s state.SwitchRequested, req string) string {
 		fmt.Fprintf(&b, " (it replaces the %s request the bridge had not taken yet)", s.Previous)
 	}
 	if req == state.SwitchForce {
-		fmt.Fprintf(&b, "; the bridge switches the live column %s.%s to %s without waiting for the rows whose new result failed: they are NULL after the switch",
+		fmt.Fprintf(&b, "; the bridge switches the live column %s.%s to %s without waiting for the rows whose new result failed: they are NULL after the switch (it still waits for the side backfill, and for what else holds it)",
 			s.TargetTable, catalog.QuoteIdent(s.Live), versionText(s.To, s.ToModelID))
 	} else {
 		fmt.Fprintf(&b, "; the bridge drops the shadow column %s.%s and the side rule %s's results, the live column keeps %s, and no switch starts again until the rule's version changes again",
 			s.TargetTable, catalog.QuoteIdent(s.Shadow), s.Side, versionText(s.From, s.FromModelID))
 	}
-	b.WriteString(" (a running bridge takes it when it next looks at the switch, a stopped one when it starts; pgimageai status shows it)")
+	b.WriteString("; a running bridge takes it within seconds, a stopped one when it starts, and pgimageai status shows it")
 	return b.String()
 }
 

@@ -47,8 +47,8 @@ const sampleSwitchesText = `Switch of rule embed: text-embedding-3-small (aaaaaa
   rows     300 of 1200 (25%) done, 297 results stored
   spent    300 calls, 150000 input and 0 output tokens, cost 0.01800 (at the model's price_per_1m_* options)
   eta      3h0m0s (at the rate since the start)
-  failed   3 rows hold it: provider_error 2, bad_response 1 (pgimageai errors --rule embed@bbbbbbbb; or pgimageai switch --rule embed --force)
-  request  force (not taken by the bridge yet)
+  failed   3 rows: provider_error 2, bad_response 1 (pgimageai errors --rule embed@bbbbbbbb lists them)
+  request  force (the switch does not wait for the failed rows: they are NULL after it)
   started  2025-03-01T12:04:05Z (1h0m0s ago)
 
 Switch of rule faces: clip (dddddddd) → cccccccc (not recorded)

@@ -207,14 +207,23 @@ func writeSwitches(buf *bytes.Buffer, switches []switchStatus) {
 		}
 		t.row("eta", eta)
 		if n, by := holding(s.SwitchProgress); n > 0 {
-			t.row("failed", fmt.Sprintf("%d rows hold it: %s (pgimageai errors --rule %s; or pgimageai switch --rule %s --force)", n, by, s.Side, s.Rule))
+			t.row("failed", fmt.Sprintf("%d rows: %s (pgimageai errors --rule %s lists them)", n, by, s.Side))
 		}
 		if s.Request != "" {
-			t.row("request", s.Request+" (not taken by the bridge yet)")
+			t.row("request", requestText(s.Request))
 		}
 		t.row("started", fmt.Sprintf("%s (%s ago)", utcTime(s.StartedAt), s.Elapsed.Round(time.Second)))
 		t.flush()
 	}
+}
+
+// requestText says what an operator's request does until the bridge has
+// carried it out.
+func requestText(req string) string {
+	if req == state.SwitchForce {
+		return req + " (the switch does not wait for the failed rows: they are NULL after it)"
+	}
+	return req + " (not taken by the bridge yet)"
 }
 
 // spentText says what a switch's side rule spent.
@@ -286,7 +295,7 @@ type (
 		// says why held or aborted.
 		State   string  `json:"state"`
 		Detail  *string `json:"detail"`
-		Request *string `json:"request"` // force or abort, not taken by the bridge yet
+		Request *string `json:"request"` // force (the switch does not wait for failed rows) or abort (not taken by the bridge yet)
 		// RowsTotal is the side rule's backfill's estimate, null when
 		// unknown; Results its stored results.
 		RowsDone  int64  `json:"rows_done"`
