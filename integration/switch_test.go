@@ -422,3 +422,42 @@ func TestSwitchHeldForcedAborted(t *testing.T) {
 		t.Errorf("model c calls %d → %d, want one more", cCalls, c.calls.Load())
 	}
 }
+
+// TestSwitchWriteBack: a write-back AI_IMAGE_EMBED rule (its target is its
+// source table) switches too: the shadow column is added to the source
+// table, filled by the bridge's own updates (which it does not read back
+// as changes), and switched in one transaction; rows changed meanwhile
+// get both versions, and no write loops.
+func TestSwitchWriteBack(t *testing.T) {
+	a := newFakeModel(t, "model-a", 1, 8)
+	b := newFakeModel(t, "model-b", 2, 16)
+	s := newSource(t)
+	s.exec(t, "CREATE EXTENSION IF NOT EXISTS vector")
+	s.exec(t, "ALTER TABLE public.photos ADD COLUMN emb vector(8)")
+	for id := 1; id <= 30; id++ {
+		s.exec(t, "INSERT INTO public.photos (id, img) VALUES ($1, $2)", id, pngImage(t, id))
+	}
+	s.exec(t, `INSERT INTO pgimageai.models (name, provider, base_url, model) VALUES ('emb', 'vllm', $1, 'model-a')`, a.url)
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('wb', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', NULL, 'public.photos', 'emb')`)
+	cfg := s.config(t)
+	cfg.Registry.Register("vllm", vllm.Factory)
+	s.start(t, cfg)
+	waitFor(t, 60*time.Second, "30 vectors of model a", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.photos WHERE emb IS NOT NULL") == 30
+	})
+	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-b' WHERE name = 'emb'", b.url)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (100, $1)", pngImage(t, 100))
+	waitFor(t, 60*time.Second, "the switch", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'wb' AND outcome = 'switched'") == 1
+	})
+	s.sync(t, 30*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.photos WHERE vector_dims(emb) = 16 AND (emb::real[])[1] = 2"); n != 31 {
+		t.Errorf("%d rows hold model b's vector, want 31", n)
+	}
+	calls := b.calls.Load()
+	time.Sleep(2 * time.Second)
+	if n := b.calls.Load(); n != calls || n > 32 {
+		t.Errorf("model b called %d then %d times (31 rows and a probe): a write-back loop", calls, n)
+	}
+}

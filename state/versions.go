@@ -182,6 +182,8 @@ ON CONFLICT (rule) DO UPDATE SET state = 'done', fingerprint = EXCLUDED.fingerpr
 		o.Rule, o.Fingerprint)
 	b.Queue(`INSERT INTO pgimageai.rule_versions (rule, version) VALUES ($1, $2)
 ON CONFLICT (rule) DO UPDATE SET version = EXCLUDED.version, since = now()`, o.Rule, o.To)
+	// Counted here, before the lock: SwitchEnded records it.
+	b.Queue(`SELECT set_config('pgimageai.switch_rows', (SELECT count(*) FROM pgimageai.results WHERE rule = $1)::text, true)`, o.Rule)
 }
 
 // SwitchEnded records a switch that ended in the switch transaction,
@@ -205,7 +207,7 @@ func (o SwitchEnded) Queue(b *pgx.Batch) {
 	}
 	b.Queue(`DELETE FROM pgimageai.switches WHERE rule = $1 AND to_version = $2`, o.Rule, o.To)
 	b.Queue(`INSERT INTO pgimageai.switch_history (rule, from_version, to_version, outcome, rows_switched, lock_ms, started_at, ended_at)
-SELECT $1, $2, $3, $4, (SELECT count(*) FROM pgimageai.results WHERE rule = $1), `+lock+`, $5, clock_timestamp()`, o.Rule, o.From, o.To, outcome, o.StartedAt)
+SELECT $1, $2, $3, $4, nullif(current_setting('pgimageai.switch_rows', true), '')::bigint, `+lock+`, $5, clock_timestamp()`, o.Rule, o.From, o.To, outcome, o.StartedAt)
 }
 
 // SideGone is the bookkeeping of a switch given up (in the transaction

@@ -61,16 +61,18 @@ type compiled struct {
 	sideErr error // the side rule cannot run yet; the live rule runs
 }
 
-// isVersioned reports whether a change of rr's version is computed on the
-// side and switched, rather than in place.
-func isVersioned(rr state.RuleRow) bool {
-	switch rr.Switch {
+// IsVersioned reports whether a change of version of a rule of function
+// with rules.switch mode is computed on the side and switched, rather than
+// in place: AI_IMAGE_EMBED unless mode is in_place, AI_IMAGE_COMPLETE only
+// when it is versioned.
+func IsVersioned(function, mode string) bool {
+	switch mode {
 	case "versioned":
 		return true
 	case "in_place":
 		return false
 	}
-	return rr.Function == string(functions.Embed)
+	return function == string(functions.Embed)
 }
 
 // versioned compiles rule row rr against its live version: one rule when
@@ -92,7 +94,7 @@ func (c *compiler) versioned(ctx context.Context, cfg *config, rr state.RuleRow,
 	live, hasLive := vs.Live[rr.Name]
 	sw, hasSw := vs.Switches[rr.Name]
 	old, hasOld := vs.Rows[live]
-	if !hasLive || live == v.ID || !isVersioned(rr) || !hasOld {
+	if !hasLive || live == v.ID || !IsVersioned(rr.Function, rr.Switch) || !hasOld {
 		// The live column takes this version: first run, unchanged, or in
 		// place (its rows are computed again over the old ones).
 		if hasSw {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
-	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -30,20 +29,6 @@ type versionChange struct {
 	SwitchState string
 }
 
-// onTheSide reports whether a change of version of a rule of function with
-// rules.switch mode is computed on the side and switched: AI_IMAGE_EMBED
-// unless mode is in_place, AI_IMAGE_COMPLETE only when mode is versioned
-// (the bridge's rule, bridge/rules isVersioned).
-func onTheSide(function, mode string) bool {
-	switch mode {
-	case "in_place":
-		return false
-	case "versioned":
-		return true
-	}
-	return function == string(functions.Embed)
-}
-
 // versionChangeOf returns the change from the live version to v; nil when
 // they are equal or no live version is recorded (the rule has not run
 // since versions are recorded: its backfill is no change). A live version
@@ -54,7 +39,7 @@ func versionChangeOf(rule state.RuleListing, v rules.Version, live state.LiveVer
 		return nil
 	}
 	c := &versionChange{Kind: changeInPlace, From: live.Version, FromModelID: live.ModelID, To: v.ID, ToModelID: v.ModelID}
-	if onTheSide(rule.Function, rule.Switch) && live.ModelID != "" {
+	if rules.IsVersioned(rule.Function, rule.Switch) && live.ModelID != "" {
 		c.Kind = changeSwitch
 	}
 	if live.SwitchTo == v.ID {
