@@ -347,6 +347,10 @@ func (l *lane) done(items []work.Item) {
 	l.ls.cfg.Budget.Release(cost)
 	for i := range items {
 		l.ls.rows.Done(l.name, items[i].Rows()...)
+		if it := &items[i]; it.Kind == work.Backfill && it.Progress.Done {
+			// Its last page is written: every row it read has its result.
+			l.ls.cfg.Log.Info("backfill done", "rule", it.Progress.Rule, "lane", l.name)
+		}
 	}
 	for i := 0; i < len(items); {
 		j := i + 1
