@@ -101,3 +101,46 @@ func TestCompleteVersionedSwitch(t *testing.T) {
 		t.Errorf("%d calls, want 12 (6 per version)", n)
 	}
 }
+
+// TestCompleteVersionedSwitchBatchAPI: the side work of a versioned switch
+// is a backfill, so a model with batch_api sends it through the Batch API
+// (one upload, one batch) and makes no synchronous call; the switch waits
+// for the batch's answers to be written.
+func TestCompleteVersionedSwitchBatchAPI(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeBatchAI(t)
+	want := map[int]string{}
+	insertRows(t, s, 1, 41, 20, want)
+	s.model(t, "vision", ai.fakeAI, `{}`)
+	s.rule(t, "caption", "vision", "public.captions", "caption")
+	s.exec(t, "UPDATE pgimageai.rules SET switch = 'versioned' WHERE name = 'caption'")
+	cfg := s.config(t)
+	s.start(t, cfg)
+	waitFor(t, 60*time.Second, "40 captions", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE caption IS NOT NULL") == 40
+	})
+	sync := ai.Count()
+	// The new version (a temperature) and the Batch API (which is no new
+	// version) in one change.
+	s.exec(t, `UPDATE pgimageai.models SET options = '{"batch_api": true, "batch_poll_interval": "100ms", "temperature": 0.2}' WHERE name = 'vision'`)
+	waitFor(t, 60*time.Second, "the batch polled", func() bool { _, _, polls := ai.counts(); return polls >= 2 })
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history"); n != 0 {
+		t.Fatalf("switched before the batch finished")
+	}
+	ai.setRelease()
+	waitFor(t, 60*time.Second, "the switch", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'caption' AND outcome = 'switched' AND rows_switched = 40") == 1
+	})
+	if uploads, creates, _ := ai.counts(); uploads != 1 || creates != 1 {
+		t.Errorf("%d uploads and %d batches, want 1 and 1", uploads, creates)
+	}
+	if n := ai.Count(); n != sync {
+		t.Errorf("%d synchronous calls during the switch, want none", n-sync)
+	}
+	s.sync(t, 30*time.Second)
+	for id, c := range captions(t, s.conn) {
+		if c != want[id] {
+			t.Errorf("row %d: %q, want %q", id, c, want[id])
+		}
+	}
+}
