@@ -122,10 +122,12 @@ type SwitchStatus struct {
 }
 
 // HoldingReasons are the reasons of the side rule's errors rows that hold
-// a switch: failures of the new model. An image's own fault (empty_image,
-// unknown_format, too_large, unsupported_format) holds nothing: the live
-// column holds NULL for it too.
-var HoldingReasons = []string{"provider_error", "bad_response"}
+// a switch: the new version failed the row (provider_error, bad_response),
+// its daily budget refused it (budget_exhausted: retried on the next UTC
+// day), or the target refused it (target_refused). An image's own fault
+// (empty_image, unknown_format, too_large, unsupported_format) holds
+// nothing: the live column holds NULL for it too.
+var HoldingReasons = []string{"provider_error", "bad_response", "budget_exhausted", "target_refused"}
 
 // LoadSwitchStatus reads what the switch of rule to version to waits for;
 // fingerprint is the side rule's.
