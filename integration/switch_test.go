@@ -461,3 +461,37 @@ VALUES ('wb', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', NULL, 'public.pho
 		t.Errorf("model b called %d then %d times (31 rows and a probe): a write-back loop", calls, n)
 	}
 }
+
+// TestSwitchBudget: the new model's daily cap applies to the side work:
+// the rows it refuses (budget_exhausted) hold the switch, the live column
+// keeps serving; once the cap is raised and the rows retried, it switches,
+// and no row was paid twice.
+func TestSwitchBudget(t *testing.T) {
+	x := newSwitchSetup(t, 30)
+	x.start(t)
+	s := x.s
+	waitFor(t, 60*time.Second, "30 vectors of model a", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 30
+	})
+	s.exec(t, `UPDATE pgimageai.models SET base_url = $1, model = 'model-b', options = '{"max_calls_per_day": 10}' WHERE name = 'emb'`, x.b.url)
+	waitFor(t, 60*time.Second, "the switch held by the budget", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held'") == 1 &&
+			queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule LIKE 'vec@%' AND reason = 'budget_exhausted' AND resolved_at IS NULL") > 0
+	})
+	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(8)" {
+		t.Fatalf("live column %q while the budget holds the switch, want vector(8)", typ)
+	}
+	if n := x.b.calls.Load(); n > 11 {
+		t.Errorf("model b called %d times under a cap of 10 (and one probe)", n)
+	}
+	s.exec(t, `UPDATE pgimageai.models SET options = '{"max_calls_per_day": 1000}' WHERE name = 'emb'`)
+	s.exec(t, `INSERT INTO pgimageai.retry_requests (reason) VALUES ('budget_exhausted')`)
+	x.waitOutcome(t, "switched", 60*time.Second)
+	s.sync(t, 30*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16"); n != 30 {
+		t.Errorf("%d rows of model b, want 30", n)
+	}
+	if n := x.b.calls.Load(); n > 31 {
+		t.Errorf("model b called %d times for 30 rows and a probe", n)
+	}
+}
