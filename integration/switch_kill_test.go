@@ -20,9 +20,7 @@ func TestSwitchKilled(t *testing.T) {
 	s := x.s
 	s.exec(t, `UPDATE pgimageai.models SET options = '{"max_concurrency": 4}' WHERE name = 'emb'`)
 	p := s.runProcess(t)
-	waitFor(t, 60*time.Second, "150 vectors of model a", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 150
-	})
+	x.waitA(t, 150)
 	sm := startSampler(t, x)
 	x.b.delay.Store(int64(20 * time.Millisecond))
 	x.toB(t)
@@ -106,13 +104,7 @@ func TestSwitchKilled(t *testing.T) {
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16 AND (v::real[])[1] = 2"); n != 150 {
 		t.Errorf("%d rows hold model b's vector, want 150", n)
 	}
-	var def string
-	if err := s.conn.QueryRow(context.Background(), "SELECT pg_get_indexdef('public.vecs_v_hnsw'::regclass)").Scan(&def); err != nil {
-		t.Fatal(err)
-	}
-	if want := "CREATE INDEX vecs_v_hnsw ON public.vecs USING hnsw (v vector_cosine_ops) WITH (m='8', ef_construction='32')"; def != want {
-		t.Errorf("index after the switch:\n%s\nwant\n%s", def, want)
-	}
+	x.checkIndex(t)
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_index WHERE indrelid = 'public.vecs'::regclass"); n != 2 {
 		t.Errorf("public.vecs has %d indexes after the switch, want 2 (its key and the HNSW index)", n)
 	}

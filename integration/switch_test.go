@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,27 @@ func (x *switchSetup) toB(t testing.TB) {
 	x.s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-b' WHERE name = 'emb'", x.b.url)
 }
 
+// waitA waits until n rows of public.vecs hold a vector.
+func (x *switchSetup) waitA(t testing.TB, n int) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d vectors of model a", n), func() bool {
+		return queryInt(t, x.s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == n
+	})
+}
+
+// checkIndex checks that the HNSW index of public.vecs.v has its name,
+// method, operator class and options after a switch.
+func (x *switchSetup) checkIndex(t testing.TB) {
+	t.Helper()
+	var def string
+	if err := x.s.conn.QueryRow(context.Background(), "SELECT pg_get_indexdef('public.vecs_v_hnsw'::regclass)").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if want := "CREATE INDEX vecs_v_hnsw ON public.vecs USING hnsw (v vector_cosine_ops) WITH (m='8', ef_construction='32')"; def != want {
+		t.Errorf("index after the switch:\n%s\nwant\n%s", def, want)
+	}
+}
+
 // waitOutcome waits for the switch history of rule vec to hold outcome.
 func (x *switchSetup) waitOutcome(t *testing.T, outcome string, timeout time.Duration) {
 	t.Helper()
@@ -173,9 +195,7 @@ func TestSwitchDimensionHNSW(t *testing.T) {
 	x := newSwitchSetup(t, 200)
 	x.start(t)
 	s := x.s
-	waitFor(t, 60*time.Second, "200 vectors of model a", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 200
-	})
+	x.waitA(t, 200)
 	sm := startSampler(t, x)
 	x.b.delay.Store(int64(3 * time.Millisecond))
 	x.toB(t)
@@ -244,13 +264,7 @@ func TestSwitchDimensionHNSW(t *testing.T) {
 		t.Errorf("%d target rows without a source row (deleted or re-keyed)", n)
 	}
 	// The index: same name, method, operator class and options, on the new column.
-	var def string
-	if err := s.conn.QueryRow(context.Background(), "SELECT pg_get_indexdef('public.vecs_v_hnsw'::regclass)").Scan(&def); err != nil {
-		t.Fatal(err)
-	}
-	if want := "CREATE INDEX vecs_v_hnsw ON public.vecs USING hnsw (v vector_cosine_ops) WITH (m='8', ef_construction='32')"; def != want {
-		t.Errorf("index after the switch:\n%s\nwant\n%s", def, want)
-	}
+	x.checkIndex(t)
 	// Paid once: the probe, each row's image at the start, the 30 inserted and the 20 new images.
 	if n, max := x.b.calls.Load(), int64(1+200+30+20); n > max || n < 200 {
 		t.Errorf("model b was called %d times, want at most %d", n, max)
@@ -284,9 +298,7 @@ func TestSwitchCancelled(t *testing.T) {
 	x := newSwitchSetup(t, 100)
 	x.start(t)
 	s := x.s
-	waitFor(t, 60*time.Second, "100 vectors of model a", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 100
-	})
+	x.waitA(t, 100)
 	sm := startSampler(t, x)
 	x.b.delay.Store(int64(100 * time.Millisecond))
 	x.toB(t)
@@ -351,9 +363,7 @@ func TestSwitchHeldForcedAborted(t *testing.T) {
 	failing(x.b, true)
 	x.start(t)
 	s := x.s
-	waitFor(t, 60*time.Second, "40 vectors of model a", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 40
-	})
+	x.waitA(t, 40)
 	x.toB(t)
 	held := func(what string) {
 		t.Helper()
@@ -470,9 +480,7 @@ func TestSwitchBudget(t *testing.T) {
 	x := newSwitchSetup(t, 30)
 	x.start(t)
 	s := x.s
-	waitFor(t, 60*time.Second, "30 vectors of model a", func() bool {
-		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 30
-	})
+	x.waitA(t, 30)
 	s.exec(t, `UPDATE pgimageai.models SET base_url = $1, model = 'model-b', options = '{"max_calls_per_day": 10}' WHERE name = 'emb'`, x.b.url)
 	waitFor(t, 60*time.Second, "the switch held by the budget", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held'") == 1 &&
