@@ -112,7 +112,7 @@ loop:
 		case pg := <-eng.Pages():
 			eng.Register(pg)
 		case rep := <-eng.Switches():
-			eng.Switchover(engCtx, rep)
+			eng.Switchover(rep)
 		case lane := <-p.lanes.Unwritable():
 			p.log.Warn("the target refused the bridge's writes for want of a privilege; checking its rules again", "lane", lane)
 			if err = eng.RecheckNow(engCtx); err != nil {

@@ -89,7 +89,7 @@ func (e *Engine) apply(ctx context.Context, d rules.Diff) error {
 			return err
 		}
 	}
-	e.watch(d.Set)
+	e.sw.co.Follow(d.Set.Sides())
 	if err := e.drops(ctx, d.Drops); err != nil {
 		return err
 	}

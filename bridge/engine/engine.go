@@ -140,7 +140,8 @@ type Engine struct {
 func New(ctx context.Context, d Deps) *Engine {
 	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics,
 		pos: stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
-		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx), sw: newSwitches()}
+		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx),
+		sw:  switches{co: switchover.NewCoordinator(ctx, d.Log, d.SourceDSN, d.TargetDSN), switched: map[string]bool{}}}
 	e.bf.cleaner = backfill.NewCleaner(d.Log, d.TargetDSN)
 	if e.pos.routed == nil {
 		e.pos.routed = map[string]state.Position{}

@@ -13,34 +13,14 @@ import (
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// switches is the engine's record of the version switches: their watchers,
-// and the markers it placed in the WAL, at which it switches a rule, drops
-// given-up side work, or takes an operator's abort. It is used by the
-// engine's goroutine only; watchers report through reports.
+// switches is the engine's side of the version switches: the coordinator
+// of their watchers and markers, and the marker being applied. It is used
+// by the engine's goroutine only.
 type switches struct {
-	reports  chan switchover.Report
-	watchers map[string]watcher   // by side rule
-	markers  map[string]marker    // by nonce, until read in the WAL
-	placed   map[string]bool      // side rules with a marker placed and not yet read
+	co       *switchover.Coordinator
 	switched map[string]bool      // rules switched at a marker: their new rule does not backfill
 	atMarker *replication.Message // the marker being applied: items go to its position
 	sub      int                  // the next item's number at atMarker
-}
-
-type watcher struct {
-	fingerprint string
-	cancel      context.CancelFunc
-}
-
-// marker is what a placed marker does when the engine reads it.
-type marker struct {
-	report *switchover.Report // a switch, or an abort
-	drop   *rules.Drop
-}
-
-func newSwitches() switches {
-	return switches{reports: make(chan switchover.Report), watchers: map[string]watcher{}, markers: map[string]marker{},
-		placed: map[string]bool{}, switched: map[string]bool{}}
 }
 
 // lockTimeout bounds how long a switch (or a shadow column's drop) waits
@@ -50,66 +30,19 @@ const lockTimeout = 2 * time.Second
 
 // Switches returns the watchers' reports, for the pipeline to hand to
 // Switchover on the engine's goroutine.
-func (e *Engine) Switches() <-chan switchover.Report { return e.sw.reports }
+func (e *Engine) Switches() <-chan switchover.Report { return e.sw.co.Reports() }
 
 // Switchover takes a watcher's report: it places the marker at which the
 // engine switches the rule (or takes the abort), unless one is placed.
-func (e *Engine) Switchover(ctx context.Context, rep switchover.Report) {
-	if e.sw.placed[rep.Side] {
+func (e *Engine) Switchover(rep switchover.Report) {
+	if e.sw.co.Placed(rep.Side) {
 		return
 	}
 	r := e.rules.set.Named(rep.Side)
 	if r == nil || r.Fingerprint != rep.SideFP {
 		return // the side rule changed or went: its watcher is stopped
 	}
-	e.place(ctx, rep.Side, marker{report: &rep})
-}
-
-// place registers a marker and writes it to the WAL from a goroutine of its
-// own; a marker that could not be written is registered again later by
-// whatever needs it (the watcher reports again; a drop is found again).
-func (e *Engine) place(ctx context.Context, key string, m marker) {
-	nonce := switchover.NewNonce()
-	e.sw.markers[nonce] = m
-	e.sw.placed[key] = true
-	go func() {
-		if err := switchover.Emit(e.bf.ctx, e.bf.srcDSN, nonce); err != nil && e.bf.ctx.Err() == nil {
-			e.log.Warn("placing a switch marker failed; it is placed again when asked again", "err", err)
-		}
-	}()
-}
-
-// watch makes the watchers follow the side rules of set.
-func (e *Engine) watch(set *rules.Set) {
-	sides := map[string]*rules.Rule{}
-	for _, r := range set.Sides() {
-		sides[r.Name] = r
-	}
-	for name, w := range e.sw.watchers {
-		if r := sides[name]; r == nil || r.Fingerprint != w.fingerprint {
-			w.cancel()
-			delete(e.sw.watchers, name)
-			delete(e.sw.placed, name)
-		}
-	}
-	for name, r := range sides {
-		if _, ok := e.sw.watchers[name]; ok {
-			continue
-		}
-		s := r.Switching
-		ctx, cancel := context.WithCancel(e.bf.ctx)
-		e.sw.watchers[name] = watcher{fingerprint: r.Fingerprint, cancel: cancel}
-		w := switchover.Watch{Rule: s.Rule, Side: r.Name, SideFP: r.Fingerprint, To: s.To, Table: r.Target.Table, Live: s.Live, Shadow: s.Shadow}
-		go switchover.Run(ctx, e.log, e.bf.tgtDSN, w, e.sw.reports)
-	}
-}
-
-// StopWatchers stops every switch watcher (the engine stops).
-func (e *Engine) StopWatchers() {
-	for name, w := range e.sw.watchers {
-		w.cancel()
-		delete(e.sw.watchers, name)
-	}
+	e.sw.co.Place(switchover.Marker{Report: &rep})
 }
 
 // drops has the lanes drop given-up side work: at once when the engine is
@@ -118,8 +51,8 @@ func (e *Engine) StopWatchers() {
 func (e *Engine) drops(ctx context.Context, drops []rules.Drop) error {
 	for _, d := range drops {
 		if e.sw.atMarker == nil {
-			if !e.sw.placed[d.Side] {
-				e.place(ctx, d.Side, marker{drop: &d})
+			if !e.sw.co.Placed(d.Side) {
+				e.sw.co.Place(switchover.Marker{Drop: &d})
 			}
 			continue
 		}
@@ -171,35 +104,27 @@ func (e *Engine) pushAtMarker(ctx context.Context, it work.Item) error {
 // switchMarker applies a marker the engine placed: a switch, an abort, or
 // a drop. A marker of an earlier run, or any other, does nothing.
 func (e *Engine) switchMarker(ctx context.Context, m *replication.Message) error {
-	nonce, ok := switchover.ParseMarker(m.Content)
+	mk, ok := e.sw.co.Take(m.Content)
 	if !ok {
 		return nil
 	}
-	mk, ok := e.sw.markers[nonce]
-	if !ok {
-		return nil
-	}
-	delete(e.sw.markers, nonce)
 	e.sw.atMarker, e.sw.sub = m, 0
 	defer func() { e.sw.atMarker = nil }()
 	switch {
-	case mk.drop != nil:
-		delete(e.sw.placed, mk.drop.Side)
-		return e.dropNow(ctx, *mk.drop)
-	case mk.report.Abort:
-		delete(e.sw.placed, mk.report.Side)
+	case mk.Drop != nil:
+		return e.dropNow(ctx, *mk.Drop)
+	case mk.Report.Abort:
 		// The reload finds the request: the rule runs its old version
 		// only, and the side work is dropped here.
-		return e.reconfigure(ctx, "aborting the switch of "+mk.report.Rule, nil)
+		return e.reconfigure(ctx, "aborting the switch of "+mk.Report.Rule, nil)
 	}
-	return e.switchNow(ctx, *mk.report)
+	return e.switchNow(ctx, *mk.Report)
 }
 
 // switchNow switches rep's rule to its new version at the marker being
 // applied: from here on the rule writes the new version into the live
 // column, behind the switch transaction in its lane.
 func (e *Engine) switchNow(ctx context.Context, rep switchover.Report) error {
-	delete(e.sw.placed, rep.Side)
 	side := e.rules.set.Named(rep.Side)
 	if side == nil || side.Fingerprint != rep.SideFP {
 		return nil // changed since: its new side work goes on

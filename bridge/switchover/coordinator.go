@@ -1,0 +1,116 @@
+package switchover
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/pgimageai/pgimageai/bridge/rules"
+)
+
+// Coordinator keeps, for the engine's goroutine, the watchers of the
+// running switches and the markers placed in the WAL: what each does when
+// the engine reads it — a switch, an abort, a drop of given-up side work.
+// Its methods are called from the engine's goroutine only; watchers report
+// through Reports.
+type Coordinator struct {
+	log            *slog.Logger
+	ctx            context.Context // of the watchers and the markers' writes
+	srcDSN, tgtDSN string
+	reports        chan Report
+	watchers       map[string]watcher // by side rule
+	markers        map[string]Marker  // by nonce, until read in the WAL
+	placed         map[string]string  // nonce of the marker placed for a side rule, until read
+}
+
+type watcher struct {
+	fingerprint string
+	cancel      context.CancelFunc
+}
+
+// Marker is what a placed marker does when the engine reads it: Report (a
+// switch, or an abort) or Drop.
+type Marker struct {
+	Report *Report
+	Drop   *rules.Drop
+}
+
+// key is the side rule a marker is for.
+func (m Marker) key() string {
+	if m.Drop != nil {
+		return m.Drop.Side
+	}
+	return m.Report.Side
+}
+
+// NewCoordinator returns the Coordinator of a bridge reading srcDSN and
+// writing tgtDSN; its watchers and writes end with ctx.
+func NewCoordinator(ctx context.Context, log *slog.Logger, srcDSN, tgtDSN string) *Coordinator {
+	return &Coordinator{log: log, ctx: ctx, srcDSN: srcDSN, tgtDSN: tgtDSN, reports: make(chan Report),
+		watchers: map[string]watcher{}, markers: map[string]Marker{}, placed: map[string]string{}}
+}
+
+// Reports returns the watchers' reports.
+func (c *Coordinator) Reports() <-chan Report { return c.reports }
+
+// Follow makes the watchers follow sides, the side rules now valid: a
+// watcher for each, and none for a side rule gone or changed.
+func (c *Coordinator) Follow(sides []*rules.Rule) {
+	now := map[string]*rules.Rule{}
+	for _, r := range sides {
+		now[r.Name] = r
+	}
+	for name, w := range c.watchers {
+		if r := now[name]; r == nil || r.Fingerprint != w.fingerprint {
+			w.cancel()
+			delete(c.watchers, name)
+			delete(c.placed, name)
+		}
+	}
+	for name, r := range now {
+		if _, ok := c.watchers[name]; ok {
+			continue
+		}
+		s := r.Switching
+		ctx, cancel := context.WithCancel(c.ctx)
+		c.watchers[name] = watcher{fingerprint: r.Fingerprint, cancel: cancel}
+		w := Watch{Rule: s.Rule, Side: r.Name, SideFP: r.Fingerprint, To: s.To, Table: r.Target.Table, Live: s.Live, Shadow: s.Shadow}
+		go Run(ctx, c.log, c.tgtDSN, w, c.reports)
+	}
+}
+
+// Placed reports whether a marker for side rule side waits to be read.
+func (c *Coordinator) Placed(side string) bool { _, ok := c.placed[side]; return ok }
+
+// Place registers m under a secret nonce and writes its marker to the WAL
+// from a goroutine of its own. A marker that could not be written is
+// placed again when asked again (the watcher reports again; a drop is
+// found again at the next reload).
+func (c *Coordinator) Place(m Marker) {
+	nonce := NewNonce()
+	c.markers[nonce] = m
+	c.placed[m.key()] = nonce
+	go func() {
+		if err := Emit(c.ctx, c.srcDSN, nonce); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("placing a switch marker failed; it is placed again when asked again", "err", err)
+		}
+	}()
+}
+
+// Take returns what the marker message content does, once; ok is false
+// for a marker the coordinator did not place (of an earlier run, or
+// written by anyone else), which does nothing.
+func (c *Coordinator) Take(content []byte) (Marker, bool) {
+	nonce, ok := ParseMarker(content)
+	if !ok {
+		return Marker{}, false
+	}
+	m, ok := c.markers[nonce]
+	if !ok {
+		return Marker{}, false
+	}
+	delete(c.markers, nonce)
+	if c.placed[m.key()] == nonce {
+		delete(c.placed, m.key())
+	}
+	return m, true
+}

@@ -1,0 +1,51 @@
+package switchover
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/pgimageai/pgimageai/bridge/rules"
+)
+
+// TestCoordinatorTake: a marker does something once, and only when the
+// coordinator placed it: a forged or replayed message (any role that may
+// write messages can write one with this prefix) does nothing.
+func TestCoordinatorTake(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no marker is written to a database here
+	c := NewCoordinator(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "", "")
+	c.Place(Marker{Drop: &rules.Drop{Rule: "vec", Side: "vec@1234abcd"}})
+	if !c.Placed("vec@1234abcd") {
+		t.Fatal("the drop's marker is not placed")
+	}
+	var nonce string
+	for n := range c.markers {
+		nonce = n
+	}
+	content := func(id string) []byte { b, _ := json.Marshal(map[string]string{"switch": id}); return b }
+	tests := []struct {
+		name    string
+		content []byte
+		ok      bool
+	}{
+		{name: "forged", content: content("00000000000000000000000000000000")},
+		{name: "not a marker", content: []byte(`{"page":"x"}`)},
+		{name: "garbage", content: []byte("\x00\xff")},
+		{name: "placed", content: content(nonce), ok: true},
+		{name: "replayed", content: content(nonce)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := c.Take(tc.content)
+			if ok != tc.ok || ok && (m.Drop == nil || m.Drop.Side != "vec@1234abcd") {
+				t.Errorf("Take = %+v, %v; want ok %v", m, ok, tc.ok)
+			}
+		})
+	}
+	if c.Placed("vec@1234abcd") {
+		t.Error("the drop's marker is still placed after it was taken")
+	}
+}
