@@ -646,7 +646,11 @@ func dependentReason(table, col, kind, what string, dropped bool) string {
 		return fmt.Sprintf("%s %s reads column %s of %s, so the switch's DROP COLUMN would fail: drop the %s before the switch and create it again after (or make it not read %s)",
 			kind, what, col, table, kind, col)
 	case "generated":
-		return fmt.Sprintf("generated column %s of %s is computed from column %s: the switch's DROP COLUMN would fail; drop it (or its expression) before the switch and add it again after", what, table, col)
+		effect := "would fail"
+		if dropped {
+			effect = "would drop it"
+		}
+		return fmt.Sprintf("generated column %s of %s is computed from column %s: the switch's DROP COLUMN %s; drop it (or its expression) before the switch and add it again after", what, table, col, effect)
 	case "default":
 		return fmt.Sprintf("column %s of %s has a default, which the new column would not have: drop it (ALTER COLUMN %s DROP DEFAULT) before the switch and set it again after", col, table, col)
 	}
