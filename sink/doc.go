@@ -7,6 +7,9 @@
 // It also creates missing target tables and columns and validates existing
 // ones, records the tables it creates and widens their key columns when the
 // source's key is widened (widen.go: which type changes are widenings), and
-// deletes results whose source row is gone (recover-slot). Every identifier
-// is quoted with pgx.Identifier.
+// deletes results whose source row is gone (recover-slot). For a rule whose
+// version changes, it adds the shadow column beside the live one, copies the
+// live column's indexes onto it concurrently, says what would hold the
+// switch, and switches the columns in the lane's transaction (shadow.go).
+// Every identifier is quoted with pgx.Identifier.
 package sink

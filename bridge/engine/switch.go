@@ -84,7 +84,7 @@ func (e *Engine) dropNow(ctx context.Context, d rules.Drop) error {
 		defer e.lanes.Retire(target.Name()) // once the drop is written
 	}
 	e.log.Info("side work given up: dropping its shadow column", "rule", d.Rule, "side", d.Side, "to", d.To, "shadow", d.Shadow, "aborted", d.Aborted)
-	ops := []sink.Op{sink.DropShadow{Table: target.Table, Shadow: d.Shadow, LockTimeout: lockTimeout},
+	ops := []sink.Op{sink.DropShadow{Table: target.Table.Identifier(), Shadow: d.Shadow, LockTimeout: lockTimeout},
 		state.SideGone{Rule: d.Rule, Side: d.Side, From: d.From, To: d.To, Aborted: d.Aborted, StartedAt: d.StartedAt}}
 	return e.pushAtMarker(ctx, work.Item{Kind: work.DropShadow, Dest: work.Dest{Target: target}, Ops: ops})
 }
@@ -152,7 +152,7 @@ func (e *Engine) switchNow(ctx context.Context, rep switchover.Report) error {
 		"target", r.Target.Name(), "column", s.Live, "forced", rep.Forced, "indexes", len(rep.Indexes))
 	ops := []sink.Op{
 		state.SwitchDone{Rule: rep.Rule, Side: rep.Side, To: s.To, Fingerprint: r.Fingerprint},
-		sink.Switch{Table: r.Target.Table, Live: s.Live, Shadow: s.Shadow, Indexes: rep.Indexes, LockTimeout: lockTimeout},
+		sink.Switch{Table: r.Target.Table.Identifier(), Live: s.Live, Shadow: s.Shadow, Indexes: rep.Indexes, LockTimeout: lockTimeout},
 		state.SwitchEnded{Rule: rep.Rule, From: s.From, To: s.To, Forced: rep.Forced, StartedAt: s.StartedAt, LockMillisSQL: sink.LockMillisSQL},
 	}
 	return e.pushAtMarker(ctx, work.Item{Kind: work.Switch, Rule: r, Dest: work.Dest{Target: r.Target}, Ops: ops})
