@@ -239,7 +239,7 @@ func (c *compiler) shadowType(ctx context.Context, m provider.Model, rr state.Ru
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("vector(%d)", dim), nil
+	return sink.ShadowType(live, dim) // the live column's vector type (vector, halfvec) of dim dimensions
 }
 
 // probeTimeout bounds the one call that finds a new model's dimension.
