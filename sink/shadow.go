@@ -137,13 +137,17 @@ func ShadowType(live *Target, dim int) (string, error) {
 	return typ, nil
 }
 
+// addColumnLockTimeout bounds AddShadowColumn's wait for its lock.
+const addColumnLockTimeout = 2 * time.Second
+
 // AddShadowColumn adds column shadow of type sqlType (see parseShadowType)
 // to table, unless it exists; an existing column of another type is an
 // error (drop it, e.g. with DropShadow, to start again). Adding a nullable
 // column without a default changes only the catalog, but it takes the
 // table's ACCESS EXCLUSIVE lock for that moment: it waits for the
-// transactions using the table, and new ones wait behind it, unless the
-// session's lock_timeout ends the wait first.
+// transactions using the table, and new ones wait behind it, for at most
+// addColumnLockTimeout (then it fails with SQLSTATE 55P03, to be tried
+// again).
 func AddShadowColumn(ctx context.Context, conn *pgx.Conn, table *catalog.Table, shadow, sqlType string) error {
 	typ, err := parseShadowType(sqlType)
 	if err != nil {
@@ -151,7 +155,15 @@ func AddShadowColumn(ctx context.Context, conn *pgx.Conn, table *catalog.Table, 
 	}
 	col := pgx.Identifier{shadow}.Sanitize()
 	add := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s", table.Identifier().Sanitize(), col, typ.sql)
-	if _, err := conn.Exec(ctx, add); err != nil {
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// Bounded as Switch is: behind a long query on the table, the
+		// column is added at a later try rather than queue readers.
+		b := &pgx.Batch{}
+		queueLockTimeout(b, addColumnLockTimeout)
+		b.Queue(add)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
 		return fmt.Errorf("add shadow column %s to %s: %w", col, table, err)
 	}
 	var same bool
