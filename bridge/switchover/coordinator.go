@@ -3,6 +3,7 @@ package switchover
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
 )
@@ -20,6 +21,8 @@ type Coordinator struct {
 	watchers       map[string]watcher // by side rule
 	markers        map[string]Marker  // by nonce, until read in the WAL
 	placed         map[string]string  // nonce of the marker placed for a side rule, until read
+	// emit writes a marker to the source's WAL (Emit); tests replace it.
+	emit func(ctx context.Context, nonce string) error
 }
 
 type watcher struct {
@@ -45,8 +48,10 @@ func (m Marker) key() string {
 // NewCoordinator returns the Coordinator of a bridge reading srcDSN and
 // writing tgtDSN; its watchers and writes end with ctx.
 func NewCoordinator(ctx context.Context, log *slog.Logger, srcDSN, tgtDSN string) *Coordinator {
-	return &Coordinator{log: log, ctx: ctx, srcDSN: srcDSN, tgtDSN: tgtDSN, reports: make(chan Report),
+	c := &Coordinator{log: log, ctx: ctx, srcDSN: srcDSN, tgtDSN: tgtDSN, reports: make(chan Report),
 		watchers: map[string]watcher{}, markers: map[string]Marker{}, placed: map[string]string{}}
+	c.emit = func(ctx context.Context, nonce string) error { return Emit(ctx, c.srcDSN, nonce) }
+	return c
 }
 
 // Reports returns the watchers' reports.
@@ -81,20 +86,27 @@ func (c *Coordinator) Follow(sides []*rules.Rule) {
 // Placed reports whether a marker for side rule side waits to be read.
 func (c *Coordinator) Placed(side string) bool { _, ok := c.placed[side]; return ok }
 
-// Place registers m under a secret nonce and writes its marker to the WAL
-// from a goroutine of its own. A marker that could not be written is
-// placed again when asked again (the watcher reports again; a drop is
-// found again at the next reload).
+// Place registers m under a secret nonce and writes its marker to the WAL,
+// waiting at most emitTimeout. A marker that could not be written is not
+// registered: it is placed again when asked again (the watcher reports
+// again; a drop is found again at the next reload).
 func (c *Coordinator) Place(m Marker) {
 	nonce := NewNonce()
-	c.markers[nonce] = m
-	c.placed[m.key()] = nonce
-	go func() {
-		if err := Emit(c.ctx, c.srcDSN, nonce); err != nil && c.ctx.Err() == nil {
+	ctx, cancel := context.WithTimeout(c.ctx, emitTimeout)
+	defer cancel()
+	if err := c.emit(ctx, nonce); err != nil {
+		if c.ctx.Err() == nil {
 			c.log.Warn("placing a switch marker failed; it is placed again when asked again", "err", err)
 		}
-	}()
+		return
+	}
+	c.markers[nonce] = m
+	c.placed[m.key()] = nonce
 }
+
+// emitTimeout bounds the writing of a marker, which the engine's goroutine
+// waits for.
+const emitTimeout = 10 * time.Second
 
 // Take returns what the marker message content does, once; ok is false
 // for a marker the coordinator did not place (of an earlier run, or

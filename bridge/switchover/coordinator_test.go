@@ -3,6 +3,7 @@ package switchover
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -14,9 +15,14 @@ import (
 // coordinator placed it: a forged or replayed message (any role that may
 // write messages can write one with this prefix) does nothing.
 func TestCoordinatorTake(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // no marker is written to a database here
-	c := NewCoordinator(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "", "")
+	c := NewCoordinator(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), "", "")
+	written := errors.New("the source is unreachable")
+	c.emit = func(context.Context, string) error { return written }
+	c.Place(Marker{Drop: &rules.Drop{Rule: "vec", Side: "vec@1234abcd"}})
+	if c.Placed("vec@1234abcd") || len(c.markers) != 0 {
+		t.Fatal("a marker that could not be written is registered: it would never be placed again")
+	}
+	written = nil
 	c.Place(Marker{Drop: &rules.Drop{Rule: "vec", Side: "vec@1234abcd"}})
 	if !c.Placed("vec@1234abcd") {
 		t.Fatal("the drop's marker is not placed")
