@@ -86,6 +86,14 @@ ON CONFLICT (rule) DO UPDATE SET version = EXCLUDED.version, since = now() WHERE
 	return nil
 }
 
+// ForgetRuleVersion forgets the live version of rule, which was deleted.
+func ForgetRuleVersion(ctx context.Context, conn *pgx.Conn, rule string) error {
+	if _, err := conn.Exec(ctx, "DELETE FROM pgimageai.rule_versions WHERE rule = $1", rule); err != nil {
+		return fmt.Errorf("forget the version of %s: %w", rule, err)
+	}
+	return nil
+}
+
 // StartSwitch records the switch s (replacing a switch of the same rule to
 // another version, which the caller cancels).
 func StartSwitch(ctx context.Context, conn *pgx.Conn, s SwitchRow) error {

@@ -170,7 +170,7 @@ func (l *lane) take(now time.Time) (items []work.Item, wait <-chan struct{}, hol
 	n := 0
 	for n < len(l.queue) && n < l.ls.cfg.MaxOps && l.queue[n].Ready() {
 		n++
-		if l.queue[n-1].Kind == work.Switch {
+		if k := l.queue[n-1].Kind; k == work.Switch || k == work.DropShadow {
 			break // its transaction ends with it: what follows is not written under its lock
 		}
 	}

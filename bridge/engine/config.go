@@ -150,7 +150,7 @@ func (e *Engine) Rebackfill(ctx context.Context, lane string) error {
 // A failure here (the target or source briefly unreachable) is logged and
 // the check repeated next time; it never stops the bridge.
 func (e *Engine) Recheck(ctx context.Context) error {
-	if e.pos.open != nil || !e.rules.live.HasInvalid() && !e.rules.recheck {
+	if e.pos.open != nil || !e.rules.live.HasInvalid() && !e.rules.recheck && !e.rules.live.Pending() {
 		return nil
 	}
 	forced := e.rules.recheck

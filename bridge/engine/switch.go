@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/switchover"
@@ -66,6 +69,10 @@ func (e *Engine) drops(ctx context.Context, drops []rules.Drop) error {
 // dropNow pushes the drop of d's shadow column to its target's lane, at
 // the marker being applied.
 func (e *Engine) dropNow(ctx context.Context, d rules.Drop) error {
+	if r := e.rules.set.Named(d.Side); r != nil && r.Switching != nil && r.Switching.To == d.To {
+		return nil // the same side work runs again (the rule came back): nothing to drop
+	}
+	gone := state.SideGone{Rule: d.Rule, Side: d.Side, From: d.From, To: d.To, Aborted: d.Aborted, StartedAt: d.StartedAt}
 	var target *sink.Target
 	if rs := e.rules.set.ForTarget(d.TargetTable); len(rs) > 0 {
 		target = rs[0].Target
@@ -75,17 +82,22 @@ func (e *Engine) dropNow(ctx context.Context, d rules.Drop) error {
 			return err
 		}
 		table, err := catalog.Lookup(ctx, tgt, d.TargetTable)
+		if errors.Is(err, catalog.ErrNoTable) {
+			// The target table is gone, and its shadow column with it:
+			// only the bookkeeping is left, and no lane writes the table.
+			e.log.Info("side work given up; its target table is gone", "rule", d.Rule, "side", d.Side)
+			b := &pgx.Batch{}
+			gone.Queue(b)
+			return pgx.BeginFunc(ctx, tgt, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+		}
 		if err != nil {
-			// The target table is gone, and its shadow column with it.
-			e.log.Info("side work given up; its target table is gone", "rule", d.Rule, "side", d.Side, "err", err)
-			return nil
+			return err
 		}
 		target = sink.TableTarget(table)
 		defer e.lanes.Retire(target.Name()) // once the drop is written
 	}
 	e.log.Info("side work given up: dropping its shadow column", "rule", d.Rule, "side", d.Side, "to", d.To, "shadow", d.Shadow, "aborted", d.Aborted)
-	ops := []sink.Op{sink.DropShadow{Table: target.Table.Identifier(), Shadow: d.Shadow, LockTimeout: lockTimeout},
-		state.SideGone{Rule: d.Rule, Side: d.Side, From: d.From, To: d.To, Aborted: d.Aborted, StartedAt: d.StartedAt}}
+	ops := []sink.Op{sink.DropShadow{Table: target.Table.Identifier(), Shadow: d.Shadow, LockTimeout: lockTimeout}, gone}
 	return e.pushAtMarker(ctx, work.Item{Kind: work.DropShadow, Dest: work.Dest{Target: target}, Ops: ops})
 }
 

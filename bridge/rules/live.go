@@ -159,6 +159,10 @@ func (l *Live) Apply(m *pgtype.Map, changes []Change, at replication.LSN) error 
 // Counts returns how many rules are valid and invalid.
 func (l *Live) Counts() (valid, invalid int) { return len(l.valid), len(l.invalid) }
 
+// Pending reports whether a switch the engine pushed may not have committed
+// yet: the next Recheck reloads (see compiler.Pending).
+func (l *Live) Pending() bool { return l.comp.Pending() }
+
 // HasInvalid reports whether some enabled rule is invalid.
 func (l *Live) HasInvalid() bool { return len(l.invalid) > 0 }
 
@@ -254,7 +258,13 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 	if err != nil {
 		return Diff{}, err
 	}
-	valid, invalid, drops, err := l.comp.compileAll(ctx, l.cfg, src, tgt)
+	// The rules of other groups are their bridges' to run, report and
+	// switch.
+	others, err := state.OtherGroupsRules(ctx, src, l.cfg.group)
+	if err != nil {
+		return Diff{}, err
+	}
+	valid, invalid, drops, err := l.comp.compileAll(ctx, l.cfg, others, src, tgt)
 	if err != nil {
 		return Diff{}, err
 	}
@@ -282,11 +292,6 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 		rows = append(rows, state.InvalidRule{Rule: r.Name, SourceTable: r.SourceTable, Detail: why[r.Name]})
 	}
 	l.invalid = why
-	// The rules of other groups are their bridges' to report or resolve.
-	others, err := state.OtherGroupsRules(ctx, src, l.cfg.group)
-	if err != nil {
-		return Diff{}, err
-	}
 	if err := state.ReportInvalidRules(ctx, tgt, rows, others); err != nil {
 		return Diff{}, err
 	}

@@ -127,6 +127,7 @@ type compiler struct {
 	env       provider.Env
 	providers map[string]cachedProvider // by model name, or frozen version
 	used      map[string]bool           // the frozen versions' providers this compilation used
+	dims      map[string]int            // the dimension of each new version's vectors, as probed
 	// switching names the rules whose switch the engine has reached (see
 	// Live.SwitchNow), and the version they switch to.
 	switching map[string]string
@@ -290,7 +291,10 @@ func SameDatabase(a, b *pgx.Conn) bool {
 // columns the lanes drop in order.
 //
 // Lookups go to src; targets are ensured on tgt.
-func (c *compiler) compileAll(ctx context.Context, cfg *config, src, tgt *pgx.Conn) ([]*Rule, []InvalidRule, []Drop, error) {
+//
+// others names the rules of other groups, whose versions and switches are
+// their bridges'.
+func (c *compiler) compileAll(ctx context.Context, cfg *config, others []string, src, tgt *pgx.Conn) ([]*Rule, []InvalidRule, []Drop, error) {
 	vs, err := state.LoadVersions(ctx, tgt)
 	if err != nil {
 		return nil, nil, nil, err
@@ -341,11 +345,25 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config, src, tgt *pgx.Co
 			}
 		}
 	}
-	// The switches of rules that no longer run (deleted, disabled,
-	// invalid) are given up: their side work is dropped.
+	// The switches of this group's rules that no longer run (deleted,
+	// disabled, invalid) are given up: their side work is dropped. A
+	// deleted rule's live version is forgotten: a rule made again under
+	// its name starts afresh.
+	other := map[string]bool{}
+	for _, n := range others {
+		other[n] = true
+	}
 	for name, sw := range vs.Switches {
-		if !compiled[name] && sw.State != "aborted" {
+		_, ours := cfg.rules[name]
+		if !compiled[name] && !other[name] && (sw.State != "aborted" || !ours) {
 			drops = append(drops, dropOf(sw, false))
+		}
+	}
+	for name := range vs.Live {
+		if _, ours := cfg.rules[name]; !ours && !other[name] {
+			if err := state.ForgetRuleVersion(ctx, tgt, name); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 	}
 	// The providers of models deleted since (and of frozen versions no
@@ -358,7 +376,7 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config, src, tgt *pgx.Co
 		}
 	}
 	c.used = nil
-	return valid, invalid, drops, nil
+	return valid, invalid, shaped(c.log, drops), nil
 }
 
 // structured reports whether model options ask for structured output

@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,14 +37,29 @@ type Switching struct {
 type Drop struct {
 	Rule, Side, From, To string
 	TargetTable          string
-	Shadow               string
+	Live, Shadow         string
 	Aborted              bool
 	StartedAt            time.Time
 }
 
 func dropOf(sw state.SwitchRow, aborted bool) Drop {
-	return Drop{Rule: sw.Rule, Side: sw.Side, From: sw.From, To: sw.To, TargetTable: sw.TargetTable, Shadow: sw.Shadow,
+	return Drop{Rule: sw.Rule, Side: sw.Side, From: sw.From, To: sw.To, TargetTable: sw.TargetTable, Live: sw.Live, Shadow: sw.Shadow,
 		Aborted: aborted, StartedAt: sw.StartedAt}
+}
+
+// shaped returns the drops whose side rule and shadow column are named as
+// the bridge names them (sideName, sink.ShadowName): a switches row
+// written by hand never makes the bridge drop a column of another name.
+func shaped(log *slog.Logger, drops []Drop) []Drop {
+	var out []Drop
+	for _, d := range drops {
+		if d.Side != sideName(d.Rule, d.To) || d.Shadow != sink.ShadowName(d.Live, d.To) {
+			log.Warn("a switches row names a side rule or shadow column the bridge did not; left alone", "rule", d.Rule, "side", d.Side, "shadow", d.Shadow)
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // sideName is the name of the side rule computing version to of rule: its
@@ -93,6 +109,19 @@ func (c *compiler) versioned(ctx context.Context, cfg *config, rr state.RuleRow,
 	out.to = v.ID
 	live, hasLive := vs.Live[rr.Name]
 	sw, hasSw := vs.Switches[rr.Name]
+	if to, ok := c.switching[rr.Name]; ok {
+		row, known := vs.Rows[to]
+		if hasLive && live != to && known && hasSw && sw.To == to {
+			// The engine pushed the rule's switch to its lane, which has
+			// not committed it yet: the rule stays as the switch leaves
+			// it, whatever changed since; a change is applied once the
+			// switch committed (see Pending).
+			r, err := c.switched(ctx, rr, row, sw, src, tgt)
+			out.rules, out.err = []*Rule{r}, err
+			return out
+		}
+		delete(c.switching, rr.Name) // committed (or gone)
+	}
 	old, hasOld := vs.Rows[live]
 	if !hasLive || live == v.ID || !IsVersioned(rr.Function, rr.Switch) || !hasOld {
 		// The live column takes this version: first run, unchanged, or in
@@ -100,7 +129,6 @@ func (c *compiler) versioned(ctx context.Context, cfg *config, rr state.RuleRow,
 		if hasSw {
 			out.drops = append(out.drops, dropOf(sw, false))
 		}
-		delete(c.switching, rr.Name)
 		r, err := c.compile(ctx, binding{rr: rr, m: m, v: v}, src, tgt)
 		if err != nil {
 			out.err = err
@@ -123,7 +151,6 @@ func (c *compiler) versioned(ctx context.Context, cfg *config, rr state.RuleRow,
 			out.err = err
 			return out
 		}
-		out.drops = append(out.drops, dropOf(sw, true))
 	}
 	frozen, err := c.frozen(ctx, rr, old, src, tgt)
 	if err != nil {
@@ -131,16 +158,21 @@ func (c *compiler) versioned(ctx context.Context, cfg *config, rr state.RuleRow,
 		return out
 	}
 	if aborted {
+		if _, left := frozen.Target.Table.Column(sw.Shadow); left {
+			// Dropped once the lane reaches it; found again after a crash.
+			out.drops = append(out.drops, dropOf(sw, true))
+		}
 		out.rules = []*Rule{frozen}
 		return out
 	}
 	shadow := sink.ShadowName(rr.TargetColumn, v.ID)
 	s := &Switching{Rule: rr.Name, SideRule: sideName(rr.Name, v.ID), From: live, To: v.ID, Live: rr.TargetColumn, Shadow: shadow, StartedAt: sw.StartedAt}
+	// The new version's model row as run now: what the switched rule runs.
+	if err := state.RecordVersion(ctx, tgt, versionRow(v, m), rr.Name, false); err != nil {
+		out.err = err
+		return out
+	}
 	if !hasSw {
-		if err := state.RecordVersion(ctx, tgt, versionRow(v, m), rr.Name, false); err != nil {
-			out.err = err
-			return out
-		}
 		row := state.SwitchRow{Rule: rr.Name, From: live, To: v.ID, Side: s.SideRule, TargetTable: frozen.Target.Name(), Live: rr.TargetColumn, Shadow: shadow}
 		if err := state.StartSwitch(ctx, tgt, row); err != nil {
 			out.err = err
@@ -156,17 +188,6 @@ func (c *compiler) versioned(ctx context.Context, cfg *config, rr state.RuleRow,
 		frozen.Switching = s
 		return out
 	}
-	if c.switching[rr.Name] == v.ID {
-		// The engine reached the switch: from here on the rule is the side
-		// rule writing the live column, as the switch transaction leaves it.
-		r := *side
-		r.Name, r.Switching = rr.Name, nil
-		r.Target = side.Target.Renamed(rr.TargetColumn)
-		r.Fingerprint = fingerprint(side.Source.OID, rr.ImageColumn, rr.Function, v.ID, r.Target.Name(), rr.TargetColumn)
-		r.legacy = ""
-		out.rules = []*Rule{&r}
-		return out
-	}
 	frozen.Switching, side.Switching = s, &Switching{}
 	*side.Switching = *s
 	side.Switching.Side = true
@@ -174,20 +195,61 @@ func (c *compiler) versioned(ctx context.Context, cfg *config, rr state.RuleRow,
 	return out
 }
 
+// switched compiles rr as its switch leaves it: the side rule of version
+// row (run with the model row recorded for it), writing the live column
+// under its name. The engine swaps it in at the switch's marker; it holds
+// until the switch committed.
+func (c *compiler) switched(ctx context.Context, rr state.RuleRow, row state.VersionRow, sw state.SwitchRow, src, tgt *pgx.Conn) (*Rule, error) {
+	m, v, err := modelOf(row, rr.Function)
+	if err != nil {
+		return nil, err
+	}
+	srr := rr
+	srr.Name, srr.TargetTable, srr.TargetColumn, srr.Prompt = sw.Side, sw.TargetTable, sw.Shadow, row.Prompt
+	side, err := c.compile(ctx, binding{rr: srr, m: m, v: v}, src, tgt)
+	if err != nil {
+		return nil, err
+	}
+	r := *side
+	r.Name, r.Switching, r.legacy = rr.Name, nil, ""
+	r.Target = side.Target.Renamed(sw.Live)
+	r.Fingerprint = fingerprint(side.Source.OID, rr.ImageColumn, rr.Function, v.ID, r.Target.Name(), sw.Live)
+	return &r, nil
+}
+
+// modelOf returns the model row recorded with version row, and its
+// version, which must be row's: a row changed by hand is refused rather
+// than run.
+func modelOf(row state.VersionRow, function string) (provider.Model, Version, error) {
+	var m provider.Model
+	if err := json.Unmarshal(row.ModelRow, &m); err != nil {
+		return m, Version{}, fmt.Errorf("version %s: model row: %w", short(row.ID), err)
+	}
+	v, err := VersionOf(m, function, row.Prompt)
+	if err != nil {
+		return m, v, err
+	}
+	if v.ID != row.ID {
+		return m, v, fmt.Errorf("version %s: its recorded model row is of version %s (pgimageai.versions was changed); delete the rule's row of pgimageai.rule_versions to run its current version in place", short(row.ID), short(v.ID))
+	}
+	return m, v, nil
+}
+
+// Pending reports whether a switch the engine pushed may not have
+// committed yet: a reload then sees whether it did, and applies what
+// changed meanwhile.
+func (c *compiler) Pending() bool { return len(c.switching) > 0 }
+
 // frozen compiles rr at its old version, whose model row is the one last
 // run with it (pgimageai.versions.model_row): the live column keeps being
 // computed by the old model while the new version is computed on the side.
 func (c *compiler) frozen(ctx context.Context, rr state.RuleRow, old state.VersionRow, src, tgt *pgx.Conn) (*Rule, error) {
-	var m provider.Model
-	if err := json.Unmarshal(old.ModelRow, &m); err != nil {
-		return nil, fmt.Errorf("version %s of rule %s: model row: %w", short(old.ID), rr.Name, err)
+	m, v, err := modelOf(old, rr.Function)
+	if err != nil {
+		return nil, fmt.Errorf("rule %s: %w", rr.Name, err)
 	}
 	frr := rr
 	frr.Prompt = old.Prompt
-	v, err := VersionOf(m, frr.Function, frr.Prompt)
-	if err != nil {
-		return nil, err
-	}
 	b := binding{rr: frr, m: m, v: v, providerKey: m.Name + "@" + short(old.ID)}
 	if c.used == nil {
 		c.used = map[string]bool{}
@@ -204,7 +266,7 @@ func (c *compiler) side(ctx context.Context, rr state.RuleRow, m provider.Model,
 	srr := rr
 	srr.Name, srr.TargetColumn = s.SideRule, s.Shadow
 	if _, ok := live.Table.Column(s.Shadow); !ok {
-		typ, err := c.shadowType(ctx, m, rr, live)
+		typ, err := c.shadowType(ctx, m, v, rr, live)
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +279,7 @@ func (c *compiler) side(ctx context.Context, rr state.RuleRow, m provider.Model,
 
 // shadowType returns the SQL type of the shadow column of a rule of model m
 // whose live column is live.
-func (c *compiler) shadowType(ctx context.Context, m provider.Model, rr state.RuleRow, live *sink.Target) (string, error) {
+func (c *compiler) shadowType(ctx context.Context, m provider.Model, v Version, rr state.RuleRow, live *sink.Target) (string, error) {
 	p, err := c.provider(m.Name, m)
 	if err != nil {
 		return "", err
@@ -235,9 +297,17 @@ func (c *compiler) shadowType(ctx context.Context, m provider.Model, rr state.Ru
 	if !live.Vector {
 		return "real[]", nil
 	}
-	dim, err := probe(ctx, fn)
-	if err != nil {
-		return "", err
+	dim, ok := c.dims[v.ID]
+	if !ok {
+		if dim, err = probe(ctx, fn); err != nil {
+			return "", err
+		}
+		// Once per version: adding the column may fail (a lock not
+		// granted) and be tried again without asking again.
+		if c.dims == nil {
+			c.dims = map[string]int{}
+		}
+		c.dims[v.ID] = dim
 	}
 	return sink.ShadowType(live, dim) // the live column's vector type (vector, halfvec) of dim dimensions
 }

@@ -51,7 +51,10 @@ CREATE TABLE pgimageai.switches (
   detail        text,               -- why held or aborted
   request       text CHECK (request IN ('force', 'abort')),  -- an operator's, read by the bridge
   started_at    timestamptz NOT NULL DEFAULT now(),
-  updated_at    timestamptz NOT NULL DEFAULT now()
+  updated_at    timestamptz NOT NULL DEFAULT now(),
+  -- The names the bridge gives: it never drops a column named otherwise.
+  CHECK (side_rule = rule || '@' || left(to_version, 8)),
+  CHECK (right(shadow_column, length(left(to_version, 8)) + 3) = '__v' || left(to_version, 8))
 );
 
 -- Switches that ended: switched (or forced), aborted by an operator, or
