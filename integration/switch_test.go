@@ -503,3 +503,40 @@ func TestSwitchBudget(t *testing.T) {
 		t.Errorf("model b called %d times for 30 rows and a probe", n)
 	}
 }
+
+// TestSwitchGroups: a switch of one rule group's rule goes on while the
+// bridge of another group on the same database reloads its rules: that
+// bridge neither cancels it nor pays for it.
+func TestSwitchGroups(t *testing.T) {
+	x := newSwitchSetup(t, 40)
+	s := x.s
+	s.exec(t, "UPDATE pgimageai.rules SET rule_group = 'g2' WHERE name = 'vec'")
+	ai := newFakeAI(t)
+	s.model(t, "cap", ai, `{}`)
+	s.rule(t, "captions", "cap", "public.caps", "caption") // the default group
+	cfg := s.config(t)
+	cfg.Registry.Register("vllm", vllm.Factory)
+	s.start(t, cfg)
+	g2 := *s
+	g2.slot = s.slot + "_g2"
+	cfg2 := g2.config(t)
+	cfg2.Group = "g2"
+	cfg2.Registry.Register("vllm", vllm.Factory)
+	g2.start(t, cfg2)
+	x.waitA(t, 40)
+
+	x.b.delay.Store(int64(50 * time.Millisecond))
+	x.toB(t)
+	waitFor(t, 30*time.Second, "the switch to start", func() bool { return x.b.calls.Load() > 2 })
+	for i := 0; i < 4; i++ { // the default group's bridge reloads its rules
+		s.exec(t, "UPDATE pgimageai.rules SET enabled = $1 WHERE name = 'captions'", i%2 == 1)
+		time.Sleep(200 * time.Millisecond)
+	}
+	x.waitOutcome(t, "switched", 90*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'vec' AND outcome <> 'switched'"); n != 0 {
+		t.Errorf("%d switches of group g2's rule cancelled or aborted by the other group", n)
+	}
+	if n := x.b.calls.Load(); n > 41 {
+		t.Errorf("model b called %d times for 40 rows and a probe", n)
+	}
+}
