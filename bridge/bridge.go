@@ -208,6 +208,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		case errors.Is(err, ErrLeadershipLost):
 			b.cfg.Logger.Warn("stepping down to standby", "slot", b.cfg.Slot, "err", err)
 			continue
+		case errors.Is(err, apply.ErrSwitchFailed):
+			b.cfg.Logger.Warn("a version switch failed; starting over from the checkpoint, where it is checked again", "slot", b.cfg.Slot, "err", err)
+			continue
 		case errors.Is(err, replication.ErrFailoverTimeout) || errors.Is(err, replication.ErrNoSlot) || !replication.Settling(err):
 			return err
 		}

@@ -540,3 +540,46 @@ func TestSwitchGroups(t *testing.T) {
 		t.Errorf("model b called %d times for 40 rows and a probe", n)
 	}
 }
+
+// TestSwitchObstacleAfterReady: a view made on the live column after the
+// switch was found ready (while its transaction waits for a row of the
+// bookkeeping) makes the switch transaction fail; after a few tries the
+// bridge starts over from its checkpoint, where the switch is held with
+// the view named, the live column whole. Once the view is dropped, it
+// switches.
+func TestSwitchObstacleAfterReady(t *testing.T) {
+	x := newSwitchSetup(t, 30)
+	x.start(t)
+	s := x.s
+	x.waitA(t, 30)
+	holder := s.db.Connect(t)
+	tx, err := holder.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), "SELECT FROM pgimageai.results WHERE rule = 'vec' LIMIT 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	x.toB(t)
+	waitFor(t, 60*time.Second, "the switch transaction waiting", func() bool {
+		return queryInt(t, s.conn, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM pgimageai.results WHERE rule = $1'`) > 0
+	})
+	s.exec(t, "CREATE VIEW public.vecs_view AS SELECT id, v FROM public.vecs")
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "the switch held by the view", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held' AND detail LIKE '%vecs_view%'") == 1
+	})
+	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(8)" {
+		t.Fatalf("live column %q while held, want vector(8)", typ)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs_view WHERE (v::real[])[1] = 1"); n != 30 {
+		t.Errorf("%d rows of model a through the view while held, want 30", n)
+	}
+	s.exec(t, "DROP VIEW public.vecs_view")
+	x.waitOutcome(t, "switched", 60*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16"); n != 30 {
+		t.Errorf("%d rows of model b after the switch, want 30", n)
+	}
+}

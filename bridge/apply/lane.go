@@ -477,6 +477,21 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item, items 
 		if errors.Is(err, state.ErrFenced) {
 			return fmt.Errorf("%w: %w", leader.ErrLeadershipLost, err)
 		}
+		if last.Kind == work.Switch && !pgerr.Transient(err) && pgerr.SQLState(err) != codeLockNotAvailable {
+			// Something came in the way of the switch since its watcher
+			// found it ready (a view on the live column, the table's
+			// ownership): tried a few times, then the bridge starts over
+			// from its checkpoint, where the watcher holds the switch and
+			// says why — rather than hold the lane, and the stream, on it.
+			if attempt >= switchAttempts {
+				return fmt.Errorf("%w: %w", ErrSwitchFailed, err)
+			}
+			l.ls.cfg.Log.Error("switch transaction failed; retrying", "lane", l.name, "attempt", attempt, "err", err)
+			if err := bo.Sleep(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if refused(err) {
 			return fmt.Errorf("%w: %w", errRefused, err)
 		}
@@ -529,6 +544,18 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item, items 
 		}
 	}
 }
+
+// ErrSwitchFailed: a switch transaction failed switchAttempts times for a
+// reason that does not pass by itself; the bridge starts over from its
+// checkpoint (see bridge.Run).
+var ErrSwitchFailed = errors.New("the switch transaction failed")
+
+// switchAttempts is how often a switch transaction is tried before
+// ErrSwitchFailed; codeLockNotAvailable (its lock_timeout) is tried for good.
+const (
+	switchAttempts       = 3
+	codeLockNotAvailable = "55P03"
+)
 
 // errStale: a write refused for want of a privilege holds items of rules
 // that no longer run (see write).
