@@ -376,6 +376,11 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config, others []string,
 		}
 	}
 	c.used = nil
+	for name := range c.switching {
+		if !compiled[name] {
+			delete(c.switching, name) // the rule went: its switch with it
+		}
+	}
 	return valid, invalid, shaped(c.log, drops), nil
 }
 
