@@ -53,10 +53,11 @@ func (e *Engine) Switchover(rep switchover.Report) {
 // else at a marker placed for it.
 func (e *Engine) drops(ctx context.Context, drops []rules.Drop) error {
 	for _, d := range drops {
+		if e.sw.co.DropPlaced(d.Side) {
+			continue // its marker is on its way
+		}
 		if e.sw.atMarker == nil {
-			if !e.sw.co.Placed(d.Side) {
-				e.sw.co.Place(switchover.Marker{Drop: &d})
-			}
+			e.sw.co.Place(switchover.Marker{Drop: &d})
 			continue
 		}
 		if err := e.dropNow(ctx, d); err != nil {

@@ -37,13 +37,16 @@ type Marker struct {
 	Drop   *rules.Drop
 }
 
-// key is the side rule a marker is for.
+// key is what a marker is for: a side rule's switch (or abort), or the
+// drop of a side rule's work — one of each may be on its way at once.
 func (m Marker) key() string {
 	if m.Drop != nil {
-		return m.Drop.Side
+		return dropKey(m.Drop.Side)
 	}
 	return m.Report.Side
 }
+
+func dropKey(side string) string { return "drop\x00" + side }
 
 // NewCoordinator returns the Coordinator of a bridge reading srcDSN and
 // writing tgtDSN; its watchers and writes end with ctx.
@@ -83,8 +86,13 @@ func (c *Coordinator) Follow(sides []*rules.Rule) {
 	}
 }
 
-// Placed reports whether a marker for side rule side waits to be read.
+// Placed reports whether a marker of side rule side's switch (or abort)
+// waits to be read.
 func (c *Coordinator) Placed(side string) bool { _, ok := c.placed[side]; return ok }
+
+// DropPlaced reports whether a marker of the drop of side rule side's work
+// waits to be read.
+func (c *Coordinator) DropPlaced(side string) bool { _, ok := c.placed[dropKey(side)]; return ok }
 
 // Place registers m under a secret nonce and writes its marker to the WAL,
 // waiting at most emitTimeout. A marker that could not be written is not

@@ -19,13 +19,13 @@ func TestCoordinatorTake(t *testing.T) {
 	written := errors.New("the source is unreachable")
 	c.emit = func(context.Context, string) error { return written }
 	c.Place(Marker{Drop: &rules.Drop{Rule: "vec", Side: "vec@1234abcd"}})
-	if c.Placed("vec@1234abcd") || len(c.markers) != 0 {
+	if c.DropPlaced("vec@1234abcd") || len(c.markers) != 0 {
 		t.Fatal("a marker that could not be written is registered: it would never be placed again")
 	}
 	written = nil
 	c.Place(Marker{Drop: &rules.Drop{Rule: "vec", Side: "vec@1234abcd"}})
-	if !c.Placed("vec@1234abcd") {
-		t.Fatal("the drop's marker is not placed")
+	if !c.DropPlaced("vec@1234abcd") || c.Placed("vec@1234abcd") {
+		t.Fatal("the drop's marker is not placed as a drop's")
 	}
 	var nonce string
 	for n := range c.markers {
@@ -51,7 +51,7 @@ func TestCoordinatorTake(t *testing.T) {
 			}
 		})
 	}
-	if c.Placed("vec@1234abcd") {
+	if c.DropPlaced("vec@1234abcd") {
 		t.Error("the drop's marker is still placed after it was taken")
 	}
 }
