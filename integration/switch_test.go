@@ -583,3 +583,36 @@ func TestSwitchObstacleAfterReady(t *testing.T) {
 		t.Errorf("%d rows of model b after the switch, want 30", n)
 	}
 }
+
+// TestSwitchImageFaults: rows whose image is NULL or not an image cost the
+// new model no call and do not hold the switch (the live column holds NULL
+// for them too): it switches unforced, the NULL image with no errors row,
+// the unknown one with its unknown_format row, now the rule's.
+func TestSwitchImageFaults(t *testing.T) {
+	x := newSwitchSetup(t, 10)
+	s := x.s
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (11, NULL), (12, '\\x00010203'::bytea)")
+	x.start(t)
+	waitFor(t, 60*time.Second, "10 vectors of model a and the unknown image's error", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 10 &&
+			queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'vec' AND reason = 'unknown_format' AND resolved_at IS NULL") == 1
+	})
+	x.toB(t)
+	x.waitOutcome(t, "switched", 60*time.Second)
+	s.sync(t, 30*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16"); n != 10 {
+		t.Errorf("%d rows of model b, want 10", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE id IN (11, 12) AND v IS NOT NULL"); n != 0 {
+		t.Errorf("%d of the NULL and unknown images have a vector", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'vec' AND resolved_at IS NULL AND reason = 'unknown_format' AND source_key = '{\"id\": 12}'"); n != 1 {
+		t.Errorf("%d open unknown_format rows of the unknown image after the switch, want 1", n)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE source_key = '{\"id\": 11}'"); n != 0 {
+		t.Errorf("%d errors rows of the NULL image, want none", n)
+	}
+	if n := x.b.calls.Load(); n != 11 {
+		t.Errorf("model b called %d times, want 11 (10 images and the probe)", n)
+	}
+}
