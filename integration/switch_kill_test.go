@@ -94,16 +94,7 @@ func TestSwitchKilled(t *testing.T) {
 	s.runProcess(t)
 	x.waitOutcome(t, "switched", 90*time.Second)
 	s.sync(t, 30*time.Second)
-	sm.finish()
-	if m := sm.mixed.Load(); m != 0 {
-		t.Errorf("%d of %d samples saw both versions", m, sm.samples.Load())
-	}
-	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(16)" {
-		t.Fatalf("live column %q, want vector(16)", typ)
-	}
-	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16 AND (v::real[])[1] = 2"); n != 150 {
-		t.Errorf("%d rows hold model b's vector, want 150", n)
-	}
+	x.checkSwitched(t, sm, 2, 16, 150)
 	x.checkIndex(t)
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_index WHERE indrelid = 'public.vecs'::regclass"); n != 2 {
 		t.Errorf("public.vecs has %d indexes after the switch, want 2 (its key and the HNSW index)", n)

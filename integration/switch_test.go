@@ -120,6 +120,23 @@ func (x *switchSetup) checkIndex(t testing.TB) {
 	}
 }
 
+// checkSwitched stops sm and checks that it never saw two versions, that
+// the live column is vector(dim), and that n rows hold the vectors of the
+// model of marker.
+func (x *switchSetup) checkSwitched(t testing.TB, sm *sampler, marker, dim, n int) {
+	t.Helper()
+	sm.finish()
+	if m := sm.mixed.Load(); m != 0 {
+		t.Errorf("%d of %d samples saw both versions", m, sm.samples.Load())
+	}
+	if typ := vecsColumnType(t, x.s.conn, "v"); typ != fmt.Sprintf("vector(%d)", dim) {
+		t.Errorf("live column is %q after the switch, want vector(%d)", typ, dim)
+	}
+	if got := queryInt(t, x.s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = $1 AND (v::real[])[1] = $2", dim, marker); got != n {
+		t.Errorf("%d rows hold the vectors of model %d, want %d", got, marker, n)
+	}
+}
+
 // waitOutcome waits for the switch history of rule vec to hold outcome.
 func (x *switchSetup) waitOutcome(t *testing.T, outcome string, timeout time.Duration) {
 	t.Helper()
@@ -334,16 +351,7 @@ func TestSwitchCancelled(t *testing.T) {
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'vec' AND outcome = 'cancelled'"); n != 2 {
 		t.Errorf("%d cancelled switches, want 2", n)
 	}
-	sm.finish()
-	if m := sm.mixed.Load(); m != 0 {
-		t.Errorf("%d of %d samples saw both versions", m, sm.samples.Load())
-	}
-	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(16)" {
-		t.Errorf("live column is %q after the second switch, want vector(16)", typ)
-	}
-	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE vector_dims(v) = 16 AND (v::real[])[1] = 3"); n != 100 {
-		t.Errorf("%d rows of model c, want 100", n)
-	}
+	x.checkSwitched(t, sm, 3, 16, 100)
 }
 
 // TestSwitchHeldForcedAborted: rows the new model fails hold the switch
