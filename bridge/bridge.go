@@ -58,10 +58,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Metrics receives counters and the bridge's status; nil = none.
 	Metrics *metrics.Metrics
-	// Now is the clock of the models' daily budgets (default time.Now).
-	Now    func() time.Time
-	Limits Limits
-	Timing Timing
+	// Version is the build's version, for the start-up line.
+	Version string
+	Limits  Limits
+	Timing  Timing
 }
 
 // Limits bound what a Bridge holds.
@@ -96,6 +96,8 @@ type Timing struct {
 	// standby, the slot not there yet — before it stops with what to do
 	// (default 5m).
 	FailoverWait time.Duration
+	// Now is the clock of the models' daily budgets (default time.Now).
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -124,8 +126,8 @@ func (c Config) withDefaults() Config {
 	if t.LeaderPoll <= 0 {
 		t.LeaderPoll = DefaultLeaderPoll
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Timing.Now == nil {
+		c.Timing.Now = time.Now
 	}
 	if t.RecheckInterval <= 0 {
 		t.RecheckInterval = DefaultRecheckInterval
@@ -384,7 +386,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	lookups := cost.NewLookups(cfg.TargetDSN, 4)
 	defer lookups.Close(context.WithoutCancel(ctx))
 	caller := calls.New(hard, calls.Cost{Budget: budget, Cache: cache, Lookups: lookups,
-		Daily: cost.NewDaily(cfg.Now, day, spent, cfg.Metrics)}, cfg.Metrics, lanes.Rows())
+		Daily: cost.NewDaily(cfg.Timing.Now, day, spent, cfg.Metrics)}, cfg.Metrics, lanes.Rows())
 	eng = engine.New(hard, engine.Deps{
 		Log: log, TypeMap: tgt.TypeMap(), Live: live, Conns: conns,
 		Tables: engine.Tables{Rules: rulesOID, Models: modelsOID, Retries: retriesOID},
@@ -405,8 +407,10 @@ func (b *Bridge) lead(ctx context.Context) error {
 		return err
 	}
 	valid, invalid := live.Counts()
-	log.Info("streaming", "slot", cfg.Slot, "publication", cfg.Publication, "rules", valid,
-		"invalid_rules", invalid, "checkpoint", checkpoint.String(), "lanes", len(routed))
+	// The one line that says what runs: which build, on which database and
+	// slot, for which group and how many rules.
+	log.Info("streaming", "version", cfg.Version, "database", src.Config().Database, "slot", cfg.Slot, "group", cfg.Group,
+		"publication", cfg.Publication, "rules", valid, "invalid_rules", invalid, "checkpoint", checkpoint.String(), "lanes", len(routed))
 
 	b.run.Store(&running{budget: budget, tracker: tracker, lanes: lanes, engine: eng, calls: caller.Counters()})
 	b.setStream(stream)

@@ -18,7 +18,7 @@ func TestParseCommandFlags(t *testing.T) {
 		{"status defaults", "status", nil, queryFlags{Format: "table"}, ""},
 		{"status json", "status", []string{"--format", "json"}, queryFlags{Format: "json"}, ""},
 		{"status bad format", "status", []string{"--format=xml"}, queryFlags{}, `--format must be table or json, got "xml"`},
-		{"status has no filters", "status", []string{"--rule", "r"}, queryFlags{}, "flag provided but not defined: -rule"},
+		{"status has no filters", "status", []string{"--rule", "r"}, queryFlags{}, "unknown flag --rule"},
 		{"errors defaults", "errors", nil, queryFlags{Format: "table", Limit: 50}, ""},
 		{"errors filters", "errors", []string{"--rule", "caption", "--reason", "provider_error", "--limit", "0", "--format", "json"},
 			queryFlags{Format: "json", Rule: "caption", Reason: "provider_error"}, ""},
@@ -29,8 +29,8 @@ func TestParseCommandFlags(t *testing.T) {
 		{"retry defaults", "retry", nil, queryFlags{}, ""},
 		{"retry filters", "retry", []string{"--rule=caption", "--reason=empty_image"}, queryFlags{Rule: "caption", Reason: "empty_image"}, ""},
 		{"retry invalid_rule", "retry", []string{"--reason", "invalid_rule"}, queryFlags{}, "an invalid rule is fixed by editing it in pgimageai.rules, not retried"},
-		{"retry has no format", "retry", []string{"--format", "json"}, queryFlags{}, "flag provided but not defined: -format"},
-		{"migrate has none", "migrate", []string{"--limit", "5"}, queryFlags{}, "flag provided but not defined: -limit"},
+		{"retry has no format", "retry", []string{"--format", "json"}, queryFlags{}, "unknown flag --format"},
+		{"migrate has none", "migrate", []string{"--limit", "5"}, queryFlags{}, "unknown flag --limit"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,8 +60,8 @@ func TestReadCommandsExitCodes(t *testing.T) {
 		out, errOut string
 	}{
 		{"usage lists them", []string{"help"}, exitOK, "status        slot, confirmed LSN", ""},
-		{"status help", []string{"status", "-h"}, exitOK, "", "-format"},
-		{"errors help", []string{"errors", "--help"}, exitOK, "", "-limit"},
+		{"status help", []string{"status", "-h"}, exitOK, "-format", ""},
+		{"errors help", []string{"errors", "--help"}, exitOK, "-limit", ""},
 		{"status bad format", []string{"status", "--format", "yaml"}, exitUsage, "", "--format must be table or json"},
 		{"errors bad reason", []string{"errors", "--reason", "nope"}, exitUsage, "", "--reason must be one of"},
 		{"retry invalid_rule", []string{"retry", "--reason", "invalid_rule"}, exitUsage, "", "not retried"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/replication"
 )
 
 // config holds the settings of the command line, each from a flag or, failing that, its
@@ -35,18 +36,18 @@ type config struct {
 	stallAfter   string // as given
 	failoverWait string // as given
 	keyEnvAllow  string // as given
+	slotDefault  bool   // no --slot or PGIMAGEAI_SLOT: resolveSlot decides
 }
 
 // validGroup is what a rule group's name may be (also checked by the
 // rules_group_name constraint): it becomes part of a slot's name.
 var validGroup = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 
-// groupName is the default slot and publication name of a rule group.
+// groupName is the default publication name of a rule group. Publications
+// belong to a database, so the name need not carry it (slots do: see
+// resolveSlot).
 func groupName(group string) string {
-	if group == bridge.DefaultGroup {
-		return "pgimageai"
-	}
-	return "pgimageai_" + group
+	return replication.LegacySlotName(group, bridge.DefaultGroup)
 }
 
 // errUsage marks errors that exit with code 2.
@@ -63,7 +64,7 @@ func (c *config) settings() []setting {
 		{"dsn", "PGIMAGEAI_DSN", "", "source database connection string (default: libpq PG* variables)", &c.DSN},
 		{"target-dsn", "PGIMAGEAI_TARGET_DSN", "", "target database connection string (default: the source)", &c.TargetDSN},
 		{"group", "PGIMAGEAI_GROUP", bridge.DefaultGroup, "rule group to stream (pgimageai.rules.rule_group); each group runs on its own slot, publication and leader lock", &c.Group},
-		{"slot", "PGIMAGEAI_SLOT", "", "logical replication slot name (default: pgimageai, or pgimageai_GROUP for another group)", &c.Slot},
+		{"slot", "PGIMAGEAI_SLOT", "", "logical replication slot name (default: pgimageai_DATABASE_HASH, or pgimageai_DATABASE_GROUP_HASH for another group; an existing pgimageai or pgimageai_GROUP slot of this database is kept)", &c.Slot},
 		{"publication", "PGIMAGEAI_PUBLICATION", "", "publication name (default: pgimageai, or pgimageai_GROUP for another group)", &c.Publication},
 		{"metrics-addr", "PGIMAGEAI_METRICS_ADDR", "", "address for Prometheus /metrics and /healthz, e.g. :9187 (default: off)", &c.MetricsAddr},
 		{"pprof-addr", "PGIMAGEAI_PPROF_ADDR", "", "loopback address for Go's /debug/pprof/ profiles, e.g. 127.0.0.1:6060 (default: off; never another host)", &c.PprofAddr},
@@ -76,23 +77,26 @@ func (c *config) settings() []setting {
 }
 
 // parseConfig parses args (after the subcommand) with getenv as the fallback
-// for unset flags.
-func parseConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+// for unset flags. The command's help, when asked for (-h, --help), is written
+// to stdout and flag.ErrHelp returned; a parse error is returned, not written
+// (the caller writes it once).
+func parseConfig(cmd string, args []string, getenv func(string) string, stdout io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("pgimageai "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	for _, s := range c.settings() {
 		if takes(cmd, s.flag) {
 			fs.StringVar(s.dst, s.flag, "", fmt.Sprintf("%s (env %s)", s.help, s.env))
 		}
 	}
 	check := defineCommandFlags(cmd, fs, &c.Query)
-	fs.Usage = func() { commandUsage(stderr, cmd, fs) }
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			commandUsage(stdout, cmd, fs)
 			return c, err
 		}
-		return c, fmt.Errorf("%w: %v", errUsage, err)
+		return c, fmt.Errorf("%w: %s", errUsage, flagError(err, cmd, fs))
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
@@ -109,7 +113,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		return c, fmt.Errorf("%w: --group must be 1 to 40 of a-z, 0-9 and _, got %q", errUsage, c.Group)
 	}
 	if c.Slot == "" {
-		c.Slot = groupName(c.Group)
+		// The default carries the database, which only the database can
+		// say for sure: resolveSlot sets it for the commands that use it.
+		c.Slot, c.slotDefault = replication.LegacySlotName(c.Group, bridge.DefaultGroup), true
 	}
 	if c.Publication == "" {
 		c.Publication = groupName(c.Group)

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 )
 
@@ -124,29 +123,4 @@ func commandUsage(w io.Writer, cmd string, fs *flag.FlagSet) {
 	if shared.Len() > 0 {
 		fmt.Fprintf(w, "\nGlobal flags:\n%s", shared.String())
 	}
-}
-
-// version describes the build: the module's version (or the VCS revision
-// of a build from a checkout) and the Go that built it.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "pgimageai (no build information)\n"
-	}
-	v := bi.Main.Version
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = " (modified)"
-			}
-		}
-	}
-	if rev != "" {
-		v += " " + rev + modified
-	}
-	return fmt.Sprintf("pgimageai %s, %s\n", v, bi.GoVersion)
 }

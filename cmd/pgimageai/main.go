@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/pgimageai/pgimageai/internal/suggest"
 )
 
 // Exit codes of the command line.
@@ -48,7 +50,9 @@ var commands = map[string]command{
 	"health":       health,
 }
 
-// run executes the command line and returns the exit code.
+// run executes the command line and returns the exit code. Help that was asked
+// for goes to stdout with exit 0; every error is written once, to stderr, with
+// exit 2 for usage and configuration errors (exitCode) and 1 for the rest.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage())
@@ -64,21 +68,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return exitOK
 		}
 		if _, ok := commands[args[1]]; !ok {
-			fmt.Fprintf(stderr, "pgimageai: unknown command %q\n\n%s", args[1], usage())
+			fmt.Fprintf(stderr, "pgimageai help: %s\n", unknownCommand(args[1]))
 			return exitUsage
 		}
 		args = []string{args[1], "--help"}
-		stderr = stdout // asked for: the help is the output
 	case "-version", "--version", "version":
 		fmt.Fprint(stdout, version())
 		return exitOK
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "pgimageai: unknown command %q\n\n%s", args[0], usage())
+		fmt.Fprintf(stderr, "pgimageai: %s\n", unknownCommand(args[0]))
 		return exitUsage
 	}
-	c, err := parseConfig(args[0], args[1:], getenv, stderr)
+	c, err := parseConfig(args[0], args[1:], getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
@@ -91,10 +94,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err := cmd(ctx, c, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "pgimageai %s: %v\n", args[0], err)
-		if errors.Is(err, errUsage) {
-			return exitUsage
-		}
-		return exitFailure
+		return exitCode(err)
 	}
 	return exitOK
+}
+
+// unknownCommand says that name is no command, with the nearest one.
+func unknownCommand(name string) string {
+	return fmt.Sprintf("unknown command %q%s; run 'pgimageai help' for the list of commands", name, suggest.Hint(name, commandOrder))
 }

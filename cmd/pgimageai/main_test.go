@@ -36,7 +36,8 @@ func TestParseConfig(t *testing.T) {
 		{"byte budget too small", []string{"--byte-budget", "10"}, nil, config{}, "--byte-budget must be at least 1MiB"},
 		{"byte budget bad unit", []string{"--byte-budget", "256MeB"}, nil, config{}, "is not a size"},
 		{"bad log format", []string{"--log-format", "xml"}, nil, config{}, "--log-format must be text or json"},
-		{"unknown flag", []string{"--nope"}, nil, config{}, "flag provided but not defined"},
+		{"unknown flag", []string{"--nope"}, nil, config{}, "unknown flag --nope; run 'pgimageai help run' for its flags"},
+		{"misspelt flag", []string{"--byte-budgte", "1GiB"}, nil, config{}, "unknown flag --byte-budgte (did you mean --byte-budget?)"},
 		{"stray argument", []string{"extra"}, nil, config{}, `unexpected argument "extra"`},
 		{"key variables by flag", []string{"--key-env-allow", "OPENAI_API_KEY,*_API_KEY"}, nil,
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", keyEnvAllow: "OPENAI_API_KEY,*_API_KEY"}, ""},
@@ -77,6 +78,14 @@ func TestParseConfig(t *testing.T) {
 				t.Fatalf("key variables %v, %v; want %q", got.KeyEnv, err, tc.want.keyEnvAllow)
 			}
 			got.KeyEnv = nil
+			slotGiven := tc.env["PGIMAGEAI_SLOT"] != ""
+			for _, a := range tc.args {
+				slotGiven = slotGiven || a == "--slot"
+			}
+			if got.slotDefault == slotGiven {
+				t.Fatalf("slotDefault %v with the slot given %v", got.slotDefault, slotGiven)
+			}
+			got.slotDefault = false
 			if tc.want.stallAfter == "" {
 				tc.want.StallAfter, tc.want.stallAfter = 10*time.Minute, "10m"
 			}
@@ -101,8 +110,11 @@ func TestRunExitCodes(t *testing.T) {
 		{"no args", nil, nil, exitUsage, "", "Usage:"},
 		{"help", []string{"--help"}, nil, exitOK, "migrate", ""},
 		{"unknown command", []string{"frobnicate"}, nil, exitUsage, "", `unknown command "frobnicate"`},
-		{"command help", []string{"migrate", "-h"}, nil, exitOK, "", "PGIMAGEAI_DSN"},
-		{"bad flag", []string{"migrate", "--bogus"}, nil, exitUsage, "", "flag provided but not defined"},
+		{"command help", []string{"migrate", "-h"}, nil, exitOK, "PGIMAGEAI_DSN", ""},
+		{"help of a command", []string{"help", "status"}, nil, exitOK, "Usage: pgimageai status", ""},
+		{"help of an unknown command", []string{"help", "stauts"}, nil, exitUsage, "", `unknown command "stauts" (did you mean "status"?)`},
+		{"misspelt command", []string{"stauts"}, nil, exitUsage, "", `unknown command "stauts" (did you mean "status"?)`},
+		{"bad flag", []string{"migrate", "--bogus"}, nil, exitUsage, "", "unknown flag --bogus"},
 		{"metrics address not an address", []string{"run", "--metrics-addr", "no-port-here"}, map[string]string{"PGIMAGEAI_DSN": "postgres://u@127.0.0.1:1/db"}, exitUsage, "", "--metrics-addr"},
 		{"bad dsn is usage", []string{"migrate", "--dsn", "postgres://u:hunter2@[::1"}, nil, exitUsage, "", "--dsn cannot be parsed"},
 		{"bad target dsn is usage", []string{"status", "--dsn", "postgres://u@127.0.0.1:1/db", "--target-dsn", "postgres://u:hunter2@h:notaport/db"}, nil, exitUsage, "", "--target-dsn cannot be parsed"},

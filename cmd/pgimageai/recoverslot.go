@@ -35,6 +35,9 @@ providers again for every source row.
 
 // recoverSlot drops and re-creates the slot and makes every rule backfill.
 func recoverSlot(ctx context.Context, c config, stdout, _ io.Writer) error {
+	if err := c.resolveSlot(ctx); err != nil {
+		return err
+	}
 	rec, err := bridge.RecoverSlot(ctx, bridge.RecoverConfig{
 		SourceDSN: c.DSN, TargetDSN: c.TargetDSN, Slot: c.Slot, Publication: c.Publication, Force: c.Query.Force, Group: c.Group,
 	})

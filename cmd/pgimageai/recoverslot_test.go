@@ -72,8 +72,8 @@ func TestRecoverSlotCommandLine(t *testing.T) {
 		t.Fatalf("recover-slot --help: exit %d", code)
 	}
 	for _, want := range []string{"-force", "invalidated", "backfill", "deletes the target rows whose source row no longer exists"} {
-		if !strings.Contains(errOut.String(), want) {
-			t.Errorf("recover-slot --help lacks %q:\n%s", want, errOut.String())
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("recover-slot --help lacks %q:\n%s", want, out.String())
 		}
 	}
 	out.Reset()

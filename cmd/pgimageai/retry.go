@@ -31,6 +31,9 @@ func retry(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return err
 	}
 	defer closeAll()
+	if err := c.resolveSlotOn(ctx, source, target); err != nil {
+		return err
+	}
 	n, err := countRetryable(ctx, target, c.Query)
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 			return fmt.Errorf("%w: --metrics-addr: %v", errUsage, err)
 		}
 		m = metrics.New()
+		if err := c.resolveSlot(ctx); err != nil {
+			return err
+		}
 		slots := newSlotReader(c.DSN, c.Slot)
 		defer slots.close()
 		m.SetSlotSource(slots.read)
@@ -80,6 +83,9 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		}
 		defer stop()
 	}
+	if err := c.resolveSlot(ctx); err != nil {
+		return err
+	}
 	// The byte budget bounds live image bytes; a soft memory limit keeps the
 	// garbage collector from letting the heap grow to twice that. An explicit
 	// GOMEMLIMIT wins.
@@ -98,6 +104,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Timing:      bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait},
 		Logger:      log,
 		Metrics:     m,
+		Version:     versionName(),
 	})
 	return b.Run(ctx)
 }

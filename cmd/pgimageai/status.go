@@ -101,7 +101,8 @@ type groupStatus struct {
 }
 
 // readGroups reads every rule group and its slot.
-func readGroups(ctx context.Context, source *database, group, slot string) ([]groupStatus, error) {
+// The slot of another group is its default one (groupSlot).
+func readGroups(ctx context.Context, source, target *database, group, slot string) ([]groupStatus, error) {
 	counts, err := state.RuleGroups(ctx, source.conn)
 	if err != nil {
 		return nil, source.explain("read rule groups", err)
@@ -112,8 +113,10 @@ func readGroups(ctx context.Context, source *database, group, slot string) ([]gr
 	}
 	for i := range groups {
 		g := &groups[i]
-		if g.Slot = groupName(g.Group); g.Group == group {
-			g.Slot = slot
+		if g.Slot = slot; g.Group != group {
+			if g.Slot, err = groupSlot(ctx, source, target, g.Group); err != nil {
+				return nil, err
+			}
 		}
 		s, err := readSlotStatus(ctx, source, g.Slot)
 		if err != nil {
@@ -156,11 +159,14 @@ func status(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return err
 	}
 	defer closeAll()
+	if err := c.resolveSlotOn(ctx, source, target); err != nil {
+		return err
+	}
 	r, err := readStatus(ctx, source, target, c.Slot)
 	if err != nil {
 		return err
 	}
-	if r.Groups, err = readGroups(ctx, source, c.Group, c.Slot); err != nil {
+	if r.Groups, err = readGroups(ctx, source, target, c.Group, c.Slot); err != nil {
 		return err
 	}
 	return writeStatus(stdout, r, c.Query.Format)

@@ -291,7 +291,7 @@ func TestParseSwitchFlags(t *testing.T) {
 		{"abort without a rule", []string{"--abort"}, queryFlags{}, "--abort needs --rule"},
 		{"force as json", []string{"--rule", "embed", "--force", "--format", "json"}, queryFlags{}, "--format is for the list of switches"},
 		{"bad format", []string{"--format", "yaml"}, queryFlags{}, `--format must be table or json, got "yaml"`},
-		{"no reason", []string{"--reason", "provider_error"}, queryFlags{}, "flag provided but not defined: -reason"},
+		{"no reason", []string{"--reason", "provider_error"}, queryFlags{}, "unknown flag --reason"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
