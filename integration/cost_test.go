@@ -102,7 +102,7 @@ func TestBudgets(t *testing.T) {
 	clock := time.Now().UTC()
 	cfg := s.config(t)
 	cfg.Timing.RecheckInterval = 200 * time.Millisecond
-	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	cfg.Timing.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	_, stop := s.start(t, cfg)
 	want := map[int]string{}
 	insertRows(t, s, 1, 11, 10, want)

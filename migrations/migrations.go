@@ -133,3 +133,21 @@ CREATE TABLE IF NOT EXISTS pgimageai.schema_migrations (
 	}
 	return applied, nil
 }
+
+// Drop drops schema pgimageai and everything in it (DROP SCHEMA … CASCADE):
+// pgimageai uninstall --drop-schema. It reports whether there was a schema.
+// Tables outside the schema (the targets, even those the bridge created) are
+// not touched.
+func Drop(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'pgimageai')").Scan(&exists); err != nil {
+		return false, fmt.Errorf("read schema pgimageai: %w", err)
+	}
+	if !exists {
+		return false, nil
+	}
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS pgimageai CASCADE"); err != nil {
+		return false, fmt.Errorf("drop schema pgimageai: %w", err)
+	}
+	return true, nil
+}

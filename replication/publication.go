@@ -252,3 +252,22 @@ WHERE pt.pubname = $1`, name)
 	}
 	return oids, true, nil
 }
+
+// DropPublication drops publication name; dropped is false when there was no
+// such publication. conn must not be used concurrently.
+func DropPublication(ctx context.Context, conn *pgx.Conn, name string) (dropped bool, err error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = $1)", name).Scan(&exists); err != nil {
+		return false, fmt.Errorf("read publication %s: %w", pgx.Identifier{name}.Sanitize(), err)
+	}
+	if !exists {
+		return false, nil
+	}
+	if _, err := conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+		if pgerr.SQLState(err) == codeInsufficientPrivilege {
+			return false, fmt.Errorf("%w: drop publication %s: only its owner (or a superuser) may: %v", ErrPrivilege, pgx.Identifier{name}.Sanitize(), err)
+		}
+		return false, fmt.Errorf("drop publication %s: %w", pgx.Identifier{name}.Sanitize(), err)
+	}
+	return true, nil
+}

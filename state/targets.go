@@ -43,3 +43,20 @@ func SourceTable(ctx context.Context, q Querier, relid uint32) (bool, error) {
 	}
 	return source, nil
 }
+
+// CreatedTargets lists the target tables the bridge created (by CREATE TABLE
+// of its own, pgimageai.created_targets), as regclass text; tables dropped
+// since are left out.
+func CreatedTargets(ctx context.Context, conn *pgx.Conn) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(r.relname)
+FROM pgimageai.created_targets c JOIN pg_catalog.pg_class r ON r.oid = c.relid JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("read the targets the bridge created: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the targets the bridge created: %w", err)
+	}
+	return names, nil
+}

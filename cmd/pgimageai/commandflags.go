@@ -18,6 +18,10 @@ type queryFlags struct {
 	Force  bool             // recover a slot that can still stream (recover-slot); force the switch (switch)
 	Abort  bool             // abort the switch (switch)
 	Probe  string           // ready, live or leader (health)
+	// DropSchema drops schema pgimageai too (uninstall).
+	DropSchema bool
+	// Yes confirms what uninstall lists; without it nothing is dropped.
+	Yes bool
 }
 
 // Output formats of --format.
@@ -102,6 +106,10 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 			}
 			return q.checkFormat()
 		}
+	case "uninstall":
+		fs.BoolVar(&q.DropSchema, "drop-schema", false, "also drop every rule group's slot and publication, and schema pgimageai (rules, models, results, errors) on the source and the target")
+		fs.BoolVar(&q.Yes, "yes", false, "drop what is listed; without it, only list")
+		return func() error { return nil }
 	case "estimate":
 		fs.StringVar(&q.Rule, "rule", "", "the `rule` to estimate (required; it may be disabled)")
 		format()

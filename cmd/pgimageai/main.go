@@ -48,6 +48,7 @@ var commands = map[string]command{
 	"recover-slot": recoverSlot,
 	"demo":         demo,
 	"health":       health,
+	"uninstall":    uninstall,
 }
 
 // run executes the command line and returns the exit code. Help that was asked

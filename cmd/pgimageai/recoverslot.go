@@ -114,4 +114,4 @@ func plural(n int64, what string) string {
 }
 
 // commandHelp is what a command's --help says after its flags.
-var commandHelp = map[string]string{"recover-slot": recoverSlotHelp, "health": healthHelp}
+var commandHelp = map[string]string{"recover-slot": recoverSlotHelp, "health": healthHelp, "uninstall": uninstallHelp}
