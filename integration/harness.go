@@ -93,7 +93,14 @@ type Postgres struct {
 // test stops, pauses or reconfigures the server; otherwise prefer NewDatabase.
 func StartPostgres(tb testing.TB) *Postgres {
 	tb.Helper()
-	p, err := start(context.Background(), serverArgs)
+	return StartPostgresWith(tb)
+}
+
+// StartPostgresWith is StartPostgres with more server settings after the
+// harness's own ("-c", "wal_level=replica": the last one counts).
+func StartPostgresWith(tb testing.TB, args ...string) *Postgres {
+	tb.Helper()
+	p, err := start(context.Background(), append(append([]string{}, serverArgs...), args...))
 	if err != nil {
 		fail(tb, err)
 	}

@@ -53,7 +53,7 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 		})
 	}
 	switch cmd {
-	case "status":
+	case "status", "doctor":
 		format()
 		return q.checkFormat
 	case "errors":

@@ -9,7 +9,7 @@ import (
 // connects names the commands that connect to a database: they need to be
 // told which.
 var connects = map[string]bool{"migrate": true, "run": true, "status": true, "errors": true, "retry": true,
-	"switch": true, "estimate": true, "recover-slot": true, "uninstall": true}
+	"switch": true, "estimate": true, "recover-slot": true, "uninstall": true, "doctor": true}
 
 // libpqTarget are the libpq variables that name a database to connect to
 // (https://www.postgresql.org/docs/current/libpq-envars.html).

@@ -31,12 +31,13 @@ model's token rule, with and without normalisation; the rule may be disabled. Wh
 rule's model changed, says that the change re-computes every row (on the side, or in place).`,
 	"recover-slot": `after the slot was invalidated (wal_status lost) or dropped: re-create it and backfill`,
 	"demo":         `one command, no setup: throwaway PostgreSQL, sample images, the bridge, the results`,
+	"doctor":       `check a database before and while the bridge runs: server, role, slot, publication, rules, models; what to do for each`,
 	"uninstall":    `drop the slot and publication (and with --drop-schema the schema), after listing them`,
 	"health":       `exit 0 when the metrics endpoint of a running bridge says ready (a container health check)`,
 }
 
 // commandOrder is the order of the commands in the usage.
-var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "switch", "estimate", "recover-slot", "uninstall", "demo", "health"}
+var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "switch", "estimate", "recover-slot", "doctor", "uninstall", "demo", "health"}
 
 // connection are the settings of the commands that read or write the
 // bridge's databases.
@@ -56,6 +57,7 @@ var uses = map[string][]string{
 	"demo":         {"log-format", "byte-budget", "key-env-allow"},
 	"health":       {"metrics-addr"},
 	"uninstall":    connection,
+	"doctor":       append(append([]string{}, connection...), "key-env-allow"),
 }
 
 // takes reports whether cmd takes setting flag.

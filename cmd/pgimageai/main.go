@@ -49,6 +49,7 @@ var commands = map[string]command{
 	"demo":         demo,
 	"health":       health,
 	"uninstall":    uninstall,
+	"doctor":       doctorCommand,
 }
 
 // run executes the command line and returns the exit code. Help that was asked

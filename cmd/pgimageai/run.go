@@ -29,6 +29,7 @@ func registry(keyEnv *provider.KeyEnvPolicy) *provider.Registry {
 	r := provider.NewRegistry()
 	r.AllowKeyEnv(keyEnv)
 	r.Register("openai", openai.Factory)
+	r.Register("ollama", openai.OllamaFactory)
 	r.Register("local", local.Factory)
 	r.Register("vllm", vllm.Factory)
 	r.Register("llamacpp", llamacpp.Factory)
