@@ -251,3 +251,90 @@ func TestExitCodesAgainstServer(t *testing.T) {
 		})
 	}
 }
+
+// TestLogValuesInSlogForm runs a bridge through inserts, an update, a
+// delete, an invalid rule and a graceful stop, and reads its log: every
+// value in slog's own form (no Go syntax such as map[id:42] or [a b]), no key
+// twice on a line, one start-up line naming version, database, slot and
+// group.
+func TestLogValuesInSlogForm(t *testing.T) {
+	s := localSource(t)
+	dropSlotsOf(t, s)
+	p := runDefaults(t, s)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, $2)", pngImage(t, 1), pngImage(t, 2))
+	waitResults(t, s, 2, "before the update")
+	s.exec(t, "UPDATE public.photos SET img = $1 WHERE id = 1", pngImage(t, 3))
+	s.exec(t, "DELETE FROM public.photos WHERE id = 2")
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('broken', 'public.photos', 'nope', 'AI_IMAGE_COMPLETE', 'here', 'x', 'public.more', 'c')`)
+	waitFor(t, 30*time.Second, "the invalid rule to be reported", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'broken' AND reason = 'invalid_rule'") == 1
+	})
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p.log.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		for _, bad := range []string{"=map[", "=[", "={", "=&{", "=0x"} {
+			if strings.Contains(line, bad) {
+				t.Errorf("a value in Go syntax (%s): %s", bad, line)
+			}
+		}
+		seen := map[string]bool{}
+		for _, f := range logKeys(line) {
+			if seen[f] {
+				t.Errorf("key %s twice: %s", f, line)
+			}
+			seen[f] = true
+		}
+		if strings.Contains(line, "msg=streaming ") {
+			starts++
+			for _, k := range []string{"version=", "database=" + s.db.Name, "slot=pgimageai_", "group=default", "rules=1"} {
+				if !strings.Contains(line, k) {
+					t.Errorf("the start-up line lacks %s: %s", k, line)
+				}
+			}
+		}
+	}
+	if starts != 1 {
+		t.Errorf("%d start-up lines, want 1:\n%s", starts, b)
+	}
+}
+
+// logKeys are the keys of a slog text line (key=value pairs; quoted values
+// skipped whole).
+func logKeys(line string) []string {
+	var keys []string
+	for i := 0; i < len(line); {
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
+		j := i
+		for j < len(line) && line[j] != '=' && line[j] != ' ' {
+			j++
+		}
+		if j >= len(line) || line[j] != '=' {
+			i = j + 1
+			continue
+		}
+		keys = append(keys, line[i:j])
+		j++
+		if j < len(line) && line[j] == '"' {
+			for j++; j < len(line) && line[j] != '"'; j++ {
+				if line[j] == '\\' {
+					j++
+				}
+			}
+			j++
+		}
+		for j < len(line) && line[j] != ' ' {
+			j++
+		}
+		i = j
+	}
+	return keys
+}

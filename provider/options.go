@@ -128,7 +128,7 @@ func ParseOptions(raw json.RawMessage) (Options, error) {
 	var o Options
 	if len(bytes.TrimSpace(raw)) > 0 {
 		if err := json.Unmarshal(raw, &o); err != nil {
-			return Options{}, fmt.Errorf("options: %w", err)
+			return Options{}, fmt.Errorf("options: %w", optionError(err, &o))
 		}
 	}
 	if err := o.Validate(); err != nil {
@@ -147,7 +147,7 @@ func DecodeStrict(raw json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("options: %w", err)
+		return fmt.Errorf("options: %w", optionError(err, v))
 	}
 	return nil
 }

@@ -3,7 +3,10 @@ package provider
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+
+	"github.com/pgimageai/pgimageai/internal/suggest"
 )
 
 // Factory builds a provider for one model row. It validates the row (base URL,
@@ -80,7 +83,7 @@ func (r *Registry) New(m Model, env Env) (Provider, error) {
 		keyEnv = DefaultKeyEnvPolicy
 	}
 	if !ok {
-		return nil, fmt.Errorf("model %q: unknown provider %q (known: %v)", m.Name, m.Provider, r.Names())
+		return nil, fmt.Errorf("model %q: unknown provider %q%s; the providers are %s", m.Name, m.Provider, suggest.Hint(m.Provider, r.Names()), strings.Join(r.Names(), ", "))
 	}
 	if m.BaseURL != "" {
 		if _, err := ParseBaseURL(m.BaseURL); err != nil {

@@ -152,10 +152,10 @@ func (ss *session) enableFailover(ctx context.Context, name string) {
 	// underscores, quoted all the same.
 	_, err := ss.conn.Exec(ctx, "ALTER_REPLICATION_SLOT "+pgx.Identifier{name}.Sanitize()+" ( FAILOVER true )").ReadAll()
 	if err != nil {
-		ss.log.Warn("could not turn failover on for the slot; it streams, but a standby keeps no copy of it", "slot", name, "err", err)
+		ss.log.Warn("could not turn failover on for the slot; it streams, but a standby keeps no copy of it", "err", err) // the session's logger names the slot
 		return
 	}
-	ss.log.Info("failover turned on for the slot: standbys with sync_replication_slots = on keep a copy of it", "slot", name)
+	ss.log.Info("failover turned on for the slot: standbys with sync_replication_slots = on keep a copy of it")
 }
 
 // host names the server of the connection, for messages: the address it is

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -208,7 +209,7 @@ func (l *Live) Forget(ctx context.Context, lane string) ([]string, error) {
 	for _, name := range names {
 		delete(l.valid, name) // loaded again as new: a backfill from the start
 	}
-	l.log.Warn("target table was re-created; backfilling its rules", "target", lane, "rules", names)
+	l.log.Warn("target table was re-created; backfilling its rules", "target", lane, "rules", strings.Join(names, ","))
 	return names, nil
 }
 
@@ -306,7 +307,7 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 		return Diff{}, err
 	}
 	if len(gone) > 0 {
-		l.log.Info("the batches of stopped rules are cancelled at the provider", "rules", gone)
+		l.log.Info("the batches of stopped rules are cancelled at the provider", "rules", strings.Join(gone, ","))
 	}
 
 	d := Diff{Set: NewSet(valid), BatchAPIs: l.batchAPIs(), Drops: drops}

@@ -16,8 +16,8 @@ func TestNewRejects(t *testing.T) {
 		options string
 		wantErr string
 	}{
-		{name: "unknown option named", options: `{"dimensions":64}`, wantErr: `unknown field "dimensions"`},
-		{name: "openai option", options: `{"temperature":0}`, wantErr: `unknown field "temperature"`},
+		{name: "unknown option named", options: `{"dimensions":64}`, wantErr: `unknown option "dimensions"`},
+		{name: "openai option", options: `{"temperature":0}`, wantErr: `unknown option "temperature"`},
 		{name: "max_pixels negative", options: `{"max_pixels":-1}`, wantErr: "option max_pixels"},
 		{name: "shared option invalid", options: `{"max_concurrency":-2}`, wantErr: "option max_concurrency"},
 		{name: "bad duration", options: `{"timeout":"soon"}`, wantErr: "duration"},

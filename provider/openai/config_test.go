@@ -18,7 +18,7 @@ func TestNewRejects(t *testing.T) {
 		options string
 		wantErr string
 	}{
-		{name: "unknown option named", options: `{"temprature":0.2}`, wantErr: `unknown field "temprature"`},
+		{name: "unknown option named", options: `{"temprature":0.2}`, wantErr: `unknown option "temprature" (did you mean "temperature"?)`},
 		{name: "ftp scheme", baseURL: "ftp://example.com/v1", wantErr: `scheme must be http or https, got "ftp"`},
 		{name: "file scheme", baseURL: "file:///etc/passwd", wantErr: `scheme must be http or https, got "file"`},
 		{name: "no scheme", baseURL: "localhost:11434/v1", wantErr: "scheme must be http or https"},
