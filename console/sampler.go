@@ -22,7 +22,7 @@ const (
 type sampler struct {
 	mu      sync.Mutex
 	started time.Time
-	last    map[string]int64            // the day's calls at the last sample
+	last    map[string]int64             // the day's calls at the last sample
 	minutes map[string]map[int64]float64 // rule → unix minute → calls in it
 	seen    map[string]seen              // progress: the first count seen of a job
 }

@@ -66,12 +66,12 @@ type Overview struct {
 
 // SlotView is the slot of the console's group.
 type SlotView struct {
-	Name, WALStatus      string
-	Found, Active        bool
-	LagBytes, Retained   int64
-	SafeWALSize          *int64
-	ConfirmedLSN, AtLSN  replication.LSN
-	ServerVersion        int
+	Name, WALStatus     string
+	Found, Active       bool
+	LagBytes, Retained  int64
+	SafeWALSize         *int64
+	ConfirmedLSN, AtLSN replication.LSN
+	ServerVersion       int
 }
 
 // GroupView is a rule group, its slot and who leads it.

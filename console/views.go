@@ -125,7 +125,7 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatFloat(float64(done)/elapsed.Seconds(), 'f', 1, 64) + " rows/s"
 	},
-	"money":    func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
+	"money": func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
 }
 
 // pathEscape escapes a rule name for a path segment.
@@ -186,11 +186,11 @@ func eta(done int64, total *int64, elapsed time.Duration) string {
 
 // chart is a small line chart of a series, drawn by the server as SVG.
 type chart struct {
-	Points     string // the polyline's points
-	Max, Last  float64
-	W, H       int
-	Empty      bool
-	Minutes    int
+	Points    string // the polyline's points
+	Max, Last float64
+	W, H      int
+	Empty     bool
+	Minutes   int
 }
 
 const chartW, chartH = 180, 36
