@@ -37,6 +37,10 @@ type Config struct {
 // DefaultRefresh is the overview's poll interval.
 const DefaultRefresh = 5 * time.Second
 
+// DefaultTokenEnv is the environment variable that holds the token unless
+// another is named (--console-token-env).
+const DefaultTokenEnv = "PGIMAGEAI_CONSOLE_TOKEN"
+
 // DefaultAddr is where the console listens unless told otherwise: loopback.
 const DefaultAddr = "127.0.0.1:8080"
 

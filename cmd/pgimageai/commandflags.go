@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pgimageai/pgimageai/console"
 	"github.com/pgimageai/pgimageai/functions"
 )
 
@@ -18,6 +19,9 @@ type queryFlags struct {
 	Force  bool             // recover a slot that can still stream (recover-slot); force the switch (switch)
 	Abort  bool             // abort the switch (switch)
 	Probe  string           // ready, live or leader (health)
+	Addr   string           // where to listen (console)
+	// AllowRetry lets the console ask for retries (console, run).
+	AllowRetry bool
 }
 
 // Output formats of --format.
@@ -52,6 +56,18 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 	case "status":
 		format()
 		return q.checkFormat
+	case "console":
+		fs.StringVar(&q.Addr, "addr", console.DefaultAddr, "`address` to listen on; a non-loopback address serves the console to the network (put TLS in front)")
+		fs.BoolVar(&q.AllowRetry, "console-allow-retry", false, "let the errors page ask for retries (POST with a CSRF token); without it the console only reads")
+		return func() error {
+			if q.Addr == "" {
+				return fmt.Errorf("--addr must name an address, e.g. %s", console.DefaultAddr)
+			}
+			return nil
+		}
+	case "run":
+		fs.BoolVar(&q.AllowRetry, "console-allow-retry", false, "let the console of run ask for retries (POST with a CSRF token); without it the console only reads")
+		return func() error { return nil }
 	case "errors":
 		format()
 		filters("all")

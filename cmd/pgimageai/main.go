@@ -46,6 +46,7 @@ var commands = map[string]command{
 	"recover-slot": recoverSlot,
 	"demo":         demo,
 	"health":       health,
+	"console":      consoleCommand,
 }
 
 // run executes the command line and returns the exit code.

@@ -86,6 +86,22 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(c.ByteBudget + memoryHeadroom)
 	}
+	if c.Console.Addr != "" {
+		srv, ln, closeDB, err := startConsole(ctx, c, c.Console.Addr, log)
+		if err != nil {
+			return err
+		}
+		defer closeDB()
+		cctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(cctx, ln) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				log.Error("console stopped", "err", err)
+			}
+		}()
+	}
 	b := bridge.New(bridge.Config{
 		SourceDSN:   c.DSN,
 		TargetDSN:   c.TargetDSN,
