@@ -92,10 +92,17 @@ func (d *DB) info(ctx context.Context, name string) (*ruleInfo, error) {
 			return err
 		}
 		col, ok := i.target.Column(i.rule.TargetColumn)
-		if !ok || !strings.HasPrefix(col.Type, "vector(") {
+		if !ok {
 			return nil
 		}
-		return c.QueryRow(ctx, "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE t.oid = $1", col.TypeOID).Scan(&i.vecSchema)
+		// pgvector's type, in whatever schema the extension went: format_type
+		// qualifies it (search_path is pg_catalog), so it is found by OID.
+		err = c.QueryRow(ctx, `SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+JOIN pg_extension e ON e.extnamespace = n.oid AND e.extname = 'vector' WHERE t.oid = $1 AND t.typname = 'vector'`, col.TypeOID).Scan(&i.vecSchema)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,29 @@
 // visible and swaps in the new <main>; the server renders every value as
 // text, and DOMParser runs no script of what it parses.
 "use strict";
+
+// A thumbnail the console cannot make (the row is gone, its image does not
+// decode, or the console may not read it) answers 404: show a plain box
+// instead of a broken image.
+(function () {
+  function noPreview(img) {
+    var d = document.createElement("div");
+    d.className = "noimg";
+    d.textContent = "no preview";
+    img.replaceWith(d);
+  }
+  document.addEventListener("error", function (e) {
+    if (e.target && e.target.tagName === "IMG") {
+      noPreview(e.target);
+    }
+  }, true);
+  Array.prototype.forEach.call(document.images, function (img) {
+    if (img.complete && img.naturalWidth === 0) {
+      noPreview(img);
+    }
+  });
+})();
+
 (function () {
   var secs = parseInt(document.body.getAttribute("data-refresh") || "0", 10);
   if (!(secs > 0)) {
