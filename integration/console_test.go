@@ -111,19 +111,24 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 // and hills.
 func photoJPEG(t testing.TB, seed int) []byte {
 	t.Helper()
-	const w, h = 640, 480
+	return photoJPEGSized(t, seed, 640, 480)
+}
+
+// photoJPEGSized is photoJPEG of w × h pixels.
+func photoJPEGSized(t testing.TB, seed, w, h int) []byte {
+	t.Helper()
 	m := image.NewRGBA(image.Rect(0, 0, w, h))
 	hue := float64(seed) * 0.7
 	sky := color.RGBA{uint8(90 + 60*math.Sin(hue)), uint8(140 + 50*math.Sin(hue+2)), uint8(200 + 40*math.Sin(hue+4)), 255}
-	sunX, sunY, sunR := 120+seed*70%400, 90+seed*23%120, 40+seed*7%30
+	sunX, sunY, sunR := (120+seed*70%400)*w/640, (90+seed*23%120)*h/480, (40+seed*7%30)*w/640
 	for y := 0; y < h; y++ {
 		for x := 0; x < w; x++ {
-			f := float64(y) / h
+			f := float64(y) / float64(h)
 			c := color.RGBA{uint8(float64(sky.R) * (1 - f/2)), uint8(float64(sky.G) * (1 - f/3)), sky.B, 255}
 			if dx, dy := x-sunX, y-sunY; dx*dx+dy*dy < sunR*sunR {
 				c = color.RGBA{255, uint8(200 + seed*10%50), 60, 255}
 			}
-			hill := float64(h)*0.62 + 40*math.Sin(float64(x)/(60+float64(seed*9%40))+hue)
+			hill := float64(h)*0.62 + float64(h)/12*math.Sin(float64(x)*640/float64(w)/(60+float64(seed*9%40))+hue)
 			if float64(y) > hill {
 				g := uint8(90 + seed*25%120)
 				c = color.RGBA{uint8(40 + seed*13%60), g, uint8(50 + seed*5%40), 255}
