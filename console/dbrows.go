@@ -192,8 +192,12 @@ func (d *DB) Results(ctx context.Context, rule string, q ResultQuery) (ResultPag
 		p.Results, err = pgx.CollectRows(rows, scanResult)
 		return err
 	})
-	if dataException(err) {
+	switch {
+	case dataException(err):
 		return p, nil // a search for a key that is no key: nothing found
+	case pgerr.SQLState(err) == insufficientPrivilege:
+		p.Denied = true
+		return p, nil
 	}
 	if err != nil {
 		return p, err

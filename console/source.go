@@ -115,6 +115,9 @@ type ResultPage struct {
 	Vector  bool // the target column is pgvector's: similar images can be asked
 	Results []Result
 	Next    string // the Before of the next page; "" on the last
+	// Denied: the console's role may not read the target table (SQLSTATE
+	// 42501); the page says so instead of failing.
+	Denied bool
 }
 
 // Result is one target row: its key and what the model said (a caption,
