@@ -13,7 +13,6 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge/leader"
 	"github.com/pgimageai/pgimageai/bridge/rules"
-	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
@@ -308,18 +307,26 @@ func (d *DB) CallsToday(ctx context.Context) (calls map[string]int64, err error)
 	return calls, err
 }
 
-// CountRetryable counts the open errors a retry of rule and reason asks for.
-func (d *DB) CountRetryable(ctx context.Context, rule string, reason functions.Reason) (n int64, err error) {
+// CountRetryable counts the open errors a retry asks for.
+func (d *DB) CountRetryable(ctx context.Context, req RetryRequest) (n int64, err error) {
 	err = d.onTgt(ctx, func(c *pgx.Conn) error {
-		n, err = state.CountRetryable(ctx, c, rule, reason)
+		if req.Key != "" {
+			n, err = state.CountRetryableRow(ctx, c, req.Rule, req.Key)
+		} else {
+			n, err = state.CountRetryable(ctx, c, req.Rule, req.Reason)
+		}
 		return err
 	})
+	if dataException(err) {
+		return 0, nil // a key that is no JSON object: no error has it
+	}
 	return n, err
 }
 
 // Retry writes the retry request that `pgimageai retry --rule --reason`
-// writes: the bridge reads it from its slot and reprocesses the rows.
-func (d *DB) Retry(ctx context.Context, rule string, reason functions.Reason) (lsn replication.LSN, err error) {
+// writes (or its one-row form): the bridge reads it from its slot and
+// reprocesses the rows.
+func (d *DB) Retry(ctx context.Context, req RetryRequest) (lsn replication.LSN, err error) {
 	if !d.cfg.AllowRetry {
 		return 0, errors.New("the console was not started with retry allowed")
 	}
@@ -327,7 +334,11 @@ func (d *DB) Retry(ctx context.Context, rule string, reason functions.Reason) (l
 		if _, err := replication.ReadSlotHere(ctx, c, d.cfg.Slot); err != nil {
 			return fmt.Errorf("slot %s: %w (a retry request written before the slot exists would never reach the bridge)", d.cfg.Slot, err)
 		}
-		lsn, err = state.RequestRetry(ctx, c, rule, reason)
+		if req.Key != "" {
+			lsn, err = state.RequestRetryRow(ctx, c, req.Rule, req.Key)
+		} else {
+			lsn, err = state.RequestRetry(ctx, c, req.Rule, req.Reason)
+		}
 		return err
 	})
 	return lsn, err

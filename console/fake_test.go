@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -20,14 +19,14 @@ import (
 // fakeSource is a Source with function fields; writes counts the calls that
 // change state (Retry), reads every other call.
 type fakeSource struct {
-	overview func() Overview
-	results  func(rule string, q ResultQuery) (ResultPage, error)
-	similar  func(rule, key string) ([]Result, error)
-	errs     []state.ConsoleError
-	image    func(rule, key string) ([]byte, error)
-	retried  atomic.Int64
-	reads    atomic.Int64
-	lastRule atomic.Value
+	overview  func() Overview
+	results   func(rule string, q ResultQuery) (ResultPage, error)
+	similar   func(rule, key string) ([]Result, error)
+	errs      []state.ConsoleError
+	image     func(rule, key string) ([]byte, error)
+	retried   atomic.Int64
+	reads     atomic.Int64
+	lastRetry atomic.Value // RetryRequest
 }
 
 func (f *fakeSource) Overview(context.Context) (Overview, error) {
@@ -92,13 +91,16 @@ func (f *fakeSource) ErrorCounts(context.Context) ([]state.ErrorCount, error) {
 
 func (f *fakeSource) CallsToday(context.Context) (map[string]int64, error) { return nil, nil }
 
-func (f *fakeSource) CountRetryable(_ context.Context, rule string, _ functions.Reason) (int64, error) {
+func (f *fakeSource) CountRetryable(_ context.Context, req RetryRequest) (int64, error) {
+	if req.Key != "" {
+		return 1, nil
+	}
 	return 3, nil
 }
 
-func (f *fakeSource) Retry(_ context.Context, rule string, _ functions.Reason) (replication.LSN, error) {
+func (f *fakeSource) Retry(_ context.Context, req RetryRequest) (replication.LSN, error) {
 	f.retried.Add(1)
-	f.lastRule.Store(rule)
+	f.lastRetry.Store(req)
 	return 0x16B3748, nil
 }
 

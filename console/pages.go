@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -182,28 +183,35 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, who ident) {
 		s.fail(w, r, http.StatusForbidden, "this console is read-only: start it with --console-allow-retry to retry errors from here")
 		return
 	}
-	rule, reason := r.PostFormValue("rule"), functions.Reason(r.PostFormValue("reason"))
-	if reason != "" && !slices.Contains(retryable, reason) {
+	req := RetryRequest{Rule: r.PostFormValue("rule"), Reason: functions.Reason(r.PostFormValue("reason")), Key: r.PostFormValue("key")}
+	switch {
+	case req.Reason != "" && !slices.Contains(retryable, req.Reason):
 		s.fail(w, r, http.StatusBadRequest, "a retry names a reason among the retryable ones (an invalid_rule error is fixed by editing the rule)")
 		return
+	case req.Key != "" && (req.Rule == "" || !json.Valid([]byte(req.Key))):
+		s.fail(w, r, http.StatusBadRequest, "a retry of one row names its rule and its key as JSON")
+		return
+	case req.Key != "":
+		req.Reason = "" // one row, whatever its reason
 	}
-	n, err := s.src.CountRetryable(r.Context(), rule, reason)
+	n, err := s.src.CountRetryable(r.Context(), req)
 	if err != nil {
 		s.failDB(w, r, "count the open errors", err)
 		return
 	}
-	v := retryView{Base: s.base(who, "Retry"), Rule: rule, Reason: string(reason), Count: n}
+	rule, reason := req.Rule, req.Reason
+	v := retryView{Base: s.base(who, "Retry"), Rule: rule, Reason: string(reason), Key: req.Key, Count: n}
 	v.Nav = "errors"
 	if r.PostFormValue("confirm") != "yes" || n == 0 {
 		s.render(w, r, http.StatusOK, "confirm", v)
 		return
 	}
-	if v.LSN, err = s.src.Retry(r.Context(), rule, reason); err != nil {
+	if v.LSN, err = s.src.Retry(r.Context(), req); err != nil {
 		s.failDB(w, r, "request the retry", err)
 		return
 	}
 	v.Done = true
-	s.log.Info("console retry requested", "rule", rule, "reason", string(reason), "rows", n, "lsn", v.LSN.String())
+	s.log.Info("console retry requested", "rule", rule, "reason", string(reason), "one_row", req.Key != "", "rows", n, "lsn", v.LSN.String())
 	s.render(w, r, http.StatusOK, "confirm", v)
 }
 

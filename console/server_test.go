@@ -274,6 +274,10 @@ func TestRetry(t *testing.T) {
 		{"invalid_rule refused", true, url.Values{"rule": {"caption"}, "reason": {"invalid_rule"}, "confirm": {"yes"}}, true, true, 400, 0, "editing the rule"},
 		{"confirmed", true, url.Values{"rule": {"caption"}, "reason": {"provider_error"}, "confirm": {"yes"}}, true, true, 200, 1, "0/16B3748"},
 		{"confirmed by bearer", true, url.Values{"rule": {"caption"}, "confirm": {"yes"}}, true, false, 200, 1, "Retry requested"},
+		{"one row asks first", true, url.Values{"rule": {"caption"}, "key": {keyJSON(1)}}, true, true, 200, 0, "Yes, retry 1 row"},
+		{"one row confirmed", true, url.Values{"rule": {"caption"}, "key": {keyJSON(1)}, "reason": {"provider_error"}, "confirm": {"yes"}}, true, true, 200, 1, "row <code>{&#34;id&#34;:1}</code> of rule <b>caption</b>"},
+		{"one row without its rule", true, url.Values{"key": {keyJSON(1)}, "confirm": {"yes"}}, true, true, 400, 0, "names its rule"},
+		{"one row, a key that is no JSON", true, url.Values{"rule": {"caption"}, "key": {"{id"}, "confirm": {"yes"}}, true, true, 400, 0, "as JSON"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := hostileSource(t)
@@ -292,6 +296,9 @@ func TestRetry(t *testing.T) {
 			}
 			if got := src.retried.Load(); got != c.wantRetry {
 				t.Fatalf("%d retries, want %d", got, c.wantRetry)
+			}
+			if req, ok := src.lastRetry.Load().(RetryRequest); ok && c.form.Get("key") != "" && (req.Key != c.form.Get("key") || req.Reason != "") {
+				t.Fatalf("retried %+v: want the row's key and no reason filter", req)
 			}
 		})
 	}

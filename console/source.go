@@ -29,10 +29,19 @@ type Source interface {
 	// CallsToday returns each rule's calls of the UTC day, for the
 	// rows-per-minute chart.
 	CallsToday(ctx context.Context) (map[string]int64, error)
-	// CountRetryable counts what a retry of rule and reason would ask for.
-	CountRetryable(ctx context.Context, rule string, reason functions.Reason) (int64, error)
+	// CountRetryable counts the open errors a retry would reprocess.
+	CountRetryable(ctx context.Context, req RetryRequest) (int64, error)
 	// Retry writes the retry request, as `pgimageai retry` does.
-	Retry(ctx context.Context, rule string, reason functions.Reason) (replication.LSN, error)
+	Retry(ctx context.Context, req RetryRequest) (replication.LSN, error)
+}
+
+// RetryRequest is what a retry asks for: the open errors of Rule with
+// Reason ("" = every rule, every reason but invalid_rule), or, with Key, the
+// one source row of Rule keyed Key (source_key JSON).
+type RetryRequest struct {
+	Rule   string
+	Reason functions.Reason
+	Key    string
 }
 
 // ErrNoSimilar: the rule's column is not a pgvector column, so the console

@@ -70,6 +70,7 @@ type errorsView struct {
 type retryView struct {
 	Base
 	Rule, Reason string
+	Key          string // one row's; "" for every row of Rule and Reason
 	Count        int64
 	Done         bool
 	LSN          replication.LSN

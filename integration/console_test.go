@@ -412,7 +412,8 @@ func TestConsoleBrowser(t *testing.T) {
 		b.screenshot(t, "console-errors")
 
 		e.fail.Store(false) // the model takes the photo now
-		b.run(t, chromedp.Click(chromedp.Search(`//tr[td[1][text()='html']][td[2]/a[text()='provider_error']]//button`)),
+		// The row's own retry: only row 8 of rule html is reprocessed.
+		b.run(t, chromedp.Click(chromedp.Search(`//table[@id='errors']//tr[td[2]/b[text()='html'] and td[2]//code[text()='{"id": 8}']]//button`)),
 			chromedp.WaitVisible(chromedp.ID("confirm-retry")))
 		var ask string
 		b.eval(t, `document.querySelector('main h1').textContent`, &ask)
@@ -428,6 +429,12 @@ func TestConsoleBrowser(t *testing.T) {
 		})
 		if n := queryInt(t, s.conn, "SELECT count(*) FROM public.answers WHERE id = 8 AND answer IS NOT NULL"); n != 1 {
 			t.Errorf("row 8 has no answer after the retry")
+		}
+		if n := queryInt(t, s.conn, `SELECT attempts FROM pgimageai.errors WHERE rule = 'html' AND source_key = '{"id": 7}' AND resolved_at IS NULL`); n != 1 {
+			t.Errorf("row 7's error has %d attempts: the retry of row 8 reprocessed another row", n)
+		}
+		if n := queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.retry_requests WHERE rule = 'html' AND source_key = '{"id": 8}' AND reason IS NULL`); n != 1 {
+			t.Errorf("%d retry requests of row 8", n)
 		}
 	})
 

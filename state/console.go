@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/replication"
 )
 
 // What the web console (package console) reads beside the reports of
@@ -60,4 +62,46 @@ WHERE day = (now() AT TIME ZONE 'UTC')::date GROUP BY rule`)
 		return nil, fmt.Errorf("read today's calls: %w", err)
 	}
 	return out, nil
+}
+
+// RetryRowKeys is RetryKeys for the one source row keyed key (source_key
+// JSON) of rule: its key when it has an open error other than invalid_rule,
+// whatever the reason.
+func RetryRowKeys(ctx context.Context, conn *pgx.Conn, rule, key string) ([]RuleKeys, error) {
+	rows, _ := conn.Query(ctx, `SELECT rule, jsonb_agg(source_key ORDER BY id) FROM pgimageai.errors
+WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND rule = $1 AND source_key = $2::jsonb
+GROUP BY rule`, rule, key)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RuleKeys, error) {
+		var k RuleKeys
+		err := r.Scan(&k.Rule, &k.Keys)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry: read the open error of a row: %w", err)
+	}
+	return out, nil
+}
+
+// CountRetryableRow counts the open errors, invalid_rule ones aside, of
+// rule's source row keyed key: 0 or 1.
+func CountRetryableRow(ctx context.Context, conn *pgx.Conn, rule, key string) (int64, error) {
+	var n int64
+	err := conn.QueryRow(ctx, `SELECT count(*) FROM pgimageai.errors
+WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND rule = $1 AND source_key = $2::jsonb`, rule, key).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count the open errors of a row: %w", err)
+	}
+	return n, nil
+}
+
+// RequestRetryRow is RequestRetry of the one source row keyed key of rule.
+func RequestRetryRow(ctx context.Context, conn *pgx.Conn, rule, key string) (replication.LSN, error) {
+	if _, err := conn.Exec(ctx, "INSERT INTO pgimageai.retry_requests (rule, source_key) VALUES ($1, $2::jsonb)", rule, key); err != nil {
+		return 0, fmt.Errorf("insert retry request: %w", err)
+	}
+	var lsn replication.LSN
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()").Scan(&lsn); err != nil {
+		return 0, fmt.Errorf("read WAL position: %w", err)
+	}
+	return lsn, nil
 }
