@@ -119,3 +119,47 @@ func benchGet(tb testing.TB, u string) (int, string) {
 	}
 	return resp.StatusCode, string(out)
 }
+
+// pollConsole reads the console at base as an open tab would, only more
+// often, until the returned stop: the overview every second, the page of
+// rule caption every 5 seconds. Refused connections (no bridge running
+// between the benchmark's phases) are not counted.
+func pollConsole(b *testing.B, base string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var pages, failed int
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			paths := []string{"/"}
+			if i%5 == 0 {
+				paths = append(paths, "/rules/caption")
+			}
+			for _, p := range paths {
+				req, _ := http.NewRequestWithContext(ctx, "GET", base+p, nil)
+				req.Header.Set("Authorization", "Bearer "+consoleToken)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					continue
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					pages++
+				} else {
+					failed++
+				}
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+		b.Logf("the console served %d pages while the bridge ran (%d not 200)", pages, failed)
+	}
+}
