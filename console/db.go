@@ -247,7 +247,14 @@ func (d *DB) ruleView(ctx context.Context, l state.RuleListing, slot SlotView, l
 		if slot.Found && slot.AtLSN > at {
 			v.LagBytes = int64(slot.AtLSN - at)
 		}
-		if v.LagBytes > 0 && ln.Delay != nil {
+		// In seconds: the age of the oldest change the lane holds, as its
+		// leader stored it; without that, the age of the last commit it
+		// applied while WAL is still ahead of it (as status shows it).
+		switch {
+		case ln.Pending != nil && *ln.Pending == 0:
+		case ln.OldestPending != nil:
+			v.LagSeconds = max(0, ln.OldestPending.Seconds())
+		case v.LagBytes > 0 && ln.Delay != nil:
 			v.LagSeconds = ln.Delay.Seconds()
 		}
 	}
