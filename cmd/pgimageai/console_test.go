@@ -49,3 +49,13 @@ func TestConsoleNeedsToken(t *testing.T) {
 		t.Fatalf("the message shows a secret: %s", errOut.String())
 	}
 }
+
+// TestRunConsoleNeedsToken: run --console-addr checks the console's token
+// before it connects anywhere.
+func TestRunConsoleNeedsToken(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--dsn", "postgres://u@127.0.0.1:1/db", "--console-addr", "127.0.0.1:0"}, env(nil), &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "PGIMAGEAI_CONSOLE_TOKEN") {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
