@@ -37,9 +37,9 @@ func newSampler() *sampler {
 	return &sampler{last: map[string]int64{}, minutes: map[string]map[int64]float64{}, seen: map[string]seen{}}
 }
 
-// run samples src until ctx ends.
-func (s *sampler) run(ctx context.Context, src Source, log *slog.Logger) {
-	t := time.NewTicker(sampleEvery)
+// run samples src every interval until ctx ends.
+func (s *sampler) run(ctx context.Context, src Source, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		calls, err := src.CallsToday(ctx)

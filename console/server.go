@@ -32,6 +32,8 @@ type Config struct {
 	Logger     *slog.Logger
 	// Refresh is how often the overview polls itself; 0 = DefaultRefresh.
 	Refresh time.Duration
+	// SampleEvery is how often the calls chart samples; 0 = 10 seconds.
+	SampleEvery time.Duration
 }
 
 // DefaultRefresh is the overview's poll interval.
@@ -69,6 +71,9 @@ func New(cfg Config, src Source) (*Server, error) {
 	}
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultRefresh
+	}
+	if cfg.SampleEvery <= 0 {
+		cfg.SampleEvery = sampleEvery
 	}
 	s := &Server{cfg: cfg, src: src, log: cfg.Logger, tokenSum: sha256.Sum256([]byte(cfg.Token)),
 		sessions: newSessions(), thumbs: newThumbnailer(thumbCacheBytes), rates: newSampler(), now: time.Now}
@@ -159,7 +164,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		s.rates.run(gctx, s.src, s.log)
+		s.rates.run(gctx, s.src, s.cfg.SampleEvery, s.log)
 		return nil
 	})
 	g.Go(func() error {

@@ -185,13 +185,19 @@ func eta(done int64, total *int64, elapsed time.Duration) string {
 	return seconds(left.Seconds())
 }
 
-// chart is a small line chart of a series, drawn by the server as SVG.
+// chart is a small bar chart of a series, one bar a minute, the newest at
+// the right of an hour's width, drawn by the server as SVG.
 type chart struct {
-	Points    string // the polyline's points
+	Bars      []bar
 	Max, Last float64
 	W, H      int
 	Empty     bool
 	Minutes   int
+}
+
+// bar is one minute's bar, in the chart's pixels.
+type bar struct {
+	X, Y, W, H string
 }
 
 const chartW, chartH = 180, 36
@@ -207,18 +213,16 @@ func chartOf(series []float64) chart {
 		c.Max = max(c.Max, v)
 	}
 	c.Last = series[len(series)-1]
-	scale := 1.0
+	scale := 0.0
 	if c.Max > 0 {
-		scale = float64(chartH-4) / c.Max
+		scale = float64(chartH-2) / c.Max
 	}
-	step := float64(chartW) / float64(max(1, len(series)-1))
-	var b strings.Builder
+	bw := float64(chartW) / chartSpan
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 	for i, v := range series {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%.1f,%.1f", float64(i)*step, float64(chartH-2)-v*scale)
+		h := max(v*scale, 1) // a minute without calls is a line at the bottom
+		x := float64(chartW) - float64(len(series)-i)*bw
+		c.Bars = append(c.Bars, bar{X: f(x), Y: f(float64(chartH) - h), W: f(bw - 0.6), H: f(h)})
 	}
-	c.Points = b.String()
 	return c
 }

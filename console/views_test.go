@@ -58,8 +58,9 @@ func hourOf(n int) []map[string]int64 {
 
 func TestChartAndETA(t *testing.T) {
 	c := chartOf([]float64{0, 10, 5})
-	if c.Max != 10 || c.Last != 5 || c.Points != "0.0,34.0 90.0,2.0 180.0,18.0" {
-		t.Fatalf("chart %+v", c)
+	want := []bar{{"171.0", "35.0", "2.4", "1.0"}, {"174.0", "2.0", "2.4", "34.0"}, {"177.0", "19.0", "2.4", "17.0"}}
+	if c.Max != 10 || c.Last != 5 || len(c.Bars) != 3 || c.Bars[0] != want[0] || c.Bars[1] != want[1] || c.Bars[2] != want[2] {
+		t.Fatalf("chart %+v, want bars %v", c, want)
 	}
 	if !chartOf(nil).Empty {
 		t.Fatal("an empty series draws a line")

@@ -85,7 +85,7 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := console.New(console.Config{Token: consoleToken, AllowRetry: true, Refresh: time.Second,
+	srv, err := console.New(console.Config{Token: consoleToken, AllowRetry: true, Refresh: time.Second, SampleEvery: 500 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}, db)
 	if err != nil {
 		t.Fatal(err)
@@ -317,11 +317,17 @@ func TestConsoleBrowser(t *testing.T) {
 		// No reload: the page polls itself.
 		b.waitJS(t, 30*time.Second, "the overview to show the new row's errors",
 			`document.getElementById('main').innerText.includes('unknown_format')`)
+		// More rows: the calls chart of the minute grows, without a reload.
+		for id := 20; id < 32; id++ {
+			s.exec(t, "INSERT INTO public.photos (id, img) VALUES ($1, $2)", id, photoJPEG(t, id))
+		}
+		b.waitJS(t, 30*time.Second, "the calls chart to show the new rows",
+			`Array.from(document.querySelectorAll('#rules tr[data-rule="describe"] svg rect')).some(r => parseFloat(r.getAttribute('height')) > 20)`)
 		b.screenshot(t, "console-overview")
 	})
 
 	t.Run("a rule's page shows the thumbnail beside the caption", func(t *testing.T) {
-		s.exec(t, "INSERT INTO public.photos (id, img) VALUES (9, $1)", photoJPEG(t, 9))
+		s.exec(t, "INSERT INTO public.photos (id, img) VALUES (99, $1)", photoJPEG(t, 9))
 		s.sync(t, 60*time.Second)
 		b.run(t, chromedp.Navigate(e.url+"/rules/describe"), chromedp.WaitVisible(chromedp.ID("results")))
 		b.waitJS(t, 20*time.Second, "the thumbnails to load", imagesLoaded)
@@ -332,8 +338,8 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		b.eval(t, `(() => { const f = document.querySelector('#results figure'); const i = f.querySelector('img');
   return {Key: f.querySelector('.key').textContent, Caption: f.querySelector('.caption').textContent, W: i.naturalWidth, H: i.naturalHeight, Src: i.src}; })()`, &first)
-		if first.Key != `{"id": 9}` || !strings.HasPrefix(first.Caption, "JPEG image, 640x480 pixels") {
-			t.Errorf("the newest result is %s %q, want row 9 with the local provider's caption", first.Key, first.Caption)
+		if first.Key != `{"id": 99}` || !strings.HasPrefix(first.Caption, "JPEG image, 640x480 pixels") {
+			t.Errorf("the newest result is %s %q, want row 99 with the local provider's caption", first.Key, first.Caption)
 		}
 		if first.W != console.ThumbSide || first.H != console.ThumbSide*3/4 || !strings.HasPrefix(first.Src, e.url+"/thumb?") {
 			t.Errorf("its thumbnail is %dx%d from %s, want %dx%d from the console", first.W, first.H, first.Src, console.ThumbSide, console.ThumbSide*3/4)
