@@ -371,6 +371,15 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'p
 		env = append(env, "PGIMAGEAI_DSN="+u.String())
 		b.Logf("the bridge's DSN has options %q", opts)
 	}
+	// PGIMAGEAI_BENCH_CONSOLE=1 runs the bridge with its web console open
+	// (run --console-addr) and a reader as an open browser tab, only more
+	// often: the overview every second, the rule's page every 5 seconds.
+	if os.Getenv("PGIMAGEAI_BENCH_CONSOLE") != "" {
+		consoleAddr := freeAddr(b)
+		env = append(env, "PGIMAGEAI_CONSOLE_ADDR="+consoleAddr, "PGIMAGEAI_CONSOLE_TOKEN="+consoleToken)
+		defer pollConsole(b, "http://"+consoleAddr)()
+		b.Log("the console is open and polled")
+	}
 	// writes returns how many target transactions the bridge has committed.
 	writes := func() int {
 		v, ok := scrape(b, "http://"+metricsAddr)["pgimageai_batches_total"]

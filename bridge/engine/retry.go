@@ -14,10 +14,13 @@ import (
 	"github.com/pgimageai/pgimageai/replication"
 )
 
-// retryFilter is a retry request's filters; "" matches everything.
+// retryFilter is a retry request's filters; "" matches everything. Key,
+// when set, names one source row of Rule (source_key JSON), whatever its
+// reason.
 type retryFilter struct {
 	Rule   string
 	Reason string
+	Key    string
 }
 
 // retryRequest handles a row inserted into pgimageai.retry_requests, which
@@ -32,6 +35,19 @@ func (e *Engine) retryRequest(ctx context.Context, ch *replication.Change) error
 	}
 	if f.Reason, err = r.Text("reason"); err != nil {
 		return fmt.Errorf("retry request at %s: %w", ch.LSN, err)
+	}
+	if ch.Relation.ColumnIndex("source_key") >= 0 { // not in a request written before the column was added
+		key, err := r.Value("source_key")
+		if err != nil {
+			return fmt.Errorf("retry request at %s: %w", ch.LSN, err)
+		}
+		if key != nil {
+			b, err := json.Marshal(key)
+			if err != nil {
+				return fmt.Errorf("retry request at %s: source_key: %w", ch.LSN, err)
+			}
+			f.Key = string(b)
+		}
 	}
 	return e.retry(ctx, f, ch.LSN)
 }
@@ -54,7 +70,11 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 	var batches []state.RuleKeys
 	err := e.conns.Retrying(ctx, e.log, "reading the errors to retry", func(_, tgt *pgx.Conn) error {
 		var err error
-		batches, err = state.RetryKeys(ctx, tgt, f.Rule, f.Reason)
+		if f.Key != "" {
+			batches, err = state.RetryRowKeys(ctx, tgt, f.Rule, f.Key)
+		} else {
+			batches, err = state.RetryKeys(ctx, tgt, f.Rule, f.Reason)
+		}
 		return err
 	})
 	if err != nil {
@@ -129,7 +149,7 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 			sub += len(chunk)
 		}
 	}
-	e.log.Info("retry", "lsn", lsn.String(), "rule", f.Rule, "reason", f.Reason, "rows", n)
+	e.log.Info("retry", "lsn", lsn.String(), "rule", f.Rule, "reason", f.Reason, "one_row", f.Key != "", "rows", n)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pgimageai/pgimageai/console"
 	"github.com/pgimageai/pgimageai/functions"
 )
 
@@ -21,7 +22,10 @@ type queryFlags struct {
 	// DropSchema drops schema pgimageai too (uninstall).
 	DropSchema bool
 	// Yes confirms what uninstall lists; without it nothing is dropped.
-	Yes bool
+	Yes  bool
+	Addr string // where to listen (console)
+	// AllowRetry lets the console ask for retries (console, run).
+	AllowRetry bool
 }
 
 // Output formats of --format.
@@ -56,6 +60,18 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 	case "status", "doctor":
 		format()
 		return q.checkFormat
+	case "console":
+		fs.StringVar(&q.Addr, "addr", console.DefaultAddr, "`address` to listen on; a non-loopback address serves the console to the network (put TLS in front)")
+		fs.BoolVar(&q.AllowRetry, "console-allow-retry", false, "let the errors page ask for retries (POST with a CSRF token); without it the console only reads")
+		return func() error {
+			if q.Addr == "" {
+				return fmt.Errorf("--addr must name an address, e.g. %s", console.DefaultAddr)
+			}
+			return nil
+		}
+	case "run":
+		fs.BoolVar(&q.AllowRetry, "console-allow-retry", false, "let the console of run ask for retries (POST with a CSRF token); without it the console only reads")
+		return func() error { return nil }
 	case "errors":
 		format()
 		filters("all")

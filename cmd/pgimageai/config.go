@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/console"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 )
@@ -31,6 +32,7 @@ type config struct {
 	FailoverWait time.Duration          // how long run waits for a failover of the source to settle
 	KeyEnv       *provider.KeyEnvPolicy // which variables api_key_env may name
 	Query        queryFlags             // flags of status, errors and retry (commandflags.go)
+	Console      consoleSettings        // of console and run --console-addr (console.go)
 
 	byteBudget   string // as given
 	stallAfter   string // as given
@@ -72,6 +74,8 @@ func (c *config) settings() []setting {
 		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
 		{"stall-after", "PGIMAGEAI_STALL_AFTER", "10m", "how long a lane may hold changes without writing before /healthz says stalled (0 = never)", &c.stallAfter},
 		{"failover-wait", "PGIMAGEAI_FAILOVER_WAIT", "5m", "how long run waits while a failover of the source settles (the server a standby, the slot not there yet) before it stops", &c.failoverWait},
+		{"console-addr", "PGIMAGEAI_CONSOLE_ADDR", "", "address for the web console beside the bridge, e.g. 127.0.0.1:8080 (default: off; see pgimageai console)", &c.Console.Addr},
+		{"console-token-env", "PGIMAGEAI_CONSOLE_TOKEN_ENV", console.DefaultTokenEnv, "the environment variable that holds the console's token (never the token itself)", &c.Console.TokenEnv},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }
@@ -148,6 +152,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	}
 	if err := check(); err != nil {
 		return c, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if takes(cmd, "console-token-env") {
+		c.Console.token = getenv(c.Console.TokenEnv)
 	}
 	return c, nil
 }

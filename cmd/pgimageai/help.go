@@ -34,10 +34,14 @@ rule's model changed, says that the change re-computes every row (on the side, o
 	"doctor":       `check a database before and while the bridge runs: server, role, slot, publication, rules, models; what to do for each`,
 	"uninstall":    `drop the slot and publication (and with --drop-schema the schema), after listing them`,
 	"health":       `exit 0 when the metrics endpoint of a running bridge says ready (a container health check)`,
+	"console": `a web page: rules with lag, pace and cost; recent images beside their results; errors with thumbnails and retry; switches in progress
+Serves the console on --addr (loopback unless told otherwise) until SIGINT/SIGTERM. Every page
+but /healthz needs the token held by the variable --console-token-env names (as a Bearer header,
+or through the login page's session cookie); retry only with --console-allow-retry.`,
 }
 
 // commandOrder is the order of the commands in the usage.
-var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "switch", "estimate", "recover-slot", "doctor", "uninstall", "demo", "health"}
+var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "switch", "estimate", "recover-slot", "doctor", "uninstall", "demo", "health", "console"}
 
 // connection are the settings of the commands that read or write the
 // bridge's databases.
@@ -47,7 +51,7 @@ var connection = []string{"dsn", "target-dsn", "group", "slot", "publication"}
 // is read from its environment variable by every command all the same.
 var uses = map[string][]string{
 	"migrate":      connection,
-	"run":          append(append([]string{}, connection...), "metrics-addr", "pprof-addr", "log-format", "byte-budget", "stall-after", "failover-wait", "key-env-allow"),
+	"run":          append(append([]string{}, connection...), "metrics-addr", "pprof-addr", "log-format", "byte-budget", "stall-after", "failover-wait", "key-env-allow", "console-addr", "console-token-env"),
 	"status":       connection,
 	"errors":       connection,
 	"retry":        connection,
@@ -58,6 +62,7 @@ var uses = map[string][]string{
 	"health":       {"metrics-addr"},
 	"uninstall":    connection,
 	"doctor":       append(append([]string{}, connection...), "key-env-allow"),
+	"console":      append(append([]string{}, connection...), "log-format", "console-token-env"),
 }
 
 // takes reports whether cmd takes setting flag.

@@ -50,6 +50,7 @@ var commands = map[string]command{
 	"health":       health,
 	"uninstall":    uninstall,
 	"doctor":       doctorCommand,
+	"console":      consoleCommand,
 }
 
 // run executes the command line and returns the exit code. Help that was asked

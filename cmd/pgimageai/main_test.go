@@ -63,6 +63,12 @@ func TestParseConfig(t *testing.T) {
 		{"negative stall after", []string{"--stall-after", "-1m"}, nil, config{}, "--stall-after must be a duration"},
 		{"failover wait", nil, map[string]string{"PGIMAGEAI_FAILOVER_WAIT": "90s"},
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", FailoverWait: 90 * time.Second, failoverWait: "90s"}, ""},
+		{"console of run, its token from the default variable", []string{"--console-addr", "127.0.0.1:0", "--console-allow-retry"}, map[string]string{"PGIMAGEAI_CONSOLE_TOKEN": "tok-0123456789abcdef"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB",
+				Query: queryFlags{AllowRetry: true}, Console: consoleSettings{Addr: "127.0.0.1:0", TokenEnv: "PGIMAGEAI_CONSOLE_TOKEN", token: "tok-0123456789abcdef"}}, ""},
+		{"console token from a named variable", []string{"--console-token-env", "MY_TOKEN"}, map[string]string{"MY_TOKEN": "mine-0123456789abcdef", "PGIMAGEAI_CONSOLE_TOKEN": "not this one"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB",
+				Console: consoleSettings{TokenEnv: "MY_TOKEN", token: "mine-0123456789abcdef"}}, ""},
 		{"zero failover wait", []string{"--failover-wait", "0"}, nil, config{}, "--failover-wait must be a positive duration"},
 	}
 	for _, tc := range tests {
@@ -91,6 +97,9 @@ func TestParseConfig(t *testing.T) {
 			}
 			if tc.want.failoverWait == "" {
 				tc.want.FailoverWait, tc.want.failoverWait = 5*time.Minute, "5m"
+			}
+			if tc.want.Console.TokenEnv == "" {
+				tc.want.Console.TokenEnv = "PGIMAGEAI_CONSOLE_TOKEN"
 			}
 			if got != tc.want {
 				t.Fatalf("got %+v; want %+v", got, tc.want)

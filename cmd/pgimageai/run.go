@@ -49,6 +49,12 @@ const memoryHeadroom = 24 << 20
 // runBridge streams until ctx ends (SIGINT/SIGTERM), then stops gracefully.
 func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 	log := c.logger(stderr)
+	if c.Console.Addr != "" {
+		// A usage error, reported before anything listens or connects.
+		if err := checkConsoleToken(c); err != nil {
+			return err
+		}
+	}
 	var m *metrics.Metrics
 	if c.MetricsAddr != "" {
 		// Listen before anything else: a taken port is a configuration
@@ -92,6 +98,22 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 	// GOMEMLIMIT wins.
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(c.ByteBudget + memoryHeadroom)
+	}
+	if c.Console.Addr != "" {
+		srv, ln, closeDB, err := startConsole(ctx, c, c.Console.Addr, log)
+		if err != nil {
+			return err
+		}
+		defer closeDB()
+		cctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(cctx, ln) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				log.Error("console stopped", "err", err)
+			}
+		}()
 	}
 	b := bridge.New(bridge.Config{
 		SourceDSN:   c.DSN,
