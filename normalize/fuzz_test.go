@@ -1,6 +1,7 @@
 package normalize
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,7 +36,7 @@ func FuzzImage(f *testing.F) {
 			if Memory(b, format, s) < 0 {
 				t.Fatal("negative memory")
 			}
-			r, err := Image(b, format, s)
+			r, err := Image(context.Background(), b, format, s)
 			if err != nil || !r.Changed {
 				continue
 			}
@@ -43,7 +44,7 @@ func FuzzImage(f *testing.F) {
 				t.Fatalf("changed into %v bytes labelled %v", got, r.Format)
 			}
 			// What is sent needs nothing more: no metadata, upright, in size.
-			again, err := Image(r.Data, r.Format, s)
+			again, err := Image(context.Background(), r.Data, r.Format, s)
 			if err != nil || again.Changed {
 				t.Fatalf("normalising the result again: changed %v (%s), err %v", again.Changed, again.Changes, err)
 			}

@@ -4,6 +4,7 @@ package normalize
 
 import (
 	"bytes"
+	"context"
 	"image/jpeg"
 	"image/png"
 	"os"
@@ -81,7 +82,7 @@ func TestMemoryCoversDecode(t *testing.T) {
 			}
 			want := Memory(tc.img, f, photos)
 			var r Result
-			peak := peakLive(func() { r, err = Image(tc.img, f, photos) })
+			peak := peakLive(func() { r, err = Image(context.Background(), tc.img, f, photos) })
 			if err != nil || !r.Changed {
 				t.Fatalf("changed %v err %v", r.Changed, err)
 			}

@@ -1,6 +1,8 @@
 package normalize
 
 import (
+	"time"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -24,6 +26,10 @@ const (
 	// over the budget runs alone, and stays within that bound. A 12 MP HEIC
 	// (some 276 MiB) fits; a 12 MP AVIF (some 790) does not.
 	DefaultMaxDecodedBytes = 320 << 20
+	// DefaultDecodeTimeout bounds the normalisation of one image (its
+	// header read, decode, resize and encode): a 12 MP HEIC or AVIF takes
+	// one to three seconds of one core here.
+	DefaultDecodeTimeout = 10 * time.Second
 )
 
 // Size is what a model looks at: an image is scaled down, keeping its
@@ -103,6 +109,18 @@ type Settings struct {
 	Accept          []magic.Format
 	JPEGQuality     int   // 1–100; 0 = DefaultJPEGQuality
 	MaxDecodedBytes int64 // a decode that would allocate more is refused; 0 = DefaultMaxDecodedBytes
+	// MaxJPEGScans refuses a JPEG with more scans; 0 = DefaultMaxJPEGScans.
+	MaxJPEGScans int
+	// DecodeTimeout ends a normalisation that takes longer (a too_large
+	// error); 0 = DefaultDecodeTimeout.
+	DecodeTimeout time.Duration
+}
+
+func (s Settings) decodeTimeout() time.Duration {
+	if s.DecodeTimeout <= 0 {
+		return DefaultDecodeTimeout
+	}
+	return s.DecodeTimeout
 }
 
 func (s Settings) quality() int {

@@ -1,0 +1,166 @@
+package normalize
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/pgimageai/pgimageai/magic"
+)
+
+// errUnverifiable is wrapped by the error of a HEIF or AVIF file whose coded
+// size cannot be read: it is not handed to a decoder.
+var errUnverifiable = errors.New("the coded size cannot be checked")
+
+// checkCoded checks a HEIF or AVIF file against what its decoder will
+// allocate: the primary image (a coded item, or a grid of them), and the
+// auxiliary images (alpha) decoded with it, each coded no larger than its
+// ispe box says (within codedSlack), a grid's tiles covering its output and
+// no more. A coded image larger than its ispe is ErrTooLarge; a file whose
+// sizes cannot be read errUnverifiable.
+func checkCoded(f magic.Format, file []byte) error {
+	fail := func(err error) error {
+		if errors.Is(err, ErrTooLarge) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errUnverifiable, err)
+	}
+	c, err := readContainer(file)
+	if err != nil {
+		return fail(err)
+	}
+	if f == magic.AVIF && c.moov && majorBrand(file) == "avis" {
+		// libavif decodes an avis file's track, whose frames are not
+		// items: their sizes are not checked here, so it is not decoded.
+		return fail(errors.New("an AVIF image sequence (major brand avis)"))
+	}
+	primary := c.items[c.primary]
+	if err := c.checkItem(f, primary, 0); err != nil {
+		return fail(err)
+	}
+	for _, it := range c.items {
+		if it.auxlOf == 0 || it.id == primary.id {
+			continue
+		}
+		if it.auxlOf == primary.id || contains(primary.dimg, it.auxlOf) {
+			if err := c.checkItem(f, it, 0); err != nil {
+				return fail(fmt.Errorf("auxiliary image %d: %w", it.id, err))
+			}
+		}
+	}
+	return nil
+}
+
+func contains(ids []uint32, id uint32) bool {
+	for _, v := range ids {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+func majorBrand(file []byte) string {
+	if len(file) < 12 || string(file[4:8]) != "ftyp" {
+		return ""
+	}
+	return string(file[8:12])
+}
+
+// checkItem checks one image item: a coded one against its ispe, a grid's
+// tiles against it and each against its own.
+func (c *container) checkItem(f magic.Format, it *item, depth int) error {
+	if depth > 2 {
+		return errors.New("derived images nested too deep")
+	}
+	iw, ih, ok := it.ispe()
+	if !ok {
+		return fmt.Errorf("item %d (%s) has no ispe property", it.id, it.typ)
+	}
+	if iw == 0 || ih == 0 {
+		return fmt.Errorf("item %d: ispe of %dx%d pixels", it.id, iw, ih)
+	}
+	switch it.typ {
+	case "hvc1", "av01":
+		if (it.typ == "hvc1") != (f == magic.HEIF) {
+			return fmt.Errorf("item %d: a %s item in a %s file", it.id, it.typ, f)
+		}
+		data, err := c.data(it)
+		if err != nil {
+			return err
+		}
+		var sizes [][2]uint64
+		if it.typ == "hvc1" {
+			p, ok := it.prop("hvcC")
+			if !ok {
+				return fmt.Errorf("item %d has no hvcC property", it.id)
+			}
+			sizes, err = hevcCodedSizes(p.data, data)
+		} else {
+			p, ok := it.prop("av1C")
+			if !ok {
+				return fmt.Errorf("item %d has no av1C property", it.id)
+			}
+			sizes, err = av1CodedSizes(p.data, data)
+		}
+		if err != nil {
+			return fmt.Errorf("item %d: %w", it.id, err)
+		}
+		if len(sizes) == 0 {
+			return fmt.Errorf("item %d: no sequence header", it.id)
+		}
+		for _, s := range sizes {
+			if s[0] == 0 || s[1] == 0 {
+				return fmt.Errorf("item %d: coded as %dx%d", it.id, s[0], s[1])
+			}
+			if s[0] > uint64(iw)+codedSlack || s[1] > uint64(ih)+codedSlack {
+				return fmt.Errorf("%s item %d is coded as %dx%d pixels, its ispe box says %dx%d; not decoded: %w",
+					f, it.id, s[0], s[1], iw, ih, ErrTooLarge)
+			}
+		}
+		return nil
+	case "grid":
+		data, err := c.data(it)
+		if err != nil {
+			return err
+		}
+		// ImageGrid (ISO/IEC 23008-12 §6.6.2.3.2).
+		if len(data) < 8 {
+			return fmt.Errorf("grid %d: its data is too short", it.id)
+		}
+		rows, cols := uint64(data[2])+1, uint64(data[3])+1
+		var ow, oh uint64
+		if data[1]&1 == 0 {
+			ow, oh = uint64(binary.BigEndian.Uint16(data[4:])), uint64(binary.BigEndian.Uint16(data[6:]))
+		} else if len(data) >= 12 {
+			ow, oh = uint64(binary.BigEndian.Uint32(data[4:])), uint64(binary.BigEndian.Uint32(data[8:]))
+		} else {
+			return fmt.Errorf("grid %d: its data is too short", it.id)
+		}
+		if ow > uint64(iw) || oh > uint64(ih) {
+			return fmt.Errorf("grid %d has an output of %dx%d pixels, its ispe box says %dx%d; not decoded: %w", it.id, ow, oh, iw, ih, ErrTooLarge)
+		}
+		if uint64(len(it.dimg)) != rows*cols {
+			return fmt.Errorf("grid %d of %dx%d tiles has %d", it.id, cols, rows, len(it.dimg))
+		}
+		for _, id := range it.dimg {
+			tile, ok := c.items[id]
+			if !ok {
+				return fmt.Errorf("grid %d: tile %d is not an item", it.id, id)
+			}
+			tw, th, ok := tile.ispe()
+			if !ok || tw == 0 || th == 0 {
+				return fmt.Errorf("grid %d: tile %d has no ispe", it.id, id)
+			}
+			// The tiles cover the output and pass it by less than a tile.
+			if (cols-1)*uint64(tw) >= ow || (rows-1)*uint64(th) >= oh || cols*uint64(tw) < ow || rows*uint64(th) < oh {
+				return fmt.Errorf("grid %d of %dx%d tiles of %dx%d pixels for an output of %dx%d: %w", it.id, cols, rows, tw, th, ow, oh, ErrTooLarge)
+			}
+			if err := c.checkItem(f, tile, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("item %d is of type %q, not decoded", it.id, it.typ)
+}
