@@ -89,8 +89,16 @@ const hevcSPS = 33
 // hevcSPSSize reads pic_width_in_luma_samples and pic_height_in_luma_samples
 // of an SPS NAL unit, its two-byte NAL header included.
 func hevcSPSSize(nal []byte) (w, h uint64, err error) {
+	w, h, _, _, err = hevcSPSFields(nal)
+	return w, h, err
+}
+
+// hevcSPSFields is hevcSPSSize and where the two fields are: bits start to
+// end of the SPS's RBSP (after the NAL header, emulation prevention
+// removed).
+func hevcSPSFields(nal []byte) (w, h uint64, start, end int, err error) {
 	if len(nal) < 3 || (nal[0]>>1)&0x3F != hevcSPS {
-		return 0, 0, errors.New("not a sequence parameter set")
+		return 0, 0, 0, 0, errors.New("not a sequence parameter set")
 	}
 	r := &bitReader{b: rbsp(nal[2:])}
 	r.u(4) // sps_video_parameter_set_id
@@ -118,11 +126,12 @@ func hevcSPSSize(nal []byte) (w, h uint64, err error) {
 	if r.ue() == 3 {
 		r.u(1) // separate_colour_plane_flag
 	}
+	start = r.pos
 	w, h = r.ue(), r.ue()
 	if r.err != nil {
-		return 0, 0, fmt.Errorf("sequence parameter set: %w", r.err)
+		return 0, 0, 0, 0, fmt.Errorf("sequence parameter set: %w", r.err)
 	}
-	return w, h, nil
+	return w, h, start, r.pos, nil
 }
 
 // hevcCodedSizes returns the size of every SPS of an HEVC item: those of
@@ -228,6 +237,13 @@ func av1Obus(b []byte, fn func(typ byte, payload []byte) error) error {
 // av1SequenceSize reads max_frame_width_minus_1 + 1 and
 // max_frame_height_minus_1 + 1 of a sequence header OBU's payload (§5.5).
 func av1SequenceSize(payload []byte) (w, h uint64, err error) {
+	w, h, _, _, err = av1SequenceFields(payload)
+	return w, h, err
+}
+
+// av1SequenceFields is av1SequenceSize and where the size is: bits start
+// (frame_width_bits_minus_1) to end (after max_frame_height_minus_1).
+func av1SequenceFields(payload []byte) (w, h uint64, start, end int, err error) {
 	r := &bitReader{b: payload}
 	r.u(3)           // seq_profile
 	r.u(1)           // still_picture
@@ -265,12 +281,13 @@ func av1SequenceSize(payload []byte) (w, h uint64, err error) {
 			}
 		}
 	}
+	start = r.pos
 	wb, hb := int(r.u(4))+1, int(r.u(4))+1
 	w, h = r.u(wb)+1, r.u(hb)+1
 	if r.err != nil {
-		return 0, 0, fmt.Errorf("sequence header: %w", r.err)
+		return 0, 0, 0, 0, fmt.Errorf("sequence header: %w", r.err)
 	}
-	return w, h, nil
+	return w, h, start, r.pos, nil
 }
 
 // av1CodedSizes returns the size of every sequence header of an AV1 item:

@@ -48,13 +48,20 @@ type decoder struct {
 	decode func(ctx context.Context, data []byte, limit int64) (image.Image, error)
 }
 
-// goDecoder reads data through a reader that ends the decode at ctx's end:
-// the Go decoders read their input as they decode (a progressive JPEG scan
-// by scan), so a decode stops at its next read after the deadline.
+// goDecoder reads data through ContextReader: the Go decoders read their
+// input as they decode (a progressive JPEG scan by scan), so a decode stops
+// at its next read after the deadline.
 func goDecoder(name string, decode func(io.Reader) (image.Image, error)) decoder {
 	return decoder{name, func(ctx context.Context, data []byte, _ int64) (image.Image, error) {
-		return decode(&ctxReader{ctx: ctx, r: bytes.NewReader(data)})
+		return decode(ContextReader(ctx, data))
 	}}
+}
+
+// ContextReader reads data at most 16 KiB at a time and fails with ctx's
+// error once ctx is done: a Go decoder reading it stops within 16 KiB of
+// input after ctx's end.
+func ContextReader(ctx context.Context, data []byte) io.Reader {
+	return &ctxReader{ctx: ctx, r: bytes.NewReader(data)}
 }
 
 var decoders = map[magic.Format]decoder{
@@ -68,8 +75,6 @@ var decoders = map[magic.Format]decoder{
 	magic.AVIF: {"libavif and libaom (WebAssembly)", wasmdec.AVIF},
 }
 
-// ctxReader reads at most ctxChunk bytes at a time and fails once ctx is
-// done.
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader
