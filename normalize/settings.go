@@ -24,7 +24,7 @@ const (
 	// DefaultMaxDecodedBytes is the bridge's default byte budget (256 MiB)
 	// plus the 64 MiB its memory bound allows beyond it: a normalisation
 	// over the budget runs alone, and stays within that bound. A 12 MP HEIC
-	// (some 276 MiB) fits; a 12 MP AVIF (some 790) does not.
+	// (some 224 MiB) fits; a 12 MP AVIF (some 570) does not.
 	DefaultMaxDecodedBytes = 320 << 20
 	// DefaultDecodeTimeout bounds the normalisation of one image (its
 	// header read, decode, resize and encode): a 12 MP HEIC or AVIF takes
