@@ -114,7 +114,7 @@ func (c *container) checkItem(f magic.Format, it *item, depth int) error {
 				return fmt.Errorf("item %d: coded as %dx%d", it.id, s[0], s[1])
 			}
 			if s[0] > uint64(iw)+codedSlack || s[1] > uint64(ih)+codedSlack {
-				return fmt.Errorf("%s item %d is coded as %dx%d pixels, its ispe box says %dx%d; not decoded: %w",
+				return fmt.Errorf("%s item %d is coded as %dx%d pixels, its ispe box says %dx%d: %w",
 					f, it.id, s[0], s[1], iw, ih, ErrTooLarge)
 			}
 		}
@@ -138,7 +138,7 @@ func (c *container) checkItem(f magic.Format, it *item, depth int) error {
 			return fmt.Errorf("grid %d: its data is too short", it.id)
 		}
 		if ow > uint64(iw) || oh > uint64(ih) {
-			return fmt.Errorf("grid %d has an output of %dx%d pixels, its ispe box says %dx%d; not decoded: %w", it.id, ow, oh, iw, ih, ErrTooLarge)
+			return fmt.Errorf("grid %d has an output of %dx%d pixels, its ispe box says %dx%d: %w", it.id, ow, oh, iw, ih, ErrTooLarge)
 		}
 		if uint64(len(it.dimg)) != rows*cols {
 			return fmt.Errorf("grid %d of %dx%d tiles has %d", it.id, cols, rows, len(it.dimg))

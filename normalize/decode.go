@@ -24,7 +24,7 @@ import (
 // says, or that has more JPEG scans than Settings.MaxJPEGScans, or whose
 // decode ran out of Settings.DecodeTimeout: refused before any pixel is
 // decoded (the last, stopped).
-var ErrTooLarge = errors.New("decode would pass the byte bound")
+var ErrTooLarge = errors.New("too large to decode")
 
 // DecodeError is a decoder's failure: its name and its message.
 type DecodeError struct {

@@ -72,18 +72,18 @@ func JPEGScans(data []byte) int {
 // CheckJPEG refuses a JPEG of w × h pixels (its frame header's) before it
 // is decoded when it has more than maxScans scans (0: DefaultMaxJPEGScans)
 // or claims more than MaxJPEGPixelsPerByte pixels per byte of data: an
-// error wrapping ErrTooLarge.
-func CheckJPEG(data []byte, w, h, maxScans int) error {
+// error wrapping ErrTooLarge, naming option, the scan limit's.
+func CheckJPEG(data []byte, w, h, maxScans int, option string) error {
 	if maxScans <= 0 {
 		maxScans = DefaultMaxJPEGScans
 	}
 	px := int64(w) * int64(h)
 	if px > int64(len(data))*MaxJPEGPixelsPerByte {
-		return fmt.Errorf("JPEG of %d bytes claims %dx%d pixels, more than %d pixels a byte; not decoded: %w",
+		return fmt.Errorf("JPEG of %d bytes claims %dx%d pixels, more than %d pixels a byte: %w",
 			len(data), w, h, MaxJPEGPixelsPerByte, ErrTooLarge)
 	}
 	if n := JPEGScans(data); n > maxScans {
-		return fmt.Errorf("JPEG has %d scans, over the limit of %d; not decoded: %w", n, maxScans, ErrTooLarge)
+		return fmt.Errorf("JPEG has %d scans, over the limit of %d (option %s): %w", n, maxScans, option, ErrTooLarge)
 	}
 	return nil
 }

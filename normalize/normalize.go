@@ -90,7 +90,7 @@ func decide(ctx context.Context, img []byte, f magic.Format, s Settings) (plan, 
 			Err: errors.New("the model accepts neither JPEG nor PNG, the formats images are converted to")}
 	}
 	if f == magic.JPEG {
-		if err := CheckJPEG(img, h.width, h.height, s.MaxJPEGScans); err != nil {
+		if err := CheckJPEG(img, h.width, h.height, s.MaxJPEGScans, "normalize_max_jpeg_scans"); err != nil {
 			return p, false, err
 		}
 	}

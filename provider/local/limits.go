@@ -42,8 +42,8 @@ func (l Limits) check(f magic.Format, data []byte, w, h int) error {
 			f, w, h, float64(px)/1e6, float64(l.MaxPixels)/1e6)
 	}
 	if f == magic.JPEG {
-		if err := normalize.CheckJPEG(data, w, h, l.MaxJPEGScans); err != nil {
-			return &provider.Error{Kind: provider.TooLarge, Message: err.Error() + " (option max_jpeg_scans)", Err: err}
+		if err := normalize.CheckJPEG(data, w, h, l.MaxJPEGScans, "max_jpeg_scans"); err != nil {
+			return &provider.Error{Kind: provider.TooLarge, Message: err.Error() + "; not decoded", Err: err}
 		}
 	}
 	need := decodedBytes(f, data, w, h)
