@@ -27,9 +27,11 @@ const (
 	// (some 224 MiB) fits; a 12 MP AVIF (some 570) does not.
 	DefaultMaxDecodedBytes = 320 << 20
 	// DefaultDecodeTimeout bounds the normalisation of one image (its
-	// header read, decode, resize and encode): a 12 MP HEIC or AVIF takes
-	// one to three seconds of one core here.
-	DefaultDecodeTimeout = 10 * time.Second
+	// header read, decode, resize and encode): a 12 MP HEIC or 8-bit AVIF
+	// took 7 to 10 s of one core of a busy 2-core machine, and the largest
+	// AVIF the default byte bound lets through (10 bits, 4:4:4, some 6 MP)
+	// about 13.
+	DefaultDecodeTimeout = 30 * time.Second
 )
 
 // Size is what a model looks at: an image is scaled down, keeping its

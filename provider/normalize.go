@@ -30,7 +30,7 @@ type NormalizeOptions struct {
 	// decoded; default normalize.DefaultMaxJPEGScans (100).
 	NormalizeMaxJPEGScans int `json:"normalize_max_jpeg_scans,omitempty"`
 	// NormalizeDecodeTimeout ends the normalisation of one image that takes
-	// longer; default normalize.DefaultDecodeTimeout (10s).
+	// longer; default normalize.DefaultDecodeTimeout (30s).
 	NormalizeDecodeTimeout Duration `json:"normalize_decode_timeout,omitempty"`
 }
 
