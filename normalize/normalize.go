@@ -9,7 +9,9 @@ import (
 	"image/png"
 	"math"
 	"strings"
+	"time"
 
+	"github.com/pgimageai/pgimageai/internal/wasmdec"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -122,7 +124,7 @@ func Sent(img []byte, f magic.Format, s Settings) (w, h int, reencoded bool) {
 	if !s.Enabled {
 		return 0, 0, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.decodeTimeout())
+	ctx, cancel := deadline(context.Background(), f, s.decodeTimeout())
 	defer cancel()
 	p, ok, err := decide(ctx, img, f, s)
 	if err != nil || !ok || p.stripOnly {
@@ -139,7 +141,7 @@ func Memory(img []byte, f magic.Format, s Settings) int64 {
 	if !s.Enabled {
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.decodeTimeout())
+	ctx, cancel := deadline(context.Background(), f, s.decodeTimeout())
 	defer cancel()
 	p, ok, err := decide(ctx, img, f, s)
 	if err != nil || !ok {
@@ -172,7 +174,7 @@ func Image(ctx context.Context, img []byte, f magic.Format, s Settings) (Result,
 		return stored, nil
 	}
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, s.decodeTimeout())
+	ctx, cancel := deadline(ctx, f, s.decodeTimeout())
 	defer cancel()
 	r, err := normalise(ctx, img, f, s)
 	if err != nil && parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -182,6 +184,16 @@ func Image(ctx context.Context, img []byte, f magic.Format, s Settings) (Result,
 		return Result{}, parent.Err()
 	}
 	return r, err
+}
+
+// deadline is ctx with a timeout of d, which starts once the WebAssembly
+// decoders of a HEIF or AVIF image are compiled (once per process): the
+// compilation is no part of an image's time.
+func deadline(ctx context.Context, f magic.Format, d time.Duration) (context.Context, context.CancelFunc) {
+	if f == magic.HEIF || f == magic.AVIF {
+		_ = wasmdec.Compile() // its error is the decode's
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 func normalise(ctx context.Context, img []byte, f magic.Format, s Settings) (Result, error) {
@@ -265,7 +277,7 @@ func Dimensions(img []byte, f magic.Format) (w, h int, ok bool) {
 		}
 		return int(iw), int(ih), true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultDecodeTimeout)
+	ctx, cancel := deadline(context.Background(), f, DefaultDecodeTimeout)
 	defer cancel()
 	hd, err := readHeader(ctx, img, f)
 	if err != nil {

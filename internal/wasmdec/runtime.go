@@ -62,6 +62,16 @@ func (m *module) init() error {
 	return m.err
 }
 
+// Compile compiles the HEIF and AVIF modules, once per process: the first
+// decode does it otherwise, inside its own deadline (about a second of one
+// core, far more under the race detector). It returns the error of either.
+func Compile() error {
+	if err := heif.init(); err != nil {
+		return err
+	}
+	return avif.init()
+}
+
 // instance is one decode's module instance, its memory within limit.
 type instance struct {
 	mod api.Module
