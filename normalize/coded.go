@@ -13,11 +13,12 @@ import (
 // specification §5.5). A file's ispe box may say anything else; the
 // decoder goes by the bitstream.
 
-// codedSlack is how far a coded side may pass its ispe side: HEVC codes
-// whole minimal coding blocks (8 to 64 samples) and crops with a
-// conformance window; encoders of AV1 round to 8 or 64 and crop the rest
-// through ispe or clap.
-const codedSlack = 64
+// hevcSlack is how far an HEVC coded side may pass its ispe side: HEVC
+// codes whole minimal coding blocks (8 to 64 samples) and crops with a
+// conformance window, and libheif crops the decoded image to ispe. AV1
+// codes any size: an AV1 image may not pass its ispe at all (libavif hands
+// out the decoded frame as it is).
+const hevcSlack = 64
 
 // bitReader reads bits most significant first, as H.265 and AV1 write them.
 type bitReader struct {

@@ -15,7 +15,7 @@ var errUnverifiable = errors.New("the coded size cannot be checked")
 // checkCoded checks a HEIF or AVIF file against what its decoder will
 // allocate: the primary image (a coded item, or a grid of them), and the
 // auxiliary images (alpha) decoded with it, each coded no larger than its
-// ispe box says (within codedSlack), a grid's tiles covering its output and
+// ispe box says (an HEVC image within hevcSlack), a grid's tiles covering its output and
 // no more. A coded image larger than its ispe is ErrTooLarge; a file whose
 // sizes cannot be read errUnverifiable.
 func checkCoded(f magic.Format, file []byte) error {
@@ -42,7 +42,9 @@ func checkCoded(f magic.Format, file []byte) error {
 		if it.auxlOf == 0 || it.id == primary.id {
 			continue
 		}
-		if it.auxlOf == primary.id || contains(primary.dimg, it.auxlOf) {
+		// The auxiliary images a decoder decodes with the primary (alpha,
+		// gain maps) are coded images; another kind it does not decode.
+		if coded := it.typ == "hvc1" || it.typ == "av01" || it.typ == "grid"; coded && (it.auxlOf == primary.id || contains(primary.dimg, it.auxlOf)) {
 			if err := c.checkItem(f, it, 0); err != nil {
 				return fail(fmt.Errorf("auxiliary image %d: %w", it.id, err))
 			}
@@ -85,6 +87,9 @@ func (c *container) checkItem(f magic.Format, it *item, depth int) error {
 		if (it.typ == "hvc1") != (f == magic.HEIF) {
 			return fmt.Errorf("item %d: a %s item in a %s file", it.id, it.typ, f)
 		}
+		if !it.located {
+			return fmt.Errorf("item %d has no location in the file or its idat box", it.id)
+		}
 		data, err := c.data(it)
 		if err != nil {
 			return err
@@ -109,17 +114,24 @@ func (c *container) checkItem(f magic.Format, it *item, depth int) error {
 		if len(sizes) == 0 {
 			return fmt.Errorf("item %d: no sequence header", it.id)
 		}
+		slack := uint64(0)
+		if it.typ == "hvc1" {
+			slack = hevcSlack
+		}
 		for _, s := range sizes {
 			if s[0] == 0 || s[1] == 0 {
 				return fmt.Errorf("item %d: coded as %dx%d", it.id, s[0], s[1])
 			}
-			if s[0] > uint64(iw)+codedSlack || s[1] > uint64(ih)+codedSlack {
+			if s[0] > uint64(iw)+slack || s[1] > uint64(ih)+slack {
 				return fmt.Errorf("%s item %d is coded as %dx%d pixels, its ispe box says %dx%d: %w",
 					f, it.id, s[0], s[1], iw, ih, ErrTooLarge)
 			}
 		}
 		return nil
 	case "grid":
+		if !it.located {
+			return fmt.Errorf("grid %d has no location in the file or its idat box", it.id)
+		}
 		data, err := c.data(it)
 		if err != nil {
 			return err

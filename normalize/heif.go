@@ -129,6 +129,7 @@ type item struct {
 	props    []box  // its associated properties, in ipco order
 	extents  [][2]uint64
 	fromIdat bool
+	located  bool     // its extents are in the file or idat (construction methods 0 and 1)
 	dimg     []uint32 // the items it is derived from (a grid's tiles)
 	auxlOf   uint32   // the item it is an auxiliary image of (alpha, depth)
 }
@@ -282,10 +283,7 @@ func (c *container) readIloc(b box) error {
 		base := r.n(baseSize)
 		extents := r.n(2)
 		it := c.item(id)
-		it.fromIdat = method == 1
-		if method > 1 {
-			it.extents = nil
-		}
+		it.fromIdat, it.located, it.extents = method == 1, method <= 1, nil
 		for range extents {
 			r.n(idxSize)
 			off, n := r.n(offSize), r.n(lenSize)
