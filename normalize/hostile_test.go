@@ -1,6 +1,7 @@
 package normalize
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -224,5 +225,46 @@ func TestDecodeDeadline(t *testing.T) {
 	cancel()
 	if _, err := Image(ctx, normtest.HEIC(64, 64, 64, 64), magic.HEIF, small); !errors.Is(err, context.Canceled) {
 		t.Fatalf("heic: err %v, want context.Canceled", err)
+	}
+}
+
+// TestUnverifiableRefused: a HEIF or AVIF file whose coded size cannot be
+// read is a decoder error (unsupported_format), and no decoder runs.
+func TestUnverifiableRefused(t *testing.T) {
+	heic, avif := normtest.HEIC(64, 64, 64, 64), normtest.AVIF(64, 48, 64, 48)
+	replace := func(b []byte, old, new string) []byte {
+		return bytes.Replace(bytes.Clone(b), []byte(old), []byte(new), 1)
+	}
+	avis := replace(avif, "ftypavif", "ftypavis")
+	avis = append(avis, 0, 0, 0, 8, 'm', 'o', 'o', 'v')
+	tests := []struct {
+		name string
+		img  []byte
+		want string
+	}{
+		{"heic without hvcC", replace(heic, "hvcC", "hvcc"), "no hvcC property"},
+		{"heic without ispe", replace(heic, "ispe", "ispf"), "no ispe property"},
+		{"heic cut in its mdat", heic[:len(heic)-20], "outside the file"},
+		{"heic of another item type", replace(heic, "hvc1", "jpeg"), `of type "jpeg"`},
+		{"avif without av1C", replace(avif, "av1C", "av1c"), "no av1C property"},
+		{"avif without a sequence header", replace(avif, "\x12\x00\x0a", "\x12\x00\x7a"), "no sequence header"},
+		{"avif sequence", avis, "image sequence"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := magic.Detect(tc.img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := wasmdec.TotalLinear()
+			_, err = Image(context.Background(), tc.img, f, small)
+			var de *DecodeError
+			if !errors.As(err, &de) || !errors.Is(err, errUnverifiable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want a decoder error naming %q", err, tc.want)
+			}
+			if used := wasmdec.TotalLinear() - before; used != 0 {
+				t.Fatalf("%d bytes of WebAssembly memory used", used)
+			}
+		})
 	}
 }
