@@ -108,3 +108,42 @@ func readFileF(f *testing.F, name string) []byte {
 	}
 	return b
 }
+
+// FuzzCoded: whatever the bytes, the HEIF container and bitstream reading
+// of checkCoded neither panics nor passes a file whose primary image it
+// found coded larger than its ispe box (it runs no decoder, so it is fuzzed
+// far faster than FuzzImage).
+func FuzzCoded(f *testing.F) {
+	for _, b := range [][]byte{normtest.HEIC(64, 64, 64, 64), normtest.AVIF(64, 48, 64, 48), normtest.HEIC(64, 64, 4096, 4096),
+		normtest.AVIF(64, 64, 4096, 4096), readFileF(f, "testdata/gradient.heic"), readFileF(f, "testdata/gradient.avif")} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, format := range []magic.Format{magic.HEIF, magic.AVIF} {
+			if checkCoded(format, b) != nil {
+				continue
+			}
+			c, err := readContainer(b)
+			if err != nil {
+				t.Fatalf("checkCoded passed a file readContainer refuses: %v", err)
+			}
+			it := c.items[c.primary]
+			if it.typ != "hvc1" && it.typ != "av01" {
+				continue
+			}
+			w, h, _ := it.ispe()
+			data, _ := c.data(it)
+			var sizes [][2]uint64
+			if p, ok := it.prop("hvcC"); ok && it.typ == "hvc1" {
+				sizes, _ = hevcCodedSizes(p.data, data)
+			} else if p, ok := it.prop("av1C"); ok {
+				sizes, _ = av1CodedSizes(p.data, data)
+			}
+			for _, s := range sizes {
+				if s[0] > uint64(w)+hevcSlack || s[1] > uint64(h)+hevcSlack {
+					t.Fatalf("passed an image coded %dx%d with an ispe of %dx%d", s[0], s[1], w, h)
+				}
+			}
+		}
+	})
+}
