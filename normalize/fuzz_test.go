@@ -120,7 +120,7 @@ func FuzzCoded(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, format := range []magic.Format{magic.HEIF, magic.AVIF} {
-			if checkCoded(format, b) != nil {
+			if _, err := checkCoded(format, b); err != nil {
 				continue
 			}
 			c, err := readContainer(b)

@@ -20,9 +20,10 @@ import (
 // header is what an image's header says, read without decoding a pixel.
 type header struct {
 	width, height int
-	orientation   int  // EXIF orientation 1–8; 1 when absent or unreadable
-	metadata      bool // a JPEG segment that strip removes (EXIF, XMP, IPTC, comment)
-	lossless      bool // PNG, GIF, BMP, TIFF, lossless WebP: re-encoded as PNG
+	orientation   int   // EXIF orientation 1–8; 1 when absent or unreadable
+	metadata      bool  // a JPEG segment that strip removes (EXIF, XMP, IPTC, comment)
+	lossless      bool  // PNG, GIF, BMP, TIFF, lossless WebP: re-encoded as PNG
+	coded         int64 // HEIF, AVIF: the pixels decoded at their checked coded sizes (checkCoded)
 }
 
 // readHeader reads the header of img, whose format is f. The JPEG and PNG
@@ -35,7 +36,8 @@ type header struct {
 func readHeader(ctx context.Context, img []byte, f magic.Format) (header, error) {
 	switch f {
 	case magic.HEIF, magic.AVIF:
-		if err := checkCoded(f, img); err != nil {
+		coded, err := checkCoded(f, img)
+		if err != nil {
 			return header{}, err
 		}
 		config := wasmdec.HEIFConfig
@@ -49,7 +51,7 @@ func readHeader(ctx context.Context, img []byte, f magic.Format) (header, error)
 		if c.Width <= 0 || c.Height <= 0 {
 			return header{}, fmt.Errorf("image has no pixels (%dx%d)", c.Width, c.Height)
 		}
-		return header{width: c.Width, height: c.Height, orientation: 1}, nil
+		return header{width: c.Width, height: c.Height, orientation: 1, coded: coded}, nil
 	case magic.JPEG:
 		return jpegHeader(img)
 	case magic.PNG:

@@ -121,10 +121,15 @@ func TestCodedSlack(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _ := magic.Detect(tc.img)
-			if err := checkCoded(f, tc.img); (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, ErrTooLarge)) {
+			if _, err := checkCoded(f, tc.img); (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, ErrTooLarge)) {
 				t.Fatalf("err %v, want an error %v", err, tc.wantErr)
 			}
 		})
+	}
+	// What is charged follows the coded size, not the ispe box.
+	exact, larger := normtest.HEIC(64, 64, 64, 64), normtest.HEIC(64, 64, 128, 128)
+	if a, b := Memory(exact, magic.HEIF, small), Memory(larger, magic.HEIF, small); b-a < 12*(128*128-64*64) {
+		t.Fatalf("Memory %d for 64x64 coded 128x128, %d coded 64x64: not charged for the coded size", b, a)
 	}
 }
 

@@ -98,6 +98,12 @@ func decide(ctx context.Context, img []byte, f magic.Format, s Settings) (plan, 
 	}
 	p.decodedBytes = DecodedBytes(f, img, h.width, h.height)
 	p.wasmBytes = wasmLimit(f, img, int64(h.width)*int64(h.height))
+	if px := int64(h.width) * int64(h.height); h.coded > px {
+		// Coded larger than shown (HEVC's whole coding blocks, a grid's
+		// tiles past its output, an alpha plane): the decoder allocates
+		// for what is coded.
+		p.decodedBytes, p.wasmBytes = wasmBytes(f, img, h.coded), wasmLimit(f, img, h.coded)
+	}
 	return p, true, nil
 }
 
