@@ -15,8 +15,8 @@ var errUnverifiable = errors.New("the coded size cannot be checked")
 // checkCoded checks a HEIF or AVIF file against what its decoder will
 // allocate: the primary image (a coded item, or a grid of them), and the
 // auxiliary images (alpha) decoded with it, each coded no larger than its
-// ispe box says (an HEVC image within hevcSlack), a grid's tiles covering its output and
-// no more. It returns the pixels the decoder will decode at their checked
+// ispe box says (an HEVC image within hevcSlack), a grid's tiles covering
+// its output and no more. It returns the pixels the decoder will decode at their checked
 // coded sizes: the primary image's (a grid's tiles together) and its
 // auxiliary images'. A coded image larger than its ispe is ErrTooLarge; a
 // file whose sizes cannot be read errUnverifiable.
@@ -31,10 +31,11 @@ func checkCoded(f magic.Format, file []byte) (int64, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if f == magic.AVIF && c.moov && majorBrand(file) == "avis" {
-		// libavif decodes an avis file's track, whose frames are not
-		// items: their sizes are not checked here, so it is not decoded.
-		return fail(errors.New("an AVIF image sequence (major brand avis)"))
+	if f == magic.AVIF && c.moov && majorBrand(file) != "avif" {
+		// libavif decodes the track of a file with a moov box unless its
+		// major brand is avif: its frames are not items, their sizes are not
+		// checked here, so it is not decoded.
+		return fail(fmt.Errorf("an AVIF image sequence (a moov box, major brand %q)", majorBrand(file)))
 	}
 	primary := c.items[c.primary]
 	px, err := c.checkItem(f, primary, 0)
@@ -57,6 +58,11 @@ func checkCoded(f magic.Format, file []byte) (int64, error) {
 	}
 	return px, nil
 }
+
+// maxISPESide bounds the sides of an ispe box read at all (libheif's own
+// default limit is 32768 × 32768 pixels): 2²⁰, far past any byte bound, so
+// that no product of sizes overflows.
+const maxISPESide = 1 << 20
 
 func contains(ids []uint32, id uint32) bool {
 	for _, v := range ids {
@@ -88,6 +94,9 @@ func (c *container) checkItem(f magic.Format, it *item, depth int) (int64, error
 	}
 	if iw == 0 || ih == 0 {
 		return 0, fmt.Errorf("item %d: ispe of %dx%d pixels", it.id, iw, ih)
+	}
+	if iw > maxISPESide || ih > maxISPESide {
+		return 0, fmt.Errorf("item %d: ispe of %dx%d pixels, a side over %d: %w", it.id, iw, ih, maxISPESide, ErrTooLarge)
 	}
 	switch it.typ {
 	case "hvc1", "av01":

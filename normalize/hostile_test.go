@@ -114,6 +114,7 @@ func TestCodedSlack(t *testing.T) {
 	}{
 		{"heic 64 coded 128", normtest.HEIC(64, 64, 128, 128), false},
 		{"heic 64 coded 129", normtest.HEIC(64, 64, 129, 64), true},
+		{"heic whose ispe has a side of 2^21", normtest.HEIC(1<<21, 64, 64, 64), true},
 		{"avif 48 coded 48", normtest.AVIF(64, 48, 64, 48), false},
 		{"avif 48 coded 40", normtest.AVIF(64, 48, 64, 40), false},
 		{"avif 48 coded 49", normtest.AVIF(64, 48, 64, 49), true},
@@ -254,6 +255,7 @@ func TestUnverifiableRefused(t *testing.T) {
 		{"avif without av1C", replace(avif, "av1C", "av1c"), "no av1C property"},
 		{"avif without a sequence header", replace(avif, "\x12\x00\x0a", "\x12\x00\x7a"), "no sequence header"},
 		{"avif sequence", avis, "image sequence"},
+		{"avif with a moov box, major brand mif1", append(replace(avif, "ftypavif", "ftypmif1"), 0, 0, 0, 8, 'm', 'o', 'o', 'v'), "image sequence"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
