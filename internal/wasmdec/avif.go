@@ -57,7 +57,7 @@ func decodeAVIF(ctx context.Context, data []byte, limit int64, configOnly bool) 
 		return cfg, nil, err
 	}
 	if ok == 0 {
-		return cfg, nil, fmt.Errorf("libavif: %w", ErrDecode)
+		return cfg, nil, in.refusal("libavif")
 	}
 	var v [3]uint32
 	for i, p := range []uint32{wp, hp, dp} {
@@ -91,7 +91,7 @@ func decodeAVIF(ctx context.Context, data []byte, limit int64, configOnly bool) 
 		return cfg, nil, err
 	}
 	if ok == 0 {
-		return cfg, nil, fmt.Errorf("libavif: %w", ErrDecode)
+		return cfg, nil, in.refusal("libavif")
 	}
 	pix, err := in.read(outPtr, uint32(size))
 	if err != nil {

@@ -69,7 +69,7 @@ func decodeHEIF(ctx context.Context, data []byte, limit int64, configOnly bool) 
 		return cfg, nil, err
 	}
 	if ok == 0 {
-		return cfg, nil, fmt.Errorf("libheif: %w", ErrDecode)
+		return cfg, nil, in.refusal("libheif")
 	}
 	var v [5]uint32
 	for i, p := range []uint32{wp, hp, csp, chp, pmp} {
@@ -132,7 +132,7 @@ func decodeHEIF(ctx context.Context, data []byte, limit int64, configOnly bool) 
 		return cfg, nil, err
 	}
 	if ok == 0 {
-		return cfg, nil, fmt.Errorf("libheif: %w", ErrDecode)
+		return cfg, nil, in.refusal("libheif")
 	}
 	pix, err := in.read(outPtr, uint32(size))
 	if err != nil {

@@ -109,14 +109,24 @@ func (m *module) instantiate(ctx context.Context, limit int64) (*instance, error
 func (in *instance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
 	res, err := in.mod.ExportedFunction(name).Call(ctx, args...)
 	switch {
-	case ctx.Err() != nil && err != nil:
+	case err == nil:
+		return res[0], nil
+	case ctx.Err() != nil:
 		return 0, fmt.Errorf("%s: %w", name, ctx.Err())
 	case in.mem.refused.Load():
 		return 0, fmt.Errorf("%s: %w (%d bytes)", name, ErrMemoryLimit, in.mem.limit)
-	case err != nil:
-		return 0, fmt.Errorf("%s: %w", name, err)
 	}
-	return res[0], nil
+	return 0, fmt.Errorf("%s: %w", name, err)
+}
+
+// refusal is the error of a call that returned failure: ErrMemoryLimit when
+// the decoder was refused memory on the way (libheif and libavif fail
+// cleanly when malloc returns NULL), else ErrDecode.
+func (in *instance) refusal(lib string) error {
+	if in.mem.refused.Load() {
+		return fmt.Errorf("%s: %w (%d bytes)", lib, ErrMemoryLimit, in.mem.limit)
+	}
+	return fmt.Errorf("%s: %w", lib, ErrDecode)
 }
 
 // malloc allocates n bytes in the instance; 0 is a refusal.
