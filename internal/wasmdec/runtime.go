@@ -167,7 +167,14 @@ func (in *instance) u32(p uint32) (uint32, error) {
 	return v, nil
 }
 
-func (in *instance) close(ctx context.Context) { in.mod.Close(context.WithoutCancel(ctx)) }
+// close closes the instance and unmaps its memory. wazero frees the memory
+// of an instance it closed at its context's end only when the instance runs
+// again; an instance that finished just as its deadline passed would keep
+// it, so it is freed here too (Free is idempotent; no call runs any more).
+func (in *instance) close(ctx context.Context) {
+	in.mod.Close(context.WithoutCancel(ctx))
+	in.mem.Free()
+}
 
 // Peak is the most linear memory, in bytes, one instance has had since the
 // process started; TotalLinear the sum over instances of each one's most.
