@@ -119,19 +119,22 @@ func (c *thumbnailer) get(ctx context.Context, src Source, rule, key string) (th
 	case <-ctx.Done():
 		return thumbnail{}, ctx.Err()
 	}
-	t := makeThumbnail(img.Bytes)
+	t := makeThumbnail(ctx, img.Bytes)
 	<-c.decodes
+	if ctx.Err() != nil {
+		return thumbnail{}, ctx.Err() // cut short: nothing to remember
+	}
 	c.store(img.Sum, t)
 	return t, t.err
 }
 
 // makeThumbnail scales img down to a thumbnail.
-func makeThumbnail(img []byte) thumbnail {
+func makeThumbnail(ctx context.Context, img []byte) thumbnail {
 	f, err := magic.Detect(img)
 	if err != nil {
 		return thumbnail{err: err}
 	}
-	res, err := normalize.Image(img, f, thumbSettings)
+	res, err := normalize.Image(ctx, img, f, thumbSettings)
 	if err != nil {
 		return thumbnail{err: err}
 	}

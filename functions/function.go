@@ -197,22 +197,24 @@ func (f *Function) Check(img []byte) (magic.Format, error) {
 // img itself when it needs no normalisation, else its normalised copy.
 // Every path that hands an image to a provider goes through it (Call does;
 // a Batch API line must too). Errors are *Error values, as Check's.
-func (f *Function) Prepare(img []byte) (provider.Image, error) {
+func (f *Function) Prepare(ctx context.Context, img []byte) (provider.Image, error) {
 	format, err := f.Check(img)
 	if err != nil {
 		return provider.Image{}, err
 	}
-	return f.normalized(img, format)
+	return f.normalized(ctx, img, format)
 }
 
 // normalized is img made into what the model is sent (package normalize):
 // img itself when it needs nothing. A decoder's failure is an
 // unsupported_format error naming the decoder; a decode over the byte bound
-// too_large.
-func (f *Function) normalized(img []byte, format magic.Format) (provider.Image, error) {
-	r, err := normalize.Image(img, format, f.norm)
+// too_large; the end of ctx its error.
+func (f *Function) normalized(ctx context.Context, img []byte, format magic.Format) (provider.Image, error) {
+	r, err := normalize.Image(ctx, img, format, f.norm)
 	var de *normalize.DecodeError
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return provider.Image{}, ctx.Err()
 	case errors.Is(err, normalize.ErrTooLarge):
 		return provider.Image{}, &Error{Reason: TooLarge, ImageBytes: len(img), ImageHead: head(img), Err: err,
 			Detail: fmt.Sprintf("model %s: %v; not decoded", f.model, err)}
@@ -243,7 +245,7 @@ func (f *Function) CallPrompt(ctx context.Context, img []byte, valid bool, promp
 	if !valid {
 		return Result{Null: true}, nil
 	}
-	in, err := f.Prepare(img)
+	in, err := f.Prepare(ctx, img)
 	if err != nil {
 		return Result{Null: true}, err
 	}

@@ -2,6 +2,7 @@ package normalize
 
 import (
 	"bytes"
+	"context"
 	"image"
 
 	"image/jpeg"
@@ -70,7 +71,7 @@ func BenchmarkNormalize12MP(b *testing.B) {
 			var r Result
 			b.ReportAllocs()
 			for b.Loop() {
-				if r, err = Image(img, f, s); err != nil {
+				if r, err = Image(context.Background(), img, f, s); err != nil {
 					b.Fatal(err)
 				}
 			}

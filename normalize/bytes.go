@@ -9,25 +9,46 @@ import (
 )
 
 // wasmHeap is what a WebAssembly decoder (libheif with libde265, libavif
-// with dav1d, run by wazero) holds whatever the image: the module's code,
+// with libaom, run by wazero) holds whatever the image: the module's data,
 // stack and the codec's own state.
 const wasmHeap = 16 << 20
 
-// wasmBytes: gen2brain/heic and gen2brain/avif copy the file into the
-// module's memory, decode there, and copy the planes out into a Go image.
-// The module's memory grows by copying, so its old and new copies live
-// together for a moment. Measured peaks of live heap for one 4032 × 3024
-// image (runtime/metrics, sampled every 200 µs): HEIC (4:2:0, 8 bits) 206
-// MiB, 17.7 bytes a pixel; AVIF (4:2:0, 8 bits) 708 MiB, 61 bytes a pixel;
-// and for the whole normalisation of the HEIC (TestMemoryCoversDecode) 261
-// MiB. The estimates are 20 and 64 bytes a pixel, with the file twice and
-// the module's heap.
-func wasmBytes(f magic.Format, data []byte, px int64) int64 {
-	perPixel := int64(20)
+// wasmPerPixel is the most linear memory, in bytes a pixel of the primary
+// image, a WebAssembly decoder takes beyond wasmHeap and the file it copies
+// in: what the codec decodes into (its reference frames, with borders and
+// the planes at 16 bits in libaom), the converted copy it hands out, and
+// malloc's slack. Measured on 4032 × 3024 images (wasmdec's linear memory
+// at its most): a HEIC (4:2:0, 8 bits, heif-enc) 7.1 bytes a pixel; an AVIF
+// (avifenc) 20.8 at 4:2:0 and 8 bits, 33.7 at 4:4:4 and 10 bits. The
+// bounds are 12 and 40, for the alpha plane and malloc's fragmentation.
+func wasmPerPixel(f magic.Format) int64 {
 	if f == magic.AVIF {
-		perPixel = 64
+		return 40
 	}
-	return 2*int64(len(data)) + perPixel*px + wasmHeap
+	return 12
+}
+
+// wasmLimit is what the linear memory of a WebAssembly decode of data (px
+// pixels per its checked header) may grow to: a decode that asks for more
+// is stopped (wasmdec.ErrMemoryLimit), whatever its file says.
+func wasmLimit(f magic.Format, data []byte, px int64) int64 {
+	return int64(len(data)) + wasmPerPixel(f)*px + wasmHeap
+}
+
+// headerBytes is the linear memory a WebAssembly decoder may use to read a
+// file's header (parsing, no pixel): the file and the heap.
+func headerBytes(data []byte) int64 { return 2*int64(len(data)) + wasmHeap }
+
+// wasmBytes: the decoder's linear memory (wasmLimit, outside the Go heap:
+// mapped for the decode and unmapped after it) and the decoded image copied
+// out of it into Go memory: YCbCr, Gray, RGBA or NRGBA for HEIF, at most 4
+// bytes a pixel; RGBA or RGBA64 for AVIF, at most 8.
+func wasmBytes(f magic.Format, data []byte, px int64) int64 {
+	out := int64(4)
+	if f == magic.AVIF {
+		out = 8
+	}
+	return wasmLimit(f, data, px) + out*px
 }
 
 // DecoderBytes is what a decode holds besides the decoded pixels: the

@@ -2,6 +2,7 @@ package normalize
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"image/png"
@@ -70,7 +71,7 @@ func TestStripChunks(t *testing.T) {
 			if _, err := png.Decode(bytes.NewReader(tc.img)); tc.f == magic.PNG && err != nil {
 				t.Fatalf("fixture: %v", err)
 			}
-			r, err := Image(tc.img, tc.f, photos)
+			r, err := Image(context.Background(), tc.img, tc.f, photos)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,11 @@
 // It sits between the magic-byte check (package magic) and the provider
 // call: package functions calls Image per call with the model's Settings.
 // Every decode is bounded by the bytes it would allocate, estimated from the
-// header before any pixel is decoded (DecodedBytes). It imports magic and
-// golang.org/x/image, and the WebAssembly HEIF and AVIF decoders; nothing of
-// the providers. Everything in it is safe for concurrent use.
+// header before any pixel is decoded (DecodedBytes): a HEIF or AVIF file's
+// coded size is checked against its ispe box first (checkCoded), its
+// WebAssembly decoder may not grow past the estimate, a JPEG's scans are
+// counted (CheckJPEG), and every normalisation ends at a deadline
+// (Settings.DecodeTimeout). It imports magic, golang.org/x/image and
+// internal/wasmdec (the HEIF and AVIF decoders); nothing of the providers.
+// Everything in it is safe for concurrent use.
 package normalize

@@ -2,6 +2,7 @@ package normalize
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"image"
@@ -12,25 +13,45 @@ import (
 	"golang.org/x/image/tiff"
 	"golang.org/x/image/webp"
 
-	"github.com/gen2brain/avif"
-	"github.com/gen2brain/heic"
-
+	"github.com/pgimageai/pgimageai/internal/wasmdec"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
 // header is what an image's header says, read without decoding a pixel.
 type header struct {
 	width, height int
-	orientation   int  // EXIF orientation 1–8; 1 when absent or unreadable
-	metadata      bool // a JPEG segment that strip removes (EXIF, XMP, IPTC, comment)
-	lossless      bool // PNG, GIF, BMP, TIFF, lossless WebP: re-encoded as PNG
+	orientation   int   // EXIF orientation 1–8; 1 when absent or unreadable
+	metadata      bool  // a JPEG segment that strip removes (EXIF, XMP, IPTC, comment)
+	lossless      bool  // PNG, GIF, BMP, TIFF, lossless WebP: re-encoded as PNG
+	coded         int64 // HEIF, AVIF: the pixels decoded at their checked coded sizes (checkCoded)
 }
 
 // readHeader reads the header of img, whose format is f. The JPEG and PNG
 // headers are walked here; the others are read by their decoders'
-// DecodeConfig, which reads only the header (for HEIF, its first 32 KiB).
-func readHeader(img []byte, f magic.Format) (header, error) {
+// DecodeConfig, which reads only the header. A HEIF or AVIF file is first
+// checked here (checkCoded): its coded size against its ispe box, so that
+// the size read is the size the decoder will allocate for; its header is
+// then read by its decoder, parsing only, in an instance of at most
+// headerBytes(img) of memory.
+func readHeader(ctx context.Context, img []byte, f magic.Format) (header, error) {
 	switch f {
+	case magic.HEIF, magic.AVIF:
+		coded, err := checkCoded(f, img)
+		if err != nil {
+			return header{}, err
+		}
+		config := wasmdec.HEIFConfig
+		if f == magic.AVIF {
+			config = wasmdec.AVIFConfig
+		}
+		c, err := config(ctx, img, headerBytes(img))
+		if err != nil {
+			return header{}, err
+		}
+		if c.Width <= 0 || c.Height <= 0 {
+			return header{}, fmt.Errorf("image has no pixels (%dx%d)", c.Width, c.Height)
+		}
+		return header{width: c.Width, height: c.Height, orientation: 1, coded: coded}, nil
 	case magic.JPEG:
 		return jpegHeader(img)
 	case magic.PNG:
@@ -57,10 +78,6 @@ func readHeader(img []byte, f magic.Format) (header, error) {
 		cfg = bmp.DecodeConfig
 	case magic.TIFF:
 		cfg = tiff.DecodeConfig
-	case magic.HEIF:
-		cfg, lossless = heic.DecodeConfig, false
-	case magic.AVIF:
-		cfg, lossless = avif.DecodeConfig, false
 	default:
 		return header{}, fmt.Errorf("no decoder for %s", f)
 	}

@@ -2,13 +2,16 @@ package normalize
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image/jpeg"
 	"image/png"
 	"math"
 	"strings"
+	"time"
 
+	"github.com/pgimageai/pgimageai/internal/wasmdec"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -39,13 +42,20 @@ type plan struct {
 	stripOnly    bool // an image that needs nothing but its metadata segments or chunks removed
 	out          magic.Format
 	decodedBytes int64
+	wasmBytes    int64 // what a WebAssembly decoder's memory may grow to
 }
 
 // decide reads img's header and decides what it needs. ok is false when
 // nothing is needed.
-func decide(img []byte, f magic.Format, s Settings) (plan, bool, error) {
-	h, err := readHeader(img, f)
+func decide(ctx context.Context, img []byte, f magic.Format, s Settings) (plan, bool, error) {
+	h, err := readHeader(ctx, img, f)
 	if err != nil {
+		if ctx.Err() != nil {
+			return plan{}, false, ctx.Err()
+		}
+		if errors.Is(err, ErrTooLarge) {
+			return plan{}, false, err
+		}
 		if s.accepts(f) {
 			// A header this package cannot read, of a format the model
 			// takes as it is: sent as stored, the provider judges it.
@@ -81,7 +91,19 @@ func decide(img []byte, f magic.Format, s Settings) (plan, bool, error) {
 		return p, false, &DecodeError{Decoder: decoderName(f), Format: f,
 			Err: errors.New("the model accepts neither JPEG nor PNG, the formats images are converted to")}
 	}
+	if f == magic.JPEG {
+		if err := CheckJPEG(img, h.width, h.height, s.MaxJPEGScans, "normalize_max_jpeg_scans"); err != nil {
+			return p, false, err
+		}
+	}
 	p.decodedBytes = DecodedBytes(f, img, h.width, h.height)
+	p.wasmBytes = wasmLimit(f, img, int64(h.width)*int64(h.height))
+	if px := int64(h.width) * int64(h.height); h.coded > px {
+		// Coded larger than shown (HEVC's whole coding blocks, a grid's
+		// tiles past its output, an alpha plane): the decoder allocates
+		// for what is coded.
+		p.decodedBytes, p.wasmBytes = wasmBytes(f, img, h.coded), wasmLimit(f, img, h.coded)
+	}
 	return p, true, nil
 }
 
@@ -108,7 +130,9 @@ func Sent(img []byte, f magic.Format, s Settings) (w, h int, reencoded bool) {
 	if !s.Enabled {
 		return 0, 0, false
 	}
-	p, ok, err := decide(img, f, s)
+	ctx, cancel := deadline(context.Background(), f, s.decodeTimeout())
+	defer cancel()
+	p, ok, err := decide(ctx, img, f, s)
 	if err != nil || !ok || p.stripOnly {
 		return p.h.width, p.h.height, false
 	}
@@ -123,7 +147,9 @@ func Memory(img []byte, f magic.Format, s Settings) int64 {
 	if !s.Enabled {
 		return 0
 	}
-	p, ok, err := decide(img, f, s)
+	ctx, cancel := deadline(context.Background(), f, s.decodeTimeout())
+	defer cancel()
+	p, ok, err := decide(ctx, img, f, s)
 	if err != nil || !ok {
 		return 0
 	}
@@ -144,13 +170,41 @@ func sat(a, b int64) int64 {
 // settings s. With s.Enabled false, or when img needs nothing, it returns
 // img itself, not decoded. Errors: a *DecodeError naming the decoder when
 // the image cannot be read or converted; an error wrapping ErrTooLarge when
-// its decode would pass the byte bound (nothing is decoded then).
-func Image(img []byte, f magic.Format, s Settings) (Result, error) {
+// its decode would pass a bound (the bytes, a HEIF or AVIF coded larger
+// than its header says, a JPEG's scans; nothing is decoded then), or when it
+// ran out of s.DecodeTimeout (the decode is stopped); ctx's error when ctx
+// ended first.
+func Image(ctx context.Context, img []byte, f magic.Format, s Settings) (Result, error) {
 	stored := Result{Data: img, Format: f}
 	if !s.Enabled {
 		return stored, nil
 	}
-	p, ok, err := decide(img, f, s)
+	parent := ctx
+	ctx, cancel := deadline(ctx, f, s.decodeTimeout())
+	defer cancel()
+	r, err := normalise(ctx, img, f, s)
+	if err != nil && parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return Result{}, fmt.Errorf("%s image: normalising took longer than %s (option normalize_decode_timeout); stopped: %w", f, s.decodeTimeout(), ErrTooLarge)
+	}
+	if err != nil && parent.Err() != nil {
+		return Result{}, parent.Err()
+	}
+	return r, err
+}
+
+// deadline is ctx with a timeout of d, which starts once the WebAssembly
+// decoders of a HEIF or AVIF image are compiled (once per process): the
+// compilation is no part of an image's time.
+func deadline(ctx context.Context, f magic.Format, d time.Duration) (context.Context, context.CancelFunc) {
+	if f == magic.HEIF || f == magic.AVIF {
+		_ = wasmdec.Compile() // its error is the decode's
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func normalise(ctx context.Context, img []byte, f magic.Format, s Settings) (Result, error) {
+	stored := Result{Data: img, Format: f}
+	p, ok, err := decide(ctx, img, f, s)
 	if err != nil {
 		return Result{}, err
 	}
@@ -174,7 +228,7 @@ func Image(img []byte, f magic.Format, s Settings) (Result, error) {
 		return Result{Data: out, Format: f, Changed: true, Width: p.h.width, Height: p.h.height,
 			Changes: "metadata removed (pixels untouched)"}, nil
 	}
-	m, err := decode(img, f, p.h, sat(p.decodedBytes, p.workBytes()), s.maxDecodedBytes())
+	m, err := decode(ctx, img, f, p.h, sat(p.decodedBytes, p.workBytes()), s.maxDecodedBytes(), p.wasmBytes)
 	if err != nil {
 		return Result{}, err
 	}
@@ -215,9 +269,23 @@ func Image(img []byte, f magic.Format, s Settings) (Result, error) {
 
 // Dimensions returns the width and height img's header gives (EXIF rotation
 // not applied), without decoding a pixel; ok is false when the header cannot
-// be read.
+// be read. A HEIF or AVIF file's are its primary item's ispe box, read here
+// without a decoder, so that the start of a file is enough.
 func Dimensions(img []byte, f magic.Format) (w, h int, ok bool) {
-	hd, err := readHeader(img, f)
+	if f == magic.HEIF || f == magic.AVIF {
+		c, err := readContainer(img)
+		if err != nil {
+			return 0, 0, false
+		}
+		iw, ih, ok := c.items[c.primary].ispe()
+		if !ok || iw == 0 || ih == 0 || iw > 1<<30 || ih > 1<<30 {
+			return 0, 0, false
+		}
+		return int(iw), int(ih), true
+	}
+	ctx, cancel := deadline(context.Background(), f, DefaultDecodeTimeout)
+	defer cancel()
+	hd, err := readHeader(ctx, img, f)
 	if err != nil {
 		return 0, 0, false
 	}

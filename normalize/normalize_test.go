@@ -2,6 +2,7 @@ package normalize
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"image"
 	"image/color"
@@ -64,7 +65,7 @@ func TestOrientations(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(string(rune('0'+tc.o)), func(t *testing.T) {
 			img := withEXIF(encodeJPEG(t, stored), exifBlock(tc.o))
-			r, err := Image(img, magic.JPEG, photos)
+			r, err := Image(context.Background(), img, magic.JPEG, photos)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +138,7 @@ func TestNothingNeededIsStored(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Image(tc.img, tc.f, photos)
+			r, err := Image(context.Background(), tc.img, tc.f, photos)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +181,7 @@ func TestGPSNeverSurvives(t *testing.T) {
 			if !bytes.Contains(tc.img, gpsMarker) {
 				t.Fatal("fixture has no GPS")
 			}
-			r, err := Image(tc.img, magic.JPEG, photos)
+			r, err := Image(context.Background(), tc.img, magic.JPEG, photos)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +259,7 @@ func TestFormats(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Image(tc.img, f, tc.s)
+			r, err := Image(context.Background(), tc.img, f, tc.s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -294,7 +295,7 @@ func TestDecoderErrors(t *testing.T) {
 		want   error
 		naming string
 	}{
-		{"truncated heic", broken, photos, nil, "github.com/gen2brain/heic"},
+		{"truncated heic", broken, photos, nil, "libheif and libde265"},
 		{"bmp header only", []byte("BM\x00\x00"), photos, nil, "golang.org/x/image/bmp"},
 		{"over the bound", encodeJPEG(t, quadrants(2000, 1000)), Settings{Enabled: true, Size: OpenAIHigh, Accept: magic.Formats, MaxDecodedBytes: 1 << 20}, ErrTooLarge, "1.0 MiB"},
 		{"no format to convert to", heic, Settings{Enabled: true, Accept: []magic.Format{magic.GIF}}, nil, "neither JPEG nor PNG"},
@@ -302,7 +303,7 @@ func TestDecoderErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _ := magic.Detect(tc.img)
-			_, err := Image(tc.img, f, tc.s)
+			_, err := Image(context.Background(), tc.img, f, tc.s)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -319,7 +320,7 @@ func TestDecoderErrors(t *testing.T) {
 // TestDisabled: normalisation off sends everything as stored.
 func TestDisabled(t *testing.T) {
 	img := withEXIF(encodeJPEG(t, quadrants(2000, 1000)), exifBlock(6))
-	r, err := Image(img, magic.JPEG, Settings{Accept: magic.Formats, Size: OpenAIHigh})
+	r, err := Image(context.Background(), img, magic.JPEG, Settings{Accept: magic.Formats, Size: OpenAIHigh})
 	if err != nil || r.Changed || !bytes.Equal(r.Data, img) {
 		t.Fatalf("changed %v err %v", r.Changed, err)
 	}
@@ -352,7 +353,7 @@ func TestConcurrent(t *testing.T) {
 	want := make([]Result, len(imgs))
 	for i, img := range imgs {
 		f, _ := magic.Detect(img)
-		r, err := Image(img, f, photos)
+		r, err := Image(context.Background(), img, f, photos)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +364,7 @@ func TestConcurrent(t *testing.T) {
 		go func() {
 			img := imgs[g%len(imgs)]
 			f, _ := magic.Detect(img)
-			r, err := Image(img, f, photos)
+			r, err := Image(context.Background(), img, f, photos)
 			if err == nil && !bytes.Equal(r.Data, want[g%len(imgs)].Data) {
 				err = errors.New("a different result")
 			}

@@ -1,6 +1,8 @@
 package normalize
 
 import (
+	"time"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -22,8 +24,14 @@ const (
 	// DefaultMaxDecodedBytes is the bridge's default byte budget (256 MiB)
 	// plus the 64 MiB its memory bound allows beyond it: a normalisation
 	// over the budget runs alone, and stays within that bound. A 12 MP HEIC
-	// (some 276 MiB) fits; a 12 MP AVIF (some 790) does not.
+	// (some 224 MiB) fits; a 12 MP AVIF (some 570) does not.
 	DefaultMaxDecodedBytes = 320 << 20
+	// DefaultDecodeTimeout bounds the normalisation of one image (its
+	// header read, decode, resize and encode): a 12 MP HEIC or 8-bit AVIF
+	// took 7 to 10 s of one core of a busy 2-core machine, and the largest
+	// AVIF the default byte bound lets through (10 bits, 4:4:4, some 6 MP)
+	// about 13.
+	DefaultDecodeTimeout = 30 * time.Second
 )
 
 // Size is what a model looks at: an image is scaled down, keeping its
@@ -103,6 +111,18 @@ type Settings struct {
 	Accept          []magic.Format
 	JPEGQuality     int   // 1–100; 0 = DefaultJPEGQuality
 	MaxDecodedBytes int64 // a decode that would allocate more is refused; 0 = DefaultMaxDecodedBytes
+	// MaxJPEGScans refuses a JPEG with more scans; 0 = DefaultMaxJPEGScans.
+	MaxJPEGScans int
+	// DecodeTimeout ends a normalisation that takes longer (a too_large
+	// error); 0 = DefaultDecodeTimeout.
+	DecodeTimeout time.Duration
+}
+
+func (s Settings) decodeTimeout() time.Duration {
+	if s.DecodeTimeout <= 0 {
+		return DefaultDecodeTimeout
+	}
+	return s.DecodeTimeout
 }
 
 func (s Settings) quality() int {

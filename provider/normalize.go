@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/normalize"
@@ -25,6 +26,12 @@ type NormalizeOptions struct {
 	// NormalizeMaxDecodedBytes bounds what normalising one image may
 	// allocate, estimated from its header; default 320 MiB.
 	NormalizeMaxDecodedBytes int64 `json:"normalize_max_decoded_bytes,omitempty"`
+	// NormalizeMaxJPEGScans refuses a JPEG with more scans before it is
+	// decoded; default normalize.DefaultMaxJPEGScans (100).
+	NormalizeMaxJPEGScans int `json:"normalize_max_jpeg_scans,omitempty"`
+	// NormalizeDecodeTimeout ends the normalisation of one image that takes
+	// longer; default normalize.DefaultDecodeTimeout (30s).
+	NormalizeDecodeTimeout Duration `json:"normalize_decode_timeout,omitempty"`
 }
 
 // Validate reports the first invalid normalisation option.
@@ -38,6 +45,10 @@ func (o NormalizeOptions) Validate() error {
 		return fmt.Errorf("option jpeg_quality: must be 1–100, got %d", o.JPEGQuality)
 	case o.NormalizeMaxDecodedBytes < 0:
 		return fmt.Errorf("option normalize_max_decoded_bytes: must be >= 1, got %d", o.NormalizeMaxDecodedBytes)
+	case o.NormalizeMaxJPEGScans < 0:
+		return fmt.Errorf("option normalize_max_jpeg_scans: must be >= 1, got %d", o.NormalizeMaxJPEGScans)
+	case o.NormalizeDecodeTimeout < 0:
+		return fmt.Errorf("option normalize_decode_timeout: must be positive, got %s", time.Duration(o.NormalizeDecodeTimeout))
 	}
 	return nil
 }
@@ -57,6 +68,8 @@ func (o Options) Normalization(p Provider) normalize.Settings {
 		Size:            normalize.MaxSide,
 		JPEGQuality:     o.JPEGQuality,
 		MaxDecodedBytes: o.NormalizeMaxDecodedBytes,
+		MaxJPEGScans:    o.NormalizeMaxJPEGScans,
+		DecodeTimeout:   time.Duration(o.NormalizeDecodeTimeout),
 	}
 	if sz, ok := p.(ImageSizer); ok {
 		s.Size = sz.ImageSize()

@@ -170,7 +170,7 @@ func (b *batchRun) line(ctx context.Context, input work.Key, row Row) ([]byte, e
 		}
 		defer b.budget.Release(n)
 	}
-	in, err := b.r.Fn.Prepare(row.Img)
+	in, err := b.r.Fn.Prepare(ctx, row.Img)
 	if err != nil {
 		return nil, nil
 	}

@@ -34,6 +34,7 @@ var pacingOptions = map[string]bool{
 	"max_tokens_per_day": true, "price_per_1m_input_tokens": true, "price_per_1m_output_tokens": true,
 	"batch_api": true, "batch_max_bytes": true, "batch_max_requests": true, "batch_poll_interval": true,
 	"batch_size": true, "batch_wait": true, "max_image_bytes": true, "max_decoded_bytes": true,
+	"max_jpeg_scans": true, "normalize_max_jpeg_scans": true, "normalize_decode_timeout": true,
 }
 
 // VersionOf returns the version of function with prompt on model m.

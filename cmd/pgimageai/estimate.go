@@ -6,24 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	_ "image/gif" // image.DecodeConfig of the four formats sent as they are
-	_ "image/jpeg"
-	_ "image/png"
 	"io"
 	"math"
 	"os"
 
-	_ "github.com/gen2brain/avif" // and the formats normalisation converts
-	_ "github.com/gen2brain/heic"
 	"github.com/jackc/pgx/v5"
-	_ "golang.org/x/image/bmp"
-	_ "golang.org/x/image/tiff"
-	_ "golang.org/x/image/webp"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -181,16 +174,17 @@ func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, colum
 				return nil
 			}
 			s.WithImage++
-			if _, err := magic.Detect(head); err != nil {
+			format, err := magic.Detect(head)
+			if err != nil {
 				s.Unknown++
 				return nil
 			}
-			cfg, _, err := image.DecodeConfig(bytes.NewReader(head))
-			if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
+			w, h, ok := normalize.Dimensions(head, format)
+			if !ok || w <= 0 || h <= 0 {
 				s.Unknown++
 				return nil
 			}
-			s.Sizes = append(s.Sizes, image.Pt(cfg.Width, cfg.Height))
+			s.Sizes = append(s.Sizes, image.Pt(w, h))
 			s.Bytes = append(s.Bytes, length)
 			return nil
 		})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -36,9 +37,9 @@ const (
 // provider.Options plus max_pixels. Unknown keys are an error, so that a
 // misspelt option never goes unnoticed.
 //
-// Of the shared keys, timeout bounds each call (checked between decoding,
-// downscaling and feature extraction; a decode in progress is not
-// interrupted), and max_concurrency and requests_per_minute bound the work in
+// Of the shared keys, timeout bounds each call (a decode stops at its next
+// read of 16 KiB of the image after the deadline; downscaling and feature
+// extraction are checked between), and max_concurrency and requests_per_minute bound the work in
 // flight. max_concurrency defaults to the smaller of 8 and GOMAXPROCS, since
 // the work is CPU-bound; an explicit value is used as given. max_retries is
 // accepted but unused: decoding is deterministic, so a failure is never
@@ -61,11 +62,15 @@ type Config struct {
 	// DefaultMaxDecodedBytes. Each call in flight (max_concurrency) may
 	// take this much.
 	MaxDecodedBytes int64 `json:"max_decoded_bytes,omitempty"`
+	// MaxJPEGScans refuses a JPEG with more scans (a progressive file's
+	// decode goes over the whole image once a scan); default
+	// normalize.DefaultMaxJPEGScans (100).
+	MaxJPEGScans int `json:"max_jpeg_scans,omitempty"`
 }
 
 // Limits returns the decoding limits of the options.
 func (c Config) Limits() Limits {
-	return Limits{MaxPixels: c.MaxPixels, MaxSide: c.MaxSide, MaxAspect: c.MaxAspect, MaxDecodedBytes: c.MaxDecodedBytes}
+	return Limits{MaxPixels: c.MaxPixels, MaxSide: c.MaxSide, MaxAspect: c.MaxAspect, MaxDecodedBytes: c.MaxDecodedBytes, MaxJPEGScans: c.MaxJPEGScans}
 }
 
 // Validate reports the first invalid option.
@@ -82,6 +87,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("option max_aspect: must be >= 1, got %g", c.MaxAspect)
 	case c.MaxDecodedBytes < 0:
 		return fmt.Errorf("option max_decoded_bytes: must be >= 1, got %d", c.MaxDecodedBytes)
+	case c.MaxJPEGScans < 0:
+		return fmt.Errorf("option max_jpeg_scans: must be >= 1, got %d", c.MaxJPEGScans)
 	}
 	return nil
 }
@@ -111,6 +118,9 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	}
 	if c.MaxDecodedBytes == 0 {
 		c.MaxDecodedBytes = DefaultMaxDecodedBytes
+	}
+	if c.MaxJPEGScans == 0 {
+		c.MaxJPEGScans = normalize.DefaultMaxJPEGScans
 	}
 	return c, nil
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/image/webp"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -63,8 +64,13 @@ func load(ctx context.Context, img provider.Image, limits Limits) (picture, erro
 	if err := limits.check(f, img.Data, cfg.Width, cfg.Height); err != nil {
 		return picture{}, err
 	}
-	m, err := guard(c.decode, img.Data)
+	// The decoder reads through a reader that fails once ctx is done, so a
+	// decode stops at the call's deadline.
+	m, err := guard(func(io.Reader) (image.Image, error) { return c.decode(normalize.ContextReader(ctx, img.Data)) }, nil)
 	if err != nil {
+		if ctx.Err() != nil {
+			return picture{}, ctx.Err()
+		}
 		return picture{}, decodeError(f, err)
 	}
 	if m.Bounds().Empty() {

@@ -19,8 +19,8 @@
 // detected from the magic bytes; the global image.Decode registry is not used.
 // The header is checked before any pixel is decoded against Limits (options
 // max_side, max_aspect, max_pixels and max_decoded_bytes, an estimate of
-// what the decoder would allocate for the format and colour model), so a
-// decompression bomb is refused cheaply, as a provider.TooLarge error that
+// what the decoder would allocate for the format and colour model, and
+// max_jpeg_scans), so a decompression bomb is refused cheaply, as a provider.TooLarge error that
 // functions records as too_large. Every feature is computed from one copy
 // downscaled to at most 256 pixels on the long side by a resampler whose
 // memory is proportional to that copy.

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"testing"
 
+	"github.com/pgimageai/pgimageai/normalize/normtest"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -21,6 +22,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(readFixture(f, "lossy.webp").Data, uint8(3))
 	f.Add(readFixture(f, "alpha.webp").Data, uint8(3))
 	f.Add(pngHeader(100000, 100000), uint8(0))
+	f.Add(normtest.ProgressiveJPEG(2048, 2000), uint8(1))
 	mimes := []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 	p := newTestProvider(f, `{"max_pixels":1000000}`)
 	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {

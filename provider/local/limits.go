@@ -19,6 +19,7 @@ type Limits struct {
 	MaxSide         int     // the longer side, in pixels
 	MaxAspect       float64 // longer side / shorter side
 	MaxDecodedBytes int64   // decodedBytes' estimate
+	MaxJPEGScans    int     // a JPEG's scans (normalize.JPEGScans); 0 = normalize.DefaultMaxJPEGScans
 }
 
 // tooLarge is the error of an image over a limit: a too_large row, never
@@ -39,6 +40,11 @@ func (l Limits) check(f magic.Format, data []byte, w, h int) error {
 	case px > l.MaxPixels:
 		return tooLarge("%s image of %dx%d pixels (%.1f megapixels) is over the limit of %.1f megapixels (option max_pixels)",
 			f, w, h, float64(px)/1e6, float64(l.MaxPixels)/1e6)
+	}
+	if f == magic.JPEG {
+		if err := normalize.CheckJPEG(data, w, h, l.MaxJPEGScans, "max_jpeg_scans"); err != nil {
+			return &provider.Error{Kind: provider.TooLarge, Message: err.Error() + "; not decoded", Err: err}
+		}
 	}
 	need := decodedBytes(f, data, w, h)
 	if need > l.MaxDecodedBytes {

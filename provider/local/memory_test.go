@@ -13,8 +13,10 @@ import (
 	"image/jpeg"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/normalize/normtest"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -113,6 +115,19 @@ func TestWorstInputMemory(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("progressive JPEG of 2,000 scans", func(t *testing.T) {
+		// 2048 x 2048 grey fits every byte limit; its scans do not.
+		img := provider.Image{Data: normtest.ProgressiveJPEG(2048, 2000), MIME: "image/jpeg"}
+		var err error
+		start := time.Now()
+		n := allocated(func() { _, err = p.GenerateText(context.Background(), img, "") })
+		var pe *provider.Error
+		if !errors.As(err, &pe) || pe.Kind != provider.TooLarge || n > 1<<20 || time.Since(start) > time.Second {
+			t.Errorf("%v after allocating %d bytes and %s, want too_large at once", err, n, time.Since(start))
+		}
+		t.Logf("%d bytes: %v; allocated %d bytes", len(img.Data), err, n)
+	})
 
 	t.Run("PNG strip of 50,000,000 x 1", func(t *testing.T) {
 		for _, colour := range []struct {

@@ -1,0 +1,5 @@
+package wasmdec
+
+import "syscall"
+
+const mapNoReserve = syscall.MAP_NORESERVE
