@@ -12,8 +12,21 @@ import (
 const Redacted = "[REDACTED]"
 
 // Redactor removes one secret (an API key) from text, in every encoding a
-// server or a library may echo it in. Each character of the key may appear,
-// independently of the others:
+// server or a library may echo it in.
+//
+// Runs of the key's bytes, found by a scan in one pass (redactscan.go):
+//
+//   - any MinRedactedRun (8) or more consecutive characters of the key, its
+//     ASCII letters in either case: the key itself, in upper or lower case,
+//     a prefix or suffix a server echoes ("sk-proj-abcd…"), each piece of a
+//     key split across a line or two fields;
+//   - its hexadecimal (either case), a run of at least 16 digits;
+//   - its base64, standard or URL alphabet, padded or not, at each of the
+//     three offsets it can have inside a longer encoded text: a run of at
+//     least 11 characters (8 bytes of the key).
+//
+// The whole key or a prefix of at least MinRedactedRun characters, each
+// character, independently of the others, in either case and:
 //
 //   - as itself;
 //   - JSON-escaped: \uXXXX (either case of hex; a surrogate pair beyond the
@@ -25,13 +38,19 @@ const Redacted = "[REDACTED]"
 //     twice, and + for a space (form encoding);
 //   - as an HTML character reference (&#DDD; &#xHH; &amp; &lt; …).
 //
-// The match is a regular expression compiled once per key; Go's regexp runs
-// in time linear in the text, so no answer can make it slow. A Redactor is
-// safe for concurrent use; a nil one, or one of an empty key, changes
-// nothing.
+// A key shorter than MinRedactedRun bytes is redacted only whole. The
+// escapes are a regular expression compiled once per key; Go's regexp runs
+// in time linear in the text, so no answer can make it slow, and it runs
+// only on text that holds an escape's first character (\ % & +): anything
+// else is the scan's. A Redactor is safe for concurrent use; a nil one, or
+// one of an empty key, changes nothing.
 type Redactor struct {
-	key string
-	re  *regexp.Regexp
+	key  string
+	re   *regexp.Regexp
+	scan *scanner
+	// escapes are the bytes an escape can start with: the regular
+	// expression cannot match text without one that the scan does not.
+	escapes string
 }
 
 // NewRedactor returns the Redactor of key ("" = none).
@@ -39,17 +58,42 @@ func NewRedactor(key string) *Redactor {
 	if key == "" {
 		return &Redactor{}
 	}
+	r := &Redactor{key: key, scan: newScanner(key)}
 	if !utf8.ValidString(key) { // not text: only its raw bytes can be matched
-		return &Redactor{key: key}
+		return r
+	}
+	r.escapes = `\%&`
+	if strings.ContainsRune(key, ' ') {
+		r.escapes += "+"
+	}
+	runes := []rune(key)
+	need := len(runes) // a prefix of need characters or more is redacted
+	if len(runes) <= maxNestedRunes {
+		need = min(need, MinRedactedRun)
 	}
 	var b strings.Builder
-	for _, c := range key {
+	b.WriteString("(?i)")
+	for i, c := range runes {
+		if i >= need {
+			b.WriteString("(?:")
+		}
 		b.WriteString("(?:")
 		b.WriteString(strings.Join(runeForms(c), "|"))
 		b.WriteString(")")
 	}
-	return &Redactor{key: key, re: regexp.MustCompile(b.String())}
+	b.WriteString(strings.Repeat(")?", len(runes)-need))
+	r.re = regexp.MustCompile(b.String())
+	// The longest match, not the first found: an optional rest must not
+	// stop a match at an escape that a later alternative would continue.
+	r.re.Longest()
+	return r
 }
+
+// maxNestedRunes bounds the keys whose prefixes the regular expression
+// matches: each character past MinRedactedRun nests one optional group, and
+// Go's regexp refuses nesting deeper than 1,000. A longer key is matched in
+// escapes only whole (the scan still finds its runs).
+const maxNestedRunes = 512
 
 // Redact returns s with every occurrence of the key, in any encoding,
 // replaced by Redacted.
@@ -58,10 +102,12 @@ func (r *Redactor) Redact(s string) string {
 		return s
 	}
 	s = strings.ReplaceAll(s, r.key, Redacted) // the common case, and cheap
-	if r.re == nil {
-		return s
+	if r.re != nil && strings.ContainsAny(s, r.escapes) {
+		// Before the scan, which could take a run of plain characters out
+		// of an escaped key and leave the escapes around it.
+		s = r.re.ReplaceAllLiteralString(s, Redacted)
 	}
-	return r.re.ReplaceAllLiteralString(s, Redacted)
+	return replaceSpans(s, r.scan.spans(s))
 }
 
 // Contains reports whether s holds the key in any encoding.
@@ -69,7 +115,8 @@ func (r *Redactor) Contains(s string) bool {
 	if r == nil || r.key == "" {
 		return false
 	}
-	return strings.Contains(s, r.key) || r.re != nil && r.re.MatchString(s)
+	return strings.Contains(s, r.key) || len(r.scan.spans(s)) > 0 ||
+		r.re != nil && strings.ContainsAny(s, r.escapes) && r.re.MatchString(s)
 }
 
 // RedactErr returns err, or a plain error of err's redacted text when the

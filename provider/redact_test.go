@@ -157,3 +157,91 @@ func encodeRune(r rune, n int) string {
 	}
 	return string(raw)
 }
+
+// TestRedactEncodings: the key in another case, in base64 and hex, as a
+// prefix or suffix of MinRedactedRun characters, or split in pieces leaves
+// no run of MinRedactedRun characters of its form behind.
+func TestRedactEncodings(t *testing.T) {
+	for _, key := range []string{fakeapi.TestKey, "sk-proj-0123456789abcdefGHIJKL", "gsk_Z9yX8wV7uT6sR5qP4oN3mL2kJ1iH"} {
+		r := provider.NewRedactor(key)
+		for name, form := range fakeapi.EncodedKeyForms(key) {
+			t.Run(fmt.Sprintf("%s/%s", key, name), func(t *testing.T) {
+				const before, after = `{"error":"bad key: Bearer `, `, try again"}`
+				out := r.Redact(before + form.Text + after)
+				if strings.Contains(out, form.Text) || !strings.Contains(out, provider.Redacted) || r.Contains(out) {
+					t.Fatalf("Redact(%s) = %s", form.Text, out)
+				}
+				if !strings.HasPrefix(out, before) || !strings.HasSuffix(out, after) {
+					t.Fatalf("Redact(%s) = %s: the text around the key changed", form.Text, out)
+				}
+				left := strings.ReplaceAll(out[len(before):len(out)-len(after)], provider.Redacted, "")
+				if len(left)-form.Other >= provider.MinRedactedRun {
+					t.Fatalf("Redact(%s) = %s: %q left of the form", form.Text, out, left)
+				}
+			})
+		}
+	}
+}
+
+// TestRedactRuns: what is and is not a run of the key.
+func TestRedactRuns(t *testing.T) {
+	const key = "sk-proj-0123456789abcdef"
+	tests := []struct {
+		name, in, want string
+	}{
+		{"seven characters kept", "sk-proj", "sk-proj"},
+		{"eight characters redacted", "x sk-proj- y", "x " + provider.Redacted + " y"},
+		{"a run from the middle", "id=6789ABCDEF.", "id=" + provider.Redacted + "."},
+		{"two runs of one key", "sk-proj-01 and 89abcdef", provider.Redacted + " and " + provider.Redacted},
+		{"fifteen hex digits kept", "736b2d70726f6a2", "736b2d70726f6a2"},
+		{"the key's letters in other words kept", "project abcdef", "project abcdef"},
+		{"escaped prefix", `sk\u002dproj\u002d0`, provider.Redacted},
+		{"escaped prefix of seven kept", `sk\u002dproj`, `sk\u002dproj`},
+	}
+	r := provider.NewRedactor(key)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := r.Redact(tt.in); got != tt.want {
+				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if got := r.Contains(tt.in); got != (tt.in != tt.want) {
+				t.Errorf("Contains(%q) = %v", tt.in, got)
+			}
+		})
+	}
+}
+
+// TestRedactLongKey: a key too long for its prefixes to nest in the
+// regular expression is still redacted whole and by its runs.
+func TestRedactLongKey(t *testing.T) {
+	key := strings.Repeat("0123456789abcdefghij", 40) // 800 characters
+	r := provider.NewRedactor(key)
+	for _, in := range []string{key, url.QueryEscape(strings.ToUpper(key)), key[100:120]} {
+		if out := r.Redact("<" + in + ">"); out != "<"+provider.Redacted+">" {
+			t.Errorf("Redact(%.40q…) = %.40q…", in, out)
+		}
+	}
+}
+
+// BenchmarkRedact: Redact runs on every error message taken from a
+// provider (bounded at 16 KiB); these are its costs on such a message
+// without the key, with JSON escapes (the regular expression runs) and
+// holding the key.
+func BenchmarkRedact(b *testing.B) {
+	const key = "sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUV"
+	plain := `{"error":{"message":"Incorrect API key provided: sk-proj-****. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error"}} `
+	for _, tt := range []struct{ name, text string }{
+		{"plain", plain},
+		{"escapes", strings.ReplaceAll(plain, "/", `\/`)},
+		{"key", plain + key + " " + url.QueryEscape(key)},
+	} {
+		text := strings.Repeat(tt.text, (16<<10)/len(tt.text)+1)[:16<<10]
+		r := provider.NewRedactor(key)
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				r.Redact(text)
+			}
+		})
+	}
+}
