@@ -224,24 +224,26 @@ func TestRedactLongKey(t *testing.T) {
 }
 
 // BenchmarkRedact: Redact runs on every error message taken from a
-// provider (bounded at 16 KiB); these are its costs on such a message
-// without the key, with JSON escapes (the regular expression runs) and
-// holding the key.
+// provider (bounded at 16 KiB); these are its costs on a message of 1 and
+// 16 KiB without the key, with JSON escapes (the regular expression runs)
+// and holding the key.
 func BenchmarkRedact(b *testing.B) {
 	const key = "sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUV"
 	plain := `{"error":{"message":"Incorrect API key provided: sk-proj-****. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error"}} `
-	for _, tt := range []struct{ name, text string }{
-		{"plain", plain},
-		{"escapes", strings.ReplaceAll(plain, "/", `\/`)},
-		{"key", plain + key + " " + url.QueryEscape(key)},
-	} {
-		text := strings.Repeat(tt.text, (16<<10)/len(tt.text)+1)[:16<<10]
-		r := provider.NewRedactor(key)
-		b.Run(tt.name, func(b *testing.B) {
-			b.SetBytes(int64(len(text)))
-			for b.Loop() {
-				r.Redact(text)
-			}
-		})
+	r := provider.NewRedactor(key)
+	for _, size := range []int{1 << 10, 16 << 10} {
+		for _, tt := range []struct{ name, text string }{
+			{"plain", plain},
+			{"escapes", strings.ReplaceAll(plain, "/", `\/`)},
+			{"key", plain + key + " " + url.QueryEscape(key)},
+		} {
+			text := strings.Repeat(tt.text, size/len(tt.text)+1)[:size]
+			b.Run(fmt.Sprintf("%s/%dKiB", tt.name, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					r.Redact(text)
+				}
+			})
+		}
 	}
 }
