@@ -27,9 +27,9 @@ const Redacted = "[REDACTED]"
 //     least 11 characters (8 bytes of the key).
 //
 // The whole key or a prefix of at least MinRedactedRun characters, each
-// character, independently of the others, in either case and:
+// character, independently of the others:
 //
-//   - as itself;
+//   - as itself, in either case;
 //   - JSON-escaped: \uXXXX (either case of hex; a surrogate pair beyond the
 //     BMP), and \/ \" \\ \b \f \n \r \t for their characters — with any
 //     number of backslashes, so a string escaped twice is caught too, and
@@ -41,14 +41,18 @@ const Redacted = "[REDACTED]"
 //
 // A key shorter than MinRedactedRun bytes is redacted only whole. The
 // escapes are a regular expression compiled once per key; Go's regexp runs
-// in time linear in the text, so no answer can make it slow, and it runs
-// only on text that holds an escape's first character (\ % & +): anything
-// else is the scan's. A Redactor is safe for concurrent use; a nil one, or
+// in time linear in the text, so no answer can make it slow. It is tried,
+// anchored, only where a match can start (the key's first character or an
+// escape's), and only on text that holds an escape's first character
+// (\ % & +): anything else is the scan's. A Redactor is safe for concurrent use; a nil one, or
 // one of an empty key, changes nothing.
 type Redactor struct {
-	key  string
-	re   *regexp.Regexp
-	scan *scanner
+	key string
+	re  *regexp.Regexp // anchored: ^(?:forms of the key)
+	// unanchored is re without ^, for one pass over text where tries of re
+	// would be dense.
+	unanchored *regexp.Regexp
+	scan       *scanner
 	// escapes are the bytes an escape can start with: the regular
 	// expression cannot match text without one that the scan does not.
 	escapes string
@@ -56,6 +60,9 @@ type Redactor struct {
 	// tried only there (Go's regexp would run its whole automaton over
 	// every byte, some 175 ns a byte for a key of 64 characters).
 	starts string
+	// window bounds one anchored try: 64 bytes and 48 a character, room
+	// for any form above escaped several times over.
+	window int
 }
 
 // NewRedactor returns the Redactor of key ("" = none).
@@ -83,6 +90,7 @@ func NewRedactor(key string) *Redactor {
 			break
 		}
 	}
+	r.window = 64 + 48*len(runes)
 	var b strings.Builder
 	b.WriteString("^")
 	for i, c := range runes {
@@ -122,6 +130,14 @@ func (r *Redactor) Redact(s string) string {
 
 // escaped returns the spans of s where re matches, leftmost-longest and not
 // overlapping, as ReplaceAll would find them; with first, only the first.
+//
+// re is tried, anchored and within r.window bytes, only where a match can
+// start. A run of backslashes (\ or URL-encoded, %5C, %255C, …) is tried
+// at its start, where a match from any later backslash of the run is one
+// too, since an escape takes any number of backslashes; and at its last
+// backslash, for a run longer than the window. Without that, a try at each
+// backslash of a long run, each running to the end of the run, would cost
+// the square of its length.
 func (r *Redactor) escaped(s string, first bool) [][2]int {
 	if r.re == nil || !strings.ContainsAny(s, r.escapes) {
 		return nil
@@ -133,7 +149,7 @@ func (r *Redactor) escaped(s string, first bool) [][2]int {
 			break
 		}
 		i += j
-		if loc := r.re.FindStringIndex(s[i:]); loc != nil && loc[1] > 0 {
+		if loc := r.re.FindStringIndex(s[i:min(len(s), i+r.window)]); loc != nil && loc[1] > 0 {
 			out = append(out, [2]int{i, i + loc[1]})
 			if first {
 				break
@@ -141,10 +157,51 @@ func (r *Redactor) escaped(s string, first bool) [][2]int {
 			i += loc[1]
 			continue
 		}
+		if n, last := backslashRun(s[i:]); n > 0 {
+			// Once more at the run's last backslash, should the run be
+			// longer than the window; then past the run.
+			if last > 0 {
+				if loc := r.re.FindStringIndex(s[i+last : min(len(s), i+last+r.window)]); loc != nil && loc[1] > 0 {
+					out = append(out, [2]int{i + last, i + last + loc[1]})
+					if first {
+						break
+					}
+					i += last + loc[1]
+					continue
+				}
+			}
+			i += n
+			continue
+		}
 		_, size := utf8.DecodeRuneInString(s[i:])
 		i += size
 	}
 	return out
+}
+
+// backslashRun returns the length n of the run of backslashes that s
+// starts with, each a \ or a URL-encoded one (%5C, %255C, … in either
+// case), and where its last one starts; 0, 0 when s starts with none.
+func backslashRun(s string) (n, last int) {
+	for n < len(s) {
+		if s[n] == '\\' {
+			last = n
+			n++
+			continue
+		}
+		if s[n] != '%' {
+			break
+		}
+		k := n + 1
+		for strings.HasPrefix(s[k:], "25") {
+			k += 2
+		}
+		if k+2 > len(s) || s[k] != '5' || s[k+1] != 'c' && s[k+1] != 'C' {
+			break
+		}
+		last, n = n, k+2
+	}
+	return n, last
 }
 
 // Contains reports whether s holds the key in any encoding.

@@ -7,13 +7,18 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/internal/fakeapi"
 )
 
+// TestRedactForms: each form of the key, in a short message and amid 4 KiB
+// of other text (where the escapes are tried only at the places a match can
+// start, rather than in one pass of the automaton), is redacted whole.
 func TestRedactForms(t *testing.T) {
+	pad := strings.Repeat(".", 4<<10)
 	for _, key := range []string{fakeapi.TestKey, "sk-0123456789abcdef", "clé-ünïcødé-😀-key", "with space+plus"} {
 		r := provider.NewRedactor(key)
 		for name, form := range fakeapi.KeyForms(key) {
@@ -22,6 +27,9 @@ func TestRedactForms(t *testing.T) {
 				out := r.Redact(in)
 				if strings.Contains(out, form) || !strings.Contains(out, "Bearer "+provider.Redacted+", try again") {
 					t.Errorf("Redact(%s) = %s", in, out)
+				}
+				if out := r.Redact(pad + in + pad); out != pad+`{"error":"bad key: Bearer `+provider.Redacted+`, try again"}`+pad {
+					t.Errorf("Redact(4 KiB + %s + 4 KiB) = …%s…", in, strings.Trim(out, "."))
 				}
 				if !r.Contains(in) || r.Contains(out) {
 					t.Errorf("Contains(in) = %v, Contains(out) = %v", r.Contains(in), r.Contains(out))
@@ -197,6 +205,8 @@ func TestRedactRuns(t *testing.T) {
 		{"the key's letters in other words kept", "project abcdef", "project abcdef"},
 		{"escaped prefix", `sk\u002dproj\u002d0`, provider.Redacted},
 		{"escaped prefix of seven kept", `sk\u002dproj`, `sk\u002dproj`},
+		{"escaped after a run of backslashes longer than a try", strings.Repeat(`\`, 5000) + `\u0073k-proj-0`, strings.Repeat(`\`, 5000) + provider.Redacted},
+		{"escaped after a run of %5C", strings.Repeat(`%5C`, 2000) + `u0073k-proj-0`, strings.Repeat(`%5C`, 1999) + provider.Redacted},
 	}
 	r := provider.NewRedactor(key)
 	for _, tt := range tests {
@@ -206,6 +216,30 @@ func TestRedactRuns(t *testing.T) {
 			}
 			if got := r.Contains(tt.in); got != (tt.in != tt.want) {
 				t.Errorf("Contains(%q) = %v", tt.in, got)
+			}
+		})
+	}
+}
+
+// TestRedactHostileTextIsLinear: text made of what escapes start with (runs
+// of backslashes, of %5C, of %25…5C; a backslash or an ampersand every two
+// or three bytes) costs Redact little: 32 KiB within 1 s (about 10 ms here;
+// under -race 16 KiB within 10 s, about 3 s). A try of the expression at
+// each backslash of a run, running to the end of the run, took 1–12 s for
+// 16 KiB.
+func TestRedactHostileTextIsLinear(t *testing.T) {
+	size, bound := 32<<10, time.Second
+	if raceEnabled {
+		size, bound = 16<<10, 10*time.Second
+	}
+	r := provider.NewRedactor("sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUV")
+	for _, unit := range []string{`\`, `%5C`, `%2525255C`, `\u`, `%5C%5Cx`, "s&#"} {
+		t.Run(unit, func(t *testing.T) {
+			text := strings.Repeat(unit, size/len(unit))
+			start := time.Now()
+			r.Redact(text)
+			if d := time.Since(start); d > bound {
+				t.Errorf("Redact of %d KiB of %q: %s, want within %s", size>>10, unit, d, bound)
 			}
 		})
 	}
