@@ -127,9 +127,13 @@ func TestCompose(t *testing.T) {
 	}
 
 	// Interpolation: the password and the image come from the environment.
-	p2 := loadCompose(t, map[string]string{"POSTGRES_PASSWORD": "s3cret", "PGIMAGEAI_IMAGE": "registry.example/pgimageai:1.0"})
-	if b := p2.Services["pgimageai"]; b.Image != "registry.example/pgimageai:1.0" || !strings.Contains(*b.Environment["PGIMAGEAI_DSN"], ":s3cret@") {
+	p2 := loadCompose(t, map[string]string{"POSTGRES_PASSWORD": "s3cret", "PGIMAGEAI_BRIDGE_PASSWORD": "br1dge",
+		"PGIMAGEAI_IMAGE": "registry.example/pgimageai:1.0"})
+	if b := p2.Services["pgimageai"]; b.Image != "registry.example/pgimageai:1.0" || !strings.Contains(*b.Environment["PGIMAGEAI_DSN"], ":br1dge@") {
 		t.Errorf("interpolation: image %q, DSN %q", b.Image, *b.Environment["PGIMAGEAI_DSN"])
+	}
+	if m := p2.Services["migrate"]; !strings.Contains(*m.Environment["PGIMAGEAI_DSN"], "postgres:s3cret@") {
+		t.Errorf("interpolation: migrate's DSN %q", *m.Environment["PGIMAGEAI_DSN"])
 	}
 }
 

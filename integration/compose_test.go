@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/integration"
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -107,5 +108,62 @@ JOIN public.photo_embeddings e USING (id) WHERE id = 1`).Scan(&caption, &dims) =
 	}
 	if out, err := run("ps"); err != nil || !strings.Contains(out, "healthy") {
 		t.Errorf("compose ps: the bridge is not healthy (%v):\n%s", err, out)
+	}
+	composeBridgeRole(ctx, t, conn, pgPort)
+}
+
+// composeBridgeRole: the bridge of the Compose file runs as pgimageai_bridge,
+// a role that is no superuser, and every session of it — queries and the
+// replication stream — is TLS; the role cannot connect without TLS.
+func composeBridgeRole(ctx context.Context, t *testing.T, conn *pgx.Conn, pgPort int) {
+	t.Helper()
+	var super, createRole, createDB, bypassRLS, replication bool
+	if err := conn.QueryRow(ctx, `SELECT rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolreplication
+FROM pg_roles WHERE rolname = 'pgimageai_bridge'`).Scan(&super, &createRole, &createDB, &bypassRLS, &replication); err != nil {
+		t.Fatalf("the bridge's role: %v", err)
+	}
+	if super || createRole || createDB || bypassRLS || !replication {
+		t.Errorf("pgimageai_bridge: superuser %v, createrole %v, createdb %v, bypassrls %v, replication %v; want only replication",
+			super, createRole, createDB, bypassRLS, replication)
+	}
+	rows, err := conn.Query(ctx, `SELECT a.usename, a.backend_type, coalesce(s.ssl, false)
+FROM pg_stat_activity a LEFT JOIN pg_stat_ssl s USING (pid) WHERE a.application_name = 'pgimageai'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions, walsenders := 0, 0
+	for rows.Next() {
+		var user, backend string
+		var ssl bool
+		if err := rows.Scan(&user, &backend, &ssl); err != nil {
+			t.Fatal(err)
+		}
+		sessions++
+		if backend == "walsender" {
+			walsenders++
+		}
+		if user != "pgimageai_bridge" || !ssl {
+			t.Errorf("a session of the bridge (%s) runs as %q, TLS %v; want pgimageai_bridge over TLS", backend, user, ssl)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if sessions == 0 || walsenders == 0 {
+		t.Errorf("%d sessions of the bridge, %d streaming; want its queries and its stream", sessions, walsenders)
+	}
+	for _, tt := range []struct {
+		sslmode string
+		refused bool
+	}{{"disable", true}, {"require", false}} {
+		dsn := fmt.Sprintf("postgres://pgimageai_bridge:pgimageai-bridge@127.0.0.1:%d/postgres?sslmode=%s", pgPort, tt.sslmode)
+		c, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			c.Close(ctx)
+		}
+		// 28000 invalid_authorization_specification: pg_hba.conf's reject.
+		if refused := pgerr.SQLState(err) == "28000"; refused != tt.refused || !tt.refused && err != nil {
+			t.Errorf("pgimageai_bridge with sslmode=%s: %v; want refused %v", tt.sslmode, err, tt.refused)
+		}
 	}
 }

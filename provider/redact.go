@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -12,10 +13,23 @@ import (
 const Redacted = "[REDACTED]"
 
 // Redactor removes one secret (an API key) from text, in every encoding a
-// server or a library may echo it in. Each character of the key may appear,
-// independently of the others:
+// server or a library may echo it in.
 //
-//   - as itself;
+// Runs of the key's bytes, found by a scan in one pass (redactscan.go):
+//
+//   - any MinRedactedRun (8) or more consecutive characters of the key, its
+//     ASCII letters in either case: the key itself, in upper or lower case,
+//     a prefix or suffix a server echoes ("sk-proj-abcd…"), each piece of a
+//     key split across a line or two fields;
+//   - its hexadecimal (either case), a run of at least 16 digits;
+//   - its base64, standard or URL alphabet, padded or not, at each of the
+//     three offsets it can have inside a longer encoded text: a run of at
+//     least 11 characters (8 bytes of the key).
+//
+// The whole key or a prefix of at least MinRedactedRun characters, each
+// character, independently of the others:
+//
+//   - as itself, in either case;
 //   - JSON-escaped: \uXXXX (either case of hex; a surrogate pair beyond the
 //     BMP), and \/ \" \\ \b \f \n \r \t for their characters — with any
 //     number of backslashes, so a string escaped twice is caught too, and
@@ -25,13 +39,30 @@ const Redacted = "[REDACTED]"
 //     twice, and + for a space (form encoding);
 //   - as an HTML character reference (&#DDD; &#xHH; &amp; &lt; …).
 //
-// The match is a regular expression compiled once per key; Go's regexp runs
-// in time linear in the text, so no answer can make it slow. A Redactor is
-// safe for concurrent use; a nil one, or one of an empty key, changes
-// nothing.
+// A key shorter than MinRedactedRun bytes is redacted only whole. The
+// escapes are a regular expression compiled once per key; Go's regexp runs
+// in time linear in the text, so no answer can make it slow. It is tried,
+// anchored, only where a match can start (the key's first character or an
+// escape's), and only on text that holds an escape's first character
+// (\ % & +): anything else is the scan's. A Redactor is safe for concurrent use; a nil one, or
+// one of an empty key, changes nothing.
 type Redactor struct {
 	key string
-	re  *regexp.Regexp
+	re  *regexp.Regexp // anchored: ^(?:forms of the key)
+	// unanchored is re without ^, for one pass over text where tries of re
+	// would be dense.
+	unanchored *regexp.Regexp
+	scan       *scanner
+	// escapes are the bytes an escape can start with: the regular
+	// expression cannot match text without one that the scan does not.
+	escapes string
+	// starts are the bytes a match of re can start with: re, anchored, is
+	// tried only there (Go's regexp would run its whole automaton over
+	// every byte, some 175 ns a byte for a key of 64 characters).
+	starts string
+	// window bounds one anchored try: 64 bytes and 48 a character, room
+	// for any form above escaped several times over.
+	window int
 }
 
 // NewRedactor returns the Redactor of key ("" = none).
@@ -39,17 +70,50 @@ func NewRedactor(key string) *Redactor {
 	if key == "" {
 		return &Redactor{}
 	}
+	r := &Redactor{key: key, scan: newScanner(key)}
 	if !utf8.ValidString(key) { // not text: only its raw bytes can be matched
-		return &Redactor{key: key}
+		return r
 	}
+	r.escapes = `\%&`
+	if strings.ContainsRune(key, ' ') {
+		r.escapes += "+"
+	}
+	runes := []rune(key)
+	need := len(runes) // a prefix of need characters or more is redacted
+	if len(runes) <= maxNestedRunes {
+		need = min(need, MinRedactedRun)
+	}
+	r.starts = r.escapes
+	for c := runes[0]; ; {
+		r.starts += string(c)
+		if c = unicode.SimpleFold(c); c == runes[0] {
+			break
+		}
+	}
+	r.window = 64 + 48*len(runes)
 	var b strings.Builder
-	for _, c := range key {
+	b.WriteString("^")
+	for i, c := range runes {
+		if i >= need {
+			b.WriteString("(?:")
+		}
 		b.WriteString("(?:")
 		b.WriteString(strings.Join(runeForms(c), "|"))
 		b.WriteString(")")
 	}
-	return &Redactor{key: key, re: regexp.MustCompile(b.String())}
+	b.WriteString(strings.Repeat(")?", len(runes)-need))
+	r.re = regexp.MustCompile(b.String())
+	// The longest match, not the first found: an optional rest must not
+	// stop a match at an escape that a later alternative would continue.
+	r.re.Longest()
+	return r
 }
+
+// maxNestedRunes bounds the keys whose prefixes the regular expression
+// matches: each character past MinRedactedRun nests one optional group, and
+// Go's regexp refuses nesting deeper than 1,000. A longer key is matched in
+// escapes only whole (the scan still finds its runs).
+const maxNestedRunes = 512
 
 // Redact returns s with every occurrence of the key, in any encoding,
 // replaced by Redacted.
@@ -58,10 +122,86 @@ func (r *Redactor) Redact(s string) string {
 		return s
 	}
 	s = strings.ReplaceAll(s, r.key, Redacted) // the common case, and cheap
-	if r.re == nil {
-		return s
+	// The escapes before the scan, which could take a run of plain
+	// characters out of an escaped key and leave the escapes around it.
+	s = replaceSpans(s, r.escaped(s, false))
+	return replaceSpans(s, r.scan.spans(s))
+}
+
+// escaped returns the spans of s where re matches, leftmost-longest and not
+// overlapping, as ReplaceAll would find them; with first, only the first.
+//
+// re is tried, anchored and within r.window bytes, only where a match can
+// start. A run of backslashes (\ or URL-encoded, %5C, %255C, …) is tried
+// at its start, where a match from any later backslash of the run is one
+// too, since an escape takes any number of backslashes; and at its last
+// backslash, for a run longer than the window. Without that, a try at each
+// backslash of a long run, each running to the end of the run, would cost
+// the square of its length.
+func (r *Redactor) escaped(s string, first bool) [][2]int {
+	if r.re == nil || !strings.ContainsAny(s, r.escapes) {
+		return nil
 	}
-	return r.re.ReplaceAllLiteralString(s, Redacted)
+	var out [][2]int
+	for i := 0; i < len(s); {
+		j := strings.IndexAny(s[i:], r.starts)
+		if j < 0 {
+			break
+		}
+		i += j
+		if loc := r.re.FindStringIndex(s[i:min(len(s), i+r.window)]); loc != nil && loc[1] > 0 {
+			out = append(out, [2]int{i, i + loc[1]})
+			if first {
+				break
+			}
+			i += loc[1]
+			continue
+		}
+		if n, last := backslashRun(s[i:]); n > 0 {
+			// Once more at the run's last backslash, should the run be
+			// longer than the window; then past the run.
+			if last > 0 {
+				if loc := r.re.FindStringIndex(s[i+last : min(len(s), i+last+r.window)]); loc != nil && loc[1] > 0 {
+					out = append(out, [2]int{i + last, i + last + loc[1]})
+					if first {
+						break
+					}
+					i += last + loc[1]
+					continue
+				}
+			}
+			i += n
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return out
+}
+
+// backslashRun returns the length n of the run of backslashes that s
+// starts with, each a \ or a URL-encoded one (%5C, %255C, … in either
+// case), and where its last one starts; 0, 0 when s starts with none.
+func backslashRun(s string) (n, last int) {
+	for n < len(s) {
+		if s[n] == '\\' {
+			last = n
+			n++
+			continue
+		}
+		if s[n] != '%' {
+			break
+		}
+		k := n + 1
+		for strings.HasPrefix(s[k:], "25") {
+			k += 2
+		}
+		if k+2 > len(s) || s[k] != '5' || s[k+1] != 'c' && s[k+1] != 'C' {
+			break
+		}
+		last, n = n, k+2
+	}
+	return n, last
 }
 
 // Contains reports whether s holds the key in any encoding.
@@ -69,7 +209,7 @@ func (r *Redactor) Contains(s string) bool {
 	if r == nil || r.key == "" {
 		return false
 	}
-	return strings.Contains(s, r.key) || r.re != nil && r.re.MatchString(s)
+	return strings.Contains(s, r.key) || len(r.scan.spans(s)) > 0 || len(r.escaped(s, true)) > 0
 }
 
 // RedactErr returns err, or a plain error of err's redacted text when the
@@ -134,7 +274,20 @@ func runeForms(c rune) []string {
 	// The character itself comes last: alternatives are tried in order, and
 	// an escape must not be taken apart when its first character happens to
 	// be the key's next one (a key holding `\x` meets `\x5c\x78`).
-	return append(forms, regexp.QuoteMeta(string(raw)))
+	return append(forms, anyCase(c))
+}
+
+// anyCase matches c itself in either case: a class of the two for an ASCII
+// letter (cheaper than the (?i) flag, which folds every literal of every
+// escape), a case-insensitive group for another letter with a case.
+func anyCase(c rune) string {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		return "[" + string(unicode.ToLower(c)) + string(unicode.ToUpper(c)) + "]"
+	case unicode.SimpleFold(c) != c:
+		return "(?i:" + regexp.QuoteMeta(string(c)) + ")"
+	}
+	return regexp.QuoteMeta(string(c))
 }
 
 // backslashes matches the backslash that starts an escape: one or more

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/pgimageai/pgimageai/provider"
 )
 
 // Probes of pgimageai health: the paths of the metrics endpoint (metrics.Handler).
@@ -41,7 +43,7 @@ func health(ctx context.Context, c config, stdout, _ io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := provider.NewHTTPClient(nil).Do(req) // a redirect is a failed check, not followed
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", u, err)
 	}

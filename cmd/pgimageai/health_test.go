@@ -52,6 +52,12 @@ func TestHealthCommand(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	// Another endpoint that redirects to the healthy one: a redirect is not followed.
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, srv.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer moved.Close()
+	_, movedPort, _ := net.SplitHostPort(strings.TrimPrefix(moved.URL, "http://"))
 	tests := []struct {
 		name     string
 		args     []string
@@ -64,6 +70,7 @@ func TestHealthCommand(t *testing.T) {
 		{"leader", []string{"health", "--probe=leader", "--metrics-addr", "127.0.0.1:" + port}, nil, exitOK, `alive`},
 		{"unknown probe", []string{"health", "--probe", "dead", "--metrics-addr", ":" + port}, nil, exitUsage, "--probe must be"},
 		{"no address", []string{"health"}, nil, exitUsage, "needs --metrics-addr"},
+		{"a redirect is a failed check", []string{"health", "--probe", "live", "--metrics-addr", "127.0.0.1:" + movedPort}, nil, exitFailure, "HTTP 307"},
 		{"nothing listens", []string{"health", "--metrics-addr", "127.0.0.1:1"}, nil, exitFailure, "connection refused"},
 	}
 	for _, tt := range tests {

@@ -70,7 +70,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		slots := newSlotReader(c.DSN, c.Slot)
 		defer slots.close()
 		m.SetSlotSource(slots.read)
-		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		srv := metrics.NewServer(m.Handler(), metrics.DefaultTimeouts)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics endpoint stopped", "err", err)

@@ -48,7 +48,7 @@ func New(o provider.Options, key string, header http.Header) *Client {
 	transport.MaxIdleConnsPerHost = o.MaxConcurrency // keep connections of concurrent requests alive
 	return &Client{
 		Retrier:  provider.Retrier{MaxRetries: *o.MaxRetries},
-		http:     &http.Client{Transport: transport},
+		http:     provider.NewHTTPClient(transport),
 		key:      key,
 		redactor: provider.NewRedactor(key),
 		header:   header.Clone(),
@@ -123,6 +123,9 @@ func (c *Client) exchange(ctx context.Context, url string, payload []byte, out a
 	}
 	defer resp.Body.Close()
 	o.Status, o.Header = resp.StatusCode, resp.Header
+	if e := provider.Redirected(resp); e != nil {
+		return c.wrap(e)
+	}
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The status decides; the start of the body gives the message.

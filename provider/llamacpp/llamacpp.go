@@ -28,6 +28,7 @@ type Provider struct {
 	cfg      Config
 	propsURL string // {base_url without /v1}/props
 	key      string
+	http     *http.Client // GET /props; follows no redirect
 
 	mu     sync.Mutex
 	shape  string // resolved request shape; "" = not yet
@@ -46,7 +47,8 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, propsURL: strings.TrimSuffix(ep.BaseURL, "/v1") + "/props", key: ep.Key, shape: cfg.RequestShape}
+	p := &Provider{cfg: cfg, propsURL: strings.TrimSuffix(ep.BaseURL, "/v1") + "/props", key: ep.Key, shape: cfg.RequestShape,
+		http: provider.NewHTTPClient(nil)}
 	if p.shape == ShapeMultimodalData {
 		p.marker = DefaultMarker
 	}
@@ -150,7 +152,7 @@ func (p *Provider) fetchProps(ctx context.Context) (props, int, error) {
 	if p.key != "" {
 		req.Header.Set("Authorization", "Bearer "+p.key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := p.http.Do(req)
 	if err != nil {
 		return props{}, 0, err
 	}

@@ -107,8 +107,7 @@ type batchClient struct {
 }
 
 func newBatchClient(cfg Config, base, key string) *batchClient {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	hc := &http.Client{Transport: transport}
+	hc := provider.NewHTTPClient(http.DefaultTransport.(*http.Transport).Clone())
 	mk := func(limit int64) *goopenai.Client {
 		cc := goopenai.DefaultConfig(key)
 		cc.BaseURL = base
@@ -206,6 +205,10 @@ func (p *Provider) UploadBatch(ctx context.Context, name string, r io.Reader) (s
 		return "", &provider.Error{Kind: provider.Transient, Message: p.scrub("upload batch file: " + err.Error())}
 	}
 	defer resp.Body.Close()
+	if e := provider.Redirected(resp); e != nil {
+		e.Message = p.scrub("upload batch file: " + e.Message)
+		return "", e
+	}
 	limit := int64(maxBatchObject)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		limit = provider.MaxErrorBytes

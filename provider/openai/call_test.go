@@ -259,12 +259,12 @@ func TestKeyNeverInErrors(t *testing.T) {
 }
 
 // TestKeyEncodingsNeverInErrors: servers that echo the key in each of its
-// encodings (fakeapi.KeyForms) — in an error message, a plain error body, a
+// encodings (fakeapi.AllKeyForms) — in an error message, a plain error body, a
 // refusal or a 2xx answer that is not JSON; the key appears in no error text,
 // in no encoding.
 func TestKeyEncodingsNeverInErrors(t *testing.T) {
 	key := fakeapi.TestKey
-	for name, form := range fakeapi.KeyForms(key) {
+	for name, form := range fakeapi.AllKeyForms(key) {
 		quoted, _ := json.Marshal("bad key: Bearer " + form)
 		for _, a := range []answer{
 			{status: 401, body: `{"error":{"message":` + string(quoted) + `}}`},

@@ -18,6 +18,7 @@ const maxMessage = 500
 
 // classify turns the error of one attempt into a *provider.Error:
 //
+//   - a redirect (3xx), which is not followed: provider.Redirected;
 //   - an HTTP error answer (go-openai *APIError or *RequestError): its status,
 //     provider.ClassifyStatus(status, message), the server's message and
 //     Retry-After; a 429 (or a 503 with Retry-After) is RateLimited, except
@@ -34,6 +35,8 @@ func (p *Provider) classify(ctx, attempt context.Context, ex *exchange, err erro
 	var apiErr *goopenai.APIError
 	var reqErr *goopenai.RequestError
 	switch {
+	case ex.redirect != nil:
+		e = ex.redirect
 	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode != 0:
 		e.Status = apiErr.HTTPStatusCode
 		e.Message = apiErr.Message

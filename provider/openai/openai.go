@@ -72,7 +72,7 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	transport.WriteBufferSize = 64 << 10
 	cc := goopenai.DefaultConfig(key)
 	cc.BaseURL = base
-	cc.HTTPClient = &doer{client: &http.Client{Transport: transport}, maxAnswer: provider.MaxChatAnswerBytes}
+	cc.HTTPClient = &doer{client: provider.NewHTTPClient(transport), maxAnswer: provider.MaxChatAnswerBytes}
 
 	p := &Provider{
 		model:       m.Model,

@@ -42,6 +42,7 @@ type exchange struct {
 	ioErr      error                         // the round trip's error, or reading the response body's
 	tooLarge   *provider.AnswerTooLargeError // the answer passed its bound
 	body       *provider.BoundedBody         // the response body as read
+	redirect   *provider.Error               // the answer redirected (provider.Redirected)
 }
 
 type exchangeKey struct{}
@@ -192,6 +193,11 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	ex.status = resp.StatusCode
 	ex.header = resp.Header
+	if e := provider.Redirected(resp); e != nil {
+		resp.Body.Close()
+		ex.redirect = e
+		return nil, e
+	}
 	ex.retryAfter = httpjson.ParseRetryAfter(resp.Header, time.Now())
 	ex.body = &provider.BoundedBody{R: resp.Body, Limit: d.maxAnswer}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

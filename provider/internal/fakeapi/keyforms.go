@@ -1,6 +1,8 @@
 package fakeapi
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +61,74 @@ func KeyForms(key string) map[string]string {
 	}
 }
 
+// EncodedForm is a form of a key, of which Other bytes are not the key's
+// (the text around it in one encoding, a mask, a separator).
+type EncodedForm struct {
+	Text  string
+	Other int
+}
+
+// EncodedKeyForms returns, by name, the forms of key that are not escapes
+// of each of its characters: in another case, in base64 and hex, a prefix
+// or a suffix of provider.MinRedactedRun characters, split in two. A
+// Redactor may leave a few characters of such a form (a base64 character
+// that holds bits of the text around the key, a separator), never a run of
+// provider.MinRedactedRun. key must be ASCII and at least 16 bytes long.
+func EncodedKeyForms(key string) map[string]EncodedForm {
+	n := provider.MinRedactedRun
+	half := len(key) / 2
+	return map[string]EncodedForm{
+		"upper case":             {strings.ToUpper(key), 0},
+		"lower case":             {strings.ToLower(key), 0},
+		"swapped case":           {swapCase(key), 0},
+		"base64 std":             {base64.StdEncoding.EncodeToString([]byte(key)), 0},
+		"base64 url":             {base64.URLEncoding.EncodeToString([]byte(key)), 0},
+		"base64 raw std":         {base64.RawStdEncoding.EncodeToString([]byte(key)), 0},
+		"base64 raw url":         {base64.RawURLEncoding.EncodeToString([]byte(key)), 0},
+		"base64 at offset 1":     {base64.StdEncoding.EncodeToString([]byte("u" + key + "!")), 6},
+		"base64 at offset 2":     {base64.StdEncoding.EncodeToString([]byte("u:" + key + "!?")), 9},
+		"base64 url at offset 2": {base64.RawURLEncoding.EncodeToString([]byte("u:" + key)), 3},
+		"basic auth":             {base64.StdEncoding.EncodeToString([]byte("user:" + key)), 9},
+		"hex lower":              {hex.EncodeToString([]byte(key)), 0},
+		"hex upper":              {strings.ToUpper(hex.EncodeToString([]byte(key))), 0},
+		"prefix":                 {key[:n], 0},
+		"prefix upper case":      {strings.ToUpper(key[:n+1]), 0},
+		"prefix json escaped":    {jsonEach(key[:n]), 0},
+		"prefix url encoded":     {url.QueryEscape(key[:n+2]), 0},
+		"suffix":                 {key[len(key)-n:], 0},
+		"masked like openai":     {key[:n] + "****" + key[len(key)-4:], 8},
+		"split by a line":        {key[:half] + "\n" + key[half:], 1},
+		"split by a folded line": {key[:half] + "\r\n " + key[half:], 3},
+		"split by a json \\n":    {key[:half] + `\n` + key[half:], 2},
+		"split in two fields":    {key[:half] + `","` + key[half:], 3},
+		"split in three":         {key[:n] + " " + key[n:2*n] + " " + key[2*n:], 2},
+	}
+}
+
+// swapCase swaps the case of every other ASCII letter of s.
+func swapCase(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case i%2 == 1:
+		case 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case 'A' <= c && c <= 'Z':
+			b[i] = c - 'A' + 'a'
+		}
+	}
+	return string(b)
+}
+
+// jsonEach writes every rune of s as JSON's \uXXXX.
+func jsonEach(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteString(jsonU(r, "%04x"))
+	}
+	return b.String()
+}
+
 // jsonU returns r as JSON's \uXXXX escape (a surrogate pair beyond the
 // BMP), its hex digits formatted by format.
 func jsonU(r rune, format string) string {
@@ -84,12 +154,24 @@ func alternate(key string, f func(r rune) string) string {
 	return b.String()
 }
 
+// AllKeyForms returns KeyForms and, for a key of 16 bytes or more, the
+// texts of EncodedKeyForms.
+func AllKeyForms(key string) map[string]string {
+	forms := KeyForms(key)
+	if len(key) >= 2*provider.MinRedactedRun {
+		for name, form := range EncodedKeyForms(key) {
+			forms[name] = form.Text
+		}
+	}
+	return forms
+}
+
 // AssertNoKey fails t when err, any error its chain wraps, or their %+v and
-// %#v renderings hold key in any of its KeyForms, or when err says nothing
+// %#v renderings hold key in any of its AllKeyForms, or when err says nothing
 // was redacted although the answer echoed the key.
 func AssertNoKey(t testing.TB, err error, key string) {
 	t.Helper()
-	forms := KeyForms(key)
+	forms := AllKeyForms(key)
 	r := provider.NewRedactor(key)
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		for _, s := range []string{e.Error(), fmt.Sprintf("%+v", e), fmt.Sprintf("%#v", e)} {

@@ -298,10 +298,10 @@ func keyNeverInErrors(t *testing.T, sp Spec) {
 }
 
 // keyEncodingsNeverInErrors: servers that echo the key in each of its
-// encodings (KeyForms) in an error message, a plain error body or a 2xx
+// encodings (AllKeyForms) in an error message, a plain error body or a 2xx
 // answer that is not JSON; the key appears in no error text, in no encoding.
 func keyEncodingsNeverInErrors(t *testing.T, sp Spec) {
-	for name, form := range KeyForms(TestKey) {
+	for name, form := range AllKeyForms(TestKey) {
 		for _, a := range []Answer{
 			{Status: 401, Body: sp.ErrorBody("bad key: Bearer " + form)},
 			{Status: 400, Body: `{"error":{"message":"bad key: Bearer ` + form + `"},"message":"` + form + `","detail":"` + form + `"}`},
