@@ -40,8 +40,10 @@ const (
 	DefaultLeaderPoll   = time.Second
 	// DefaultRecheckInterval: see Timing.RecheckInterval.
 	DefaultRecheckInterval = 30 * time.Second
-	DefaultPaceReport      = 5 * time.Second
-	DefaultStallAfter      = 10 * time.Minute
+	// DefaultRevalidateInterval: see Timing.RevalidateInterval.
+	DefaultRevalidateInterval = 5 * time.Second
+	DefaultPaceReport         = 5 * time.Second
+	DefaultStallAfter         = 10 * time.Minute
 )
 
 // Config configures a Bridge.
@@ -85,6 +87,12 @@ type Timing struct {
 	// the stream is between transactions, so that a rule whose table or
 	// column is created later starts without a rule change (default 30s).
 	RecheckInterval time.Duration
+	// RevalidateInterval is how often the replica identities of the
+	// followed tables are read again (default 5s): a table whose identity
+	// no longer carries a key leaves the publication within it, so that the
+	// application's UPDATEs and DELETEs on it work again (see
+	// rules.Live.Revalidate).
+	RevalidateInterval time.Duration
 	// PaceReport is how often the models' pacing is stored for status and
 	// checked for the log's rate-limited and recovered lines (default 5s).
 	PaceReport time.Duration
@@ -129,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if t.RecheckInterval <= 0 {
 		t.RecheckInterval = DefaultRecheckInterval
+	}
+	if t.RevalidateInterval <= 0 {
+		t.RevalidateInterval = DefaultRevalidateInterval
 	}
 	if t.PaceReport <= 0 {
 		t.PaceReport = DefaultPaceReport

@@ -337,6 +337,37 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 	return d, nil
 }
 
+// Publication returns what the publication of valid publishes: the
+// configuration tables, every column (read live, whatever they hold), and
+// each source table of valid with only the columns its rules read — its key
+// (the replica identity's columns), image columns and the columns prompt
+// templates name — so that a huge value in a column no rule reads never
+// reaches the bridge (PostgreSQL 15+; the publication adds the identity's
+// columns, see replication.PublishTable).
+func Publication(valid []*Rule) []replication.PublishTable {
+	tables := []replication.PublishTable{{Name: pgx.Identifier{"pgimageai", "rules"}}, {Name: pgx.Identifier{"pgimageai", "models"}},
+		{Name: pgx.Identifier{"pgimageai", "retry_requests"}}}
+	at := map[uint32]int{}
+	for _, r := range valid {
+		i, ok := at[r.Source.OID]
+		if !ok {
+			i = len(tables)
+			at[r.Source.OID] = i
+			tables = append(tables, replication.PublishTable{Name: r.Source.Identifier()})
+		}
+		cols := append(slices.Clone(r.Source.Key()), r.ImageColumn)
+		if r.Template != nil {
+			cols = append(cols, r.Template.Columns()...)
+		}
+		for _, c := range cols {
+			if !slices.Contains(tables[i].Columns, c) {
+				tables[i].Columns = append(tables[i].Columns, c)
+			}
+		}
+	}
+	return tables
+}
+
 // batchAPIs returns the batch APIs of the models with batch_api, by name.
 func (l *Live) batchAPIs() map[string]provider.BatchAPI {
 	out := map[string]provider.BatchAPI{}
@@ -363,15 +394,7 @@ func (l *Live) batchAPIs() map[string]provider.BatchAPI {
 // owner must run, while the other rules go on. The periodic re-check picks
 // such a rule up once the owner has added its table.
 func (l *Live) publish(ctx context.Context, src *pgx.Conn, valid []*Rule, invalid []InvalidRule, config []uint32) ([]*Rule, []InvalidRule, error) {
-	tables := []pgx.Identifier{{"pgimageai", "rules"}, {"pgimageai", "models"}, {"pgimageai", "retry_requests"}}
-	seen := map[uint32]bool{}
-	for _, r := range valid {
-		if !seen[r.Source.OID] {
-			seen[r.Source.OID] = true
-			tables = append(tables, r.Source.Identifier())
-		}
-	}
-	err := replication.SyncPublication(ctx, src, l.pub, tables)
+	err := replication.SyncPublicationTables(ctx, src, l.pub, Publication(valid))
 	if err == nil || !errors.Is(err, replication.ErrPrivilege) {
 		return valid, invalid, err
 	}

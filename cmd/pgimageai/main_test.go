@@ -63,6 +63,9 @@ func TestParseConfig(t *testing.T) {
 		{"failover wait", nil, map[string]string{"PGIMAGEAI_FAILOVER_WAIT": "90s"},
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", FailoverWait: 90 * time.Second, failoverWait: "90s"}, ""},
 		{"zero failover wait", []string{"--failover-wait", "0"}, nil, config{}, "--failover-wait must be a positive duration"},
+		{"revalidate interval", nil, map[string]string{"PGIMAGEAI_REVALIDATE_INTERVAL": "2s"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", Revalidate: 2 * time.Second, revalidate: "2s"}, ""},
+		{"zero revalidate interval", []string{"--revalidate-interval", "0"}, nil, config{}, "--revalidate-interval must be a duration from 100ms to 1h"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +85,9 @@ func TestParseConfig(t *testing.T) {
 			}
 			if tc.want.failoverWait == "" {
 				tc.want.FailoverWait, tc.want.failoverWait = 5*time.Minute, "5m"
+			}
+			if tc.want.revalidate == "" {
+				tc.want.Revalidate, tc.want.revalidate = 5*time.Second, "5s"
 			}
 			if got != tc.want {
 				t.Fatalf("got %+v; want %+v", got, tc.want)

@@ -95,7 +95,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Registry:    registry(c.KeyEnv),
 		Env:         os.LookupEnv,
 		Limits:      bridge.Limits{ByteBudget: c.ByteBudget},
-		Timing:      bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait},
+		Timing:      bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait, RevalidateInterval: c.Revalidate},
 		Logger:      log,
 		Metrics:     m,
 	})
