@@ -193,6 +193,17 @@ func create(ctx context.Context, conn *pgx.Conn, name string, key []catalog.Colu
 // checkKey verifies that the target has the source's key columns, with the
 // same types, as its primary key (ON CONFLICT needs that constraint).
 func checkKey(table *catalog.Table, key []catalog.Column) error {
+	if !sameSet(table.PrimaryKey, key) {
+		// First: a source whose key changed (another replica identity)
+		// leaves a target keyed by the old one, which may lack the new
+		// key's columns; one message says what to do.
+		names := make([]string, len(key))
+		for i, k := range key {
+			names[i] = catalog.QuoteIdent(k.Name)
+		}
+		return fmt.Errorf("target table %s: its primary key (%s) must be the source's key columns (%s), which its replica identity names; make them its primary key, or drop the table and the bridge creates it again and backfills it",
+			table, strings.Join(table.PrimaryKey, ", "), strings.Join(names, ", "))
+	}
 	for _, k := range key {
 		c, ok := table.Column(k.Name)
 		if !ok {
@@ -201,14 +212,6 @@ func checkKey(table *catalog.Table, key []catalog.Column) error {
 		if c.Type != k.Type {
 			return fmt.Errorf("target table %s: key column %q is %s, the source's is %s", table, k.Name, c.Type, k.Type)
 		}
-	}
-	if !sameSet(table.PrimaryKey, key) {
-		names := make([]string, len(key))
-		for i, k := range key {
-			names[i] = catalog.QuoteIdent(k.Name)
-		}
-		return fmt.Errorf("target table %s: its primary key (%s) must be the source's key columns (%s), which its replica identity names; make them its primary key, or drop the table and the bridge creates it again and backfills it",
-			table, strings.Join(table.PrimaryKey, ", "), strings.Join(names, ", "))
 	}
 	return nil
 }
