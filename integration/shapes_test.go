@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -302,5 +303,41 @@ CREATE UNIQUE INDEX swap_code ON public.swap (code)`)
 	}
 	if d := invalidDetail(t, s, "swap"); d != "" {
 		t.Errorf("rule still invalid: %s", d)
+	}
+}
+
+// TestShapesHugeUnreadColumn: a row whose column that no rule reads holds
+// 300 MB (a few MB on disk, compressed) never reaches the bridge — the
+// publication's column list carries only the key, the image and the
+// template's columns — so `pgimageai run` stays within its byte budget +
+// 64 MiB of peak RSS, and the row gets its result. Without the column list
+// the value is decoded and sent whole (over 600 MB of RSS).
+func TestShapesHugeUnreadColumn(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, `ALTER TABLE public.photos ADD COLUMN title text`)
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{title}}', 'public.captions', 'caption')`)
+	const budget = 256 << 20 // the default
+	p := s.runProcess(t)
+	var cols []string
+	if err := s.conn.QueryRow(context.Background(), `SELECT attnames FROM pg_publication_tables
+WHERE pubname = $1 AND schemaname = 'public' AND tablename = 'photos'`, s.slot).Scan(&cols); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cols, ","); got != "id,img,title" {
+		t.Errorf("the publication carries (%s) of public.photos, want (id,img,title)", got)
+	}
+	s.exec(t, `INSERT INTO public.photos (id, img, title, note) VALUES (1, $1, 'a cat', repeat('x', 300000000))`, pngImage(t, 1))
+	s.sync(t, 5*time.Minute)
+	rss := vmHWM(t, p.cmd.Process.Pid)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	assertCaptions(t, captions(t, s.conn), map[int]string{1: captionOf(magic.DataURL(magic.PNG, pngImage(t, 1)))})
+	t.Logf("peak RSS %.1f MiB after a row with 300 MB in a column no rule reads (budget 256 MiB)", float64(rss)/(1<<20))
+	if rss > budget+64<<20 {
+		t.Errorf("peak RSS %d MiB > budget + 64 MiB", rss>>20)
 	}
 }
