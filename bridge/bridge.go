@@ -72,6 +72,12 @@ type Limits struct {
 	BatchOps     int   // target ops per transaction before a flush; default 2000
 	CacheEntries int   // results remembered; default 10000; negative = off
 	CacheBytes   int64 // bytes of results remembered; default 16 MiB
+	// ReadColumnsOnly makes the publication carry only the columns rules
+	// read (PostgreSQL 15+ column lists): a huge value in another column
+	// never reaches the bridge. Default off: while a column is listed, the
+	// application can neither drop it nor change its type (see
+	// rules.Live.PublishReadColumns).
+	ReadColumnsOnly bool
 }
 
 // Timing sets a Bridge's intervals and timeouts.
@@ -305,6 +311,9 @@ func (b *Bridge) lead(ctx context.Context) error {
 		return err
 	}
 	live := rules.NewLive(log, cfg.Publication, cfg.Registry, cfg.Env, conns)
+	if cfg.Limits.ReadColumnsOnly {
+		live.PublishReadColumns()
+	}
 	if err := live.Load(ctx, rules.GroupOrDefault(cfg.Group)); err != nil {
 		return fmt.Errorf("%w (run pgimageai migrate first)", err)
 	}

@@ -261,8 +261,10 @@ CREATE TABLE public.album (id int PRIMARY KEY, pic public.framed)`)
 // TestShapesIdentityChangeUnderRule: a running rule's table changes its
 // replica identity from the primary key to a unique index. Its target, keyed
 // by the old key, is reported (invalid_rule saying what to do) while the
-// application's writes go on; once the target is dropped, the bridge creates
-// it keyed by the new identity and backfills it.
+// application's writes go on — with a column list (ReadColumnsOnly), which
+// PostgreSQL requires to hold the new identity's columns (SQLSTATE 42P10),
+// within the re-validation interval; once the target is dropped, the bridge
+// creates it keyed by the new identity and backfills it.
 func TestShapesIdentityChangeUnderRule(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)
@@ -273,6 +275,7 @@ CREATE UNIQUE INDEX swap_code ON public.swap (code)`)
 	s.shapeRule(t, "swap", "public.swap", "img", "public.swap_out")
 	cfg := s.config(t)
 	cfg.Timing.RevalidateInterval, cfg.Timing.RecheckInterval = time.Second, time.Second
+	cfg.Limits.ReadColumnsOnly = true
 	s.start(t, cfg)
 	waitFor(t, 30*time.Second, "the backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.swap_out WHERE caption IS NOT NULL") == 1
@@ -306,12 +309,13 @@ CREATE UNIQUE INDEX swap_code ON public.swap (code)`)
 	}
 }
 
-// TestShapesHugeUnreadColumn: a row whose column that no rule reads holds
-// 300 MB (a few MB on disk, compressed) never reaches the bridge — the
-// publication's column list carries only the key, the image and the
-// template's columns — so `pgimageai run` stays within its byte budget +
-// 64 MiB of peak RSS, and the row gets its result. Without the column list
-// the value is decoded and sent whole (over 600 MB of RSS).
+// TestShapesHugeUnreadColumn: with --publish-columns read, a row whose
+// column that no rule reads holds 300 MB (a few MB on disk, compressed)
+// never reaches the bridge — the publication's column list carries only the
+// key, the image and the template's columns — so `pgimageai run` stays
+// within its byte budget + 64 MiB of peak RSS, and the row gets its result.
+// Without the column list the value is decoded and sent whole (about 600 MB
+// of RSS).
 func TestShapesHugeUnreadColumn(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)
@@ -320,7 +324,7 @@ func TestShapesHugeUnreadColumn(t *testing.T) {
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{title}}', 'public.captions', 'caption')`)
 	const budget = 256 << 20 // the default
-	p := s.runProcess(t)
+	p := s.runProcess(t, "PGIMAGEAI_PUBLISH_COLUMNS=read")
 	var cols []string
 	if err := s.conn.QueryRow(context.Background(), `SELECT attnames FROM pg_publication_tables
 WHERE pubname = $1 AND schemaname = 'public' AND tablename = 'photos'`, s.slot).Scan(&cols); err != nil {

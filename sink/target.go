@@ -193,7 +193,7 @@ func create(ctx context.Context, conn *pgx.Conn, name string, key []catalog.Colu
 // checkKey verifies that the target has the source's key columns, with the
 // same types, as its primary key (ON CONFLICT needs that constraint).
 func checkKey(table *catalog.Table, key []catalog.Column) error {
-	if !sameSet(table.PrimaryKey, key) {
+	if len(table.PrimaryKey) > 0 && !sameSet(table.PrimaryKey, key) {
 		// First: a source whose key changed (another replica identity)
 		// leaves a target keyed by the old one, which may lack the new
 		// key's columns; one message says what to do.
@@ -212,6 +212,9 @@ func checkKey(table *catalog.Table, key []catalog.Column) error {
 		if c.Type != k.Type {
 			return fmt.Errorf("target table %s: key column %q is %s, the source's is %s", table, k.Name, c.Type, k.Type)
 		}
+	}
+	if !sameSet(table.PrimaryKey, key) {
+		return fmt.Errorf("target table %s: its primary key (%s) must be the source's key columns", table, strings.Join(table.PrimaryKey, ", "))
 	}
 	return nil
 }

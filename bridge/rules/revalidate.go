@@ -84,7 +84,7 @@ func (l *Live) Revalidate(ctx context.Context) (changed []string, err error) {
 			keep = append(keep, r)
 		}
 	}
-	err = replication.SyncPublicationTables(ctx, src, l.pub, Publication(keep))
+	err = replication.SyncPublicationTables(ctx, src, l.pub, Publication(keep, l.readColumns))
 	if errors.Is(err, replication.ErrPrivilege) {
 		// The reload that follows reports the rules; the owner must act.
 		l.log.Error("this role may not change the publication: a table whose replica identity no longer carries a key stays published, and the application's UPDATEs and DELETEs on it fail until its owner takes it out or fixes its identity",

@@ -29,6 +29,7 @@ type config struct {
 	StallAfter   time.Duration          // a lane holding changes this long without a write is stalled; <0 = never
 	FailoverWait time.Duration          // how long run waits for a failover of the source to settle
 	Revalidate   time.Duration          // how often run reads the followed tables' replica identities again
+	ReadColumns  bool                   // publish only the columns rules read (--publish-columns read)
 	KeyEnv       *provider.KeyEnvPolicy // which variables api_key_env may name
 	Query        queryFlags             // flags of status, errors and retry (commandflags.go)
 
@@ -36,6 +37,7 @@ type config struct {
 	stallAfter   string // as given
 	failoverWait string // as given
 	revalidate   string // as given
+	publishCols  string // as given
 	keyEnvAllow  string // as given
 }
 
@@ -74,6 +76,7 @@ func (c *config) settings() []setting {
 		{"stall-after", "PGIMAGEAI_STALL_AFTER", "10m", "how long a lane may hold changes without writing before /healthz says stalled (0 = never)", &c.stallAfter},
 		{"failover-wait", "PGIMAGEAI_FAILOVER_WAIT", "5m", "how long run waits while a failover of the source settles (the server a standby, the slot not there yet) before it stops", &c.failoverWait},
 		{"revalidate-interval", "PGIMAGEAI_REVALIDATE_INTERVAL", "5s", "how often the followed tables' replica identities are read again; a table whose identity no longer carries a key leaves the publication within it", &c.revalidate},
+		{"publish-columns", "PGIMAGEAI_PUBLISH_COLUMNS", "all", "which columns of source tables the publication carries: all, or read (only those rules read: keys, image and prompt template columns; PostgreSQL 15+; the application cannot drop or retype a listed column)", &c.publishCols},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }
@@ -136,6 +139,13 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	}
 	if c.Revalidate, err = time.ParseDuration(c.revalidate); err != nil || c.Revalidate < 100*time.Millisecond || c.Revalidate > time.Hour {
 		return c, fmt.Errorf("%w: --revalidate-interval must be a duration from 100ms to 1h such as 5s, got %q", errUsage, c.revalidate)
+	}
+	switch c.publishCols {
+	case "all":
+	case "read":
+		c.ReadColumns = true
+	default:
+		return c, fmt.Errorf("%w: --publish-columns must be all or read, got %q", errUsage, c.publishCols)
 	}
 	if err := checkLoopback(c.PprofAddr); err != nil {
 		return c, fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)

@@ -94,7 +94,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Publication: c.Publication,
 		Registry:    registry(c.KeyEnv),
 		Env:         os.LookupEnv,
-		Limits:      bridge.Limits{ByteBudget: c.ByteBudget},
+		Limits:      bridge.Limits{ByteBudget: c.ByteBudget, ReadColumnsOnly: c.ReadColumns},
 		Timing:      bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait, RevalidateInterval: c.Revalidate},
 		Logger:      log,
 		Metrics:     m,
