@@ -92,9 +92,10 @@ func writeWorks(s *source, table string) error {
 }
 
 // TestShapesUnkeyedNeverBreakWrites: rules on a table with REPLICA IDENTITY
-// NOTHING, on one without a primary key or identity index, and on one whose
-// only unique index is not its identity are invalid_rule naming the ALTER
-// TABLE that fixes each — and the application's UPDATE and DELETE on them
+// NOTHING, on one without a primary key or identity index, on one whose
+// only unique index is not its identity, and on a partitioned table one of
+// whose partitions has REPLICA IDENTITY NOTHING are invalid_rule naming the
+// ALTER TABLE that fixes each — and the application's UPDATE and DELETE on them
 // still work (published, PostgreSQL refuses them: SQLSTATE 55000). A
 // followed table whose identity is made NOTHING later leaves the
 // publication within the re-validation interval: the application's UPDATE
@@ -108,8 +109,12 @@ ALTER TABLE public.nothing REPLICA IDENTITY NOTHING;
 CREATE TABLE public.nokey (id int, img bytea);
 CREATE TABLE public.uniq (id int NOT NULL, img bytea);
 CREATE UNIQUE INDEX uniq_id ON public.uniq (id);
+CREATE TABLE public.parted (id int PRIMARY KEY, img bytea) PARTITION BY RANGE (id);
+CREATE TABLE public.parted_low PARTITION OF public.parted FOR VALUES FROM (0) TO (2);
+CREATE TABLE public.parted_high PARTITION OF public.parted FOR VALUES FROM (2) TO (100);
+ALTER TABLE public.parted_high REPLICA IDENTITY NOTHING;
 CREATE TABLE public.followed (id int PRIMARY KEY, img bytea)`)
-	for _, table := range []string{"nothing", "nokey", "uniq", "followed"} {
+	for _, table := range []string{"nothing", "nokey", "uniq", "parted", "followed"} {
 		s.exec(t, fmt.Sprintf("INSERT INTO public.%s (id, img) VALUES (1, $1), (2, $2), (3, $3)", table),
 			pngImage(t, 1), pngImage(t, 2), pngImage(t, 3))
 		s.shapeRule(t, table, "public."+table, "img", "public."+table+"_out")
@@ -123,6 +128,7 @@ CREATE TABLE public.followed (id int PRIMARY KEY, img bytea)`)
 		"nothing": "its replica identity is NOTHING, so its changes carry no key to match results by; run: ALTER TABLE public.nothing REPLICA IDENTITY DEFAULT",
 		"nokey":   "it has no primary key and its replica identity is DEFAULT, so its changes carry no key to match results by; run: ALTER TABLE public.nokey ADD PRIMARY KEY (",
 		"uniq":    "run: ALTER TABLE public.uniq REPLICA IDENTITY USING INDEX uniq_id",
+		"parted":  "its partition public.parted_high has a replica identity that carries no key",
 	}
 	for rule, want := range fixes {
 		if got := invalidDetail(t, s, rule); !strings.Contains(got, want) {
