@@ -221,6 +221,16 @@ ALTER TABLE public.full_pk REPLICA IDENTITY FULL`)
 	assertKeyed("public.both_out", "code", map[string]string{"a": img(3), "b": img(4)})
 	assertKeyed("public.full_out", "id", map[string]string{"1": img(5), "2": img(6)})
 	calls := ai.Count()
+	// An errors row names the row by the identity's key.
+	s.exec(t, "INSERT INTO public.coded (code, img) VALUES ('e', ''::bytea)")
+	s.sync(t, 30*time.Second)
+	var sourceKey string
+	if err := s.conn.QueryRow(context.Background(), "SELECT source_key::text FROM pgimageai.errors WHERE rule = 'coded' AND reason = 'empty_image'").Scan(&sourceKey); err != nil {
+		t.Fatal(err)
+	}
+	if sourceKey != `{"code": "e"}` {
+		t.Errorf("source_key %s, want {\"code\": \"e\"}", sourceKey)
+	}
 
 	s.exec(t, "DELETE FROM public.coded WHERE code = 'a'")
 	s.exec(t, "UPDATE public.coded SET code = 'c' WHERE code = 'b'")
@@ -230,13 +240,13 @@ ALTER TABLE public.full_pk REPLICA IDENTITY FULL`)
 	s.exec(t, "UPDATE public.full_pk SET id = 3 WHERE id = 2")
 	s.exec(t, "UPDATE public.full_pk SET note = 'x' WHERE id = 3")
 	s.sync(t, 30*time.Second)
-	assertKeyed("public.coded_out", "code", map[string]string{"c": img(2)})
+	assertKeyed("public.coded_out", "code", map[string]string{"c": img(2), "e": "<NULL>"})
 	assertKeyed("public.both_out", "code", map[string]string{"z": img(4)})
 	assertKeyed("public.full_out", "id", map[string]string{"3": img(6)})
 	if n := ai.Count() - calls; n != 0 {
 		t.Errorf("%d calls for deletes, key moves and an unchanged image, want 0", n)
 	}
-	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE resolved_at IS NULL"); n != 0 {
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE resolved_at IS NULL AND reason <> 'empty_image'"); n != 0 {
 		t.Errorf("%d open errors rows, want 0", n)
 	}
 }
@@ -350,4 +360,48 @@ WHERE pubname = $1 AND schemaname = 'public' AND tablename = 'photos'`, s.slot).
 	if rss > budget+64<<20 {
 		t.Errorf("peak RSS %d MiB > budget + 64 MiB", rss>>20)
 	}
+}
+
+// TestShapesColumnListFollowsRules: with ReadColumnsOnly the publication's
+// column list of a source table follows its rules: a prompt template that
+// names another column adds it at the rule's commit, a second rule adds its
+// image column, and the table leaves the publication with its last rule;
+// the configuration tables stay whole.
+func TestShapesColumnListFollowsRules(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, `ALTER TABLE public.photos ADD COLUMN thumb bytea, ADD COLUMN extra text`)
+	s.shapeRule(t, "caption", "public.photos", "img", "public.captions")
+	cfg := s.config(t)
+	cfg.Limits.ReadColumnsOnly = true
+	s.start(t, cfg)
+	columns := func(table string) string {
+		var cols *string
+		err := s.conn.QueryRow(context.Background(), `SELECT array_to_string(attnames, ',') FROM pg_publication_tables
+WHERE pubname = $1 AND schemaname || '.' || tablename = $2`, s.slot, table).Scan(&cols)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "<not published>"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *cols
+	}
+	wait := func(table, want string) {
+		t.Helper()
+		s.sync(t, 30*time.Second)
+		waitFor(t, 30*time.Second, fmt.Sprintf("%s published as (%s)", table, want), func() bool { return columns(table) == want })
+	}
+	wait("public.photos", "id,img")
+	s.exec(t, `UPDATE pgimageai.rules SET prompt = 'Describe {{note}}' WHERE name = 'caption'`)
+	wait("public.photos", "id,img,note")
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('thumb', 'public.photos', 'thumb', 'AI_IMAGE_COMPLETE', 'vision', 'Describe', 'public.captions', 'thumb_caption')`)
+	wait("public.photos", "id,img,note,thumb")
+	if got := columns("pgimageai.rules"); !strings.Contains(got, "source_table") || !strings.Contains(got, "enabled") {
+		t.Errorf("pgimageai.rules published as (%s), want every column", got)
+	}
+	s.exec(t, `DELETE FROM pgimageai.rules`)
+	wait("public.photos", "<not published>")
 }

@@ -78,17 +78,20 @@ func isBytea(source *catalog.Table, column string, oid uint32) bool {
 	return ok && c.TypeOID == oid && c.Underlying == ByteaOID
 }
 
-// identityChanged says how r's replica identity no longer matches id, the
-// identity the rules were compiled with, whose key columns r holds at key;
-// "" when it matches. pgoutput marks the identity's columns as key columns
-// (all of them under FULL), and sends the old row's key by them.
+// identityChanged says how r's replica identity no longer carries the key
+// of id, the identity the rules were compiled with, whose key columns r
+// holds at key; "" when it still does. pgoutput marks the identity's
+// columns as key columns (all of them under FULL) and sends the old row's
+// key by them, so the key still fits when the marked columns are the key's,
+// or under FULL (the old row holds them all): a change between DEFAULT and
+// FULL of a table with a primary key keeps its rules running.
 func identityChanged(r *replication.Relation, table string, id catalog.Identity, key []int) string {
 	now := catalog.ReplicaIdentity(r.ReplicaIdentity)
-	if now != id.Kind {
-		return fmt.Sprintf("table %s: its replica identity changed from %s to %s; the rule must be loaded again", table, id.Kind, now)
-	}
-	if now == catalog.IdentityFull {
-		return "" // every column is marked; the key is the primary key's
+	switch now {
+	case catalog.IdentityFull:
+		return ""
+	case catalog.IdentityNothing:
+		return fmt.Sprintf("table %s: its replica identity changed from %s to NOTHING, which carries no key; the rule must be loaded again", table, id.Kind)
 	}
 	n := 0
 	for _, c := range r.Columns {
