@@ -405,3 +405,25 @@ VALUES ('thumb', 'public.photos', 'thumb', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 	s.exec(t, `DELETE FROM pgimageai.rules`)
 	wait("public.photos", "<not published>")
 }
+
+// TestShapesWriteBackUsingIndex: a write-back rule on a table keyed only by
+// its USING INDEX identity (no primary key) writes each row's result into
+// the row itself.
+func TestShapesWriteBackUsingIndex(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, `CREATE TABLE public.wb (code text NOT NULL, img bytea, caption text);
+CREATE UNIQUE INDEX wb_code ON public.wb (code);
+ALTER TABLE public.wb REPLICA IDENTITY USING INDEX wb_code`)
+	s.exec(t, "INSERT INTO public.wb (code, img) VALUES ('a', $1)", pngImage(t, 1))
+	s.shapeRule(t, "wb", "public.wb", "img", "public.wb")
+	s.start(t, s.config(t))
+	s.exec(t, "INSERT INTO public.wb (code, img) VALUES ('b', $1)", pngImage(t, 2))
+	s.sync(t, 30*time.Second)
+	if d := invalidDetail(t, s, "wb"); d != "" {
+		t.Fatalf("rule is invalid: %s", d)
+	}
+	want := map[string]string{"a": captionOf(magic.DataURL(magic.PNG, pngImage(t, 1))), "b": captionOf(magic.DataURL(magic.PNG, pngImage(t, 2)))}
+	waitFor(t, 30*time.Second, "both rows' captions", func() bool { return fmt.Sprint(keyed(t, s, "public.wb", "code")) == fmt.Sprint(want) })
+}

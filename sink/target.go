@@ -102,8 +102,13 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 			return nil, fmt.Errorf("target table %s: %w", name, err)
 		}
 	}
-	if err := checkKey(table, keyCols); err != nil {
-		return nil, err
+	// A write-back target is the source itself: its rows are found by the
+	// source's key (a USING INDEX identity is unique without being a
+	// primary key), and it is never upserted, so no constraint is needed.
+	if writeBack := table.OID == source.OID && sameServer; !writeBack {
+		if err := checkKey(table, keyCols); err != nil {
+			return nil, err
+		}
 	}
 	col, ok := table.Column(column)
 	if !ok {
