@@ -427,3 +427,34 @@ ALTER TABLE public.wb REPLICA IDENTITY USING INDEX wb_code`)
 	want := map[string]string{"a": captionOf(magic.DataURL(magic.PNG, pngImage(t, 1))), "b": captionOf(magic.DataURL(magic.PNG, pngImage(t, 2)))}
 	waitFor(t, 30*time.Second, "both rows' captions", func() bool { return fmt.Sprint(keyed(t, s, "public.wb", "code")) == fmt.Sprint(want) })
 }
+
+// TestShapesIdentityMadeFull: REPLICA IDENTITY FULL on a followed table with
+// a primary key keeps its rule running — still keyed by the primary key, no
+// invalid_rule, no backfill again — and its deletes and updates follow.
+func TestShapesIdentityMadeFull(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1), (2, $2)", pngImage(t, 1), pngImage(t, 2))
+	s.shapeRule(t, "caption", "public.photos", "img", "public.captions")
+	cfg := s.config(t)
+	cfg.Timing.RevalidateInterval, cfg.Timing.RecheckInterval = time.Second, time.Second
+	s.start(t, cfg)
+	waitFor(t, 30*time.Second, "the backfill", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
+	})
+	calls := ai.Count()
+	s.exec(t, "ALTER TABLE public.photos REPLICA IDENTITY FULL")
+	s.exec(t, "UPDATE public.photos SET note = 'x' WHERE id = 1")
+	time.Sleep(3 * time.Second) // past a re-validation and a re-check
+	s.exec(t, "DELETE FROM public.photos WHERE id = 2")
+	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (3, $1)", pngImage(t, 3))
+	s.sync(t, 30*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'caption'"); n != 0 {
+		t.Errorf("%d errors rows for the rule, want none (detail: %q)", n, invalidDetail(t, s, "caption"))
+	}
+	assertCaptions(t, captions(t, s.conn), map[int]string{1: captionOf(magic.DataURL(magic.PNG, pngImage(t, 1))), 3: captionOf(magic.DataURL(magic.PNG, pngImage(t, 3)))})
+	if n := ai.Count() - calls; n != 1 {
+		t.Errorf("%d calls after REPLICA IDENTITY FULL, want 1 (the new row's)", n)
+	}
+}
