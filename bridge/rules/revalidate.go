@@ -20,7 +20,7 @@ import (
 // engine does between transactions. A table taken out of the publication by
 // someone else (DROP COLUMN ... CASCADE of a published column) is put back.
 //
-// It is cheap (two catalog queries) so that it can run every few seconds:
+// It is cheap (three small catalog queries) so that it can run every few seconds:
 // that interval is how long an application's writes can fail after its
 // DDL made a published table's identity unusable.
 func (l *Live) Revalidate(ctx context.Context) (changed []string, err error) {
