@@ -40,8 +40,10 @@ const (
 	DefaultLeaderPoll   = time.Second
 	// DefaultRecheckInterval: see Timing.RecheckInterval.
 	DefaultRecheckInterval = 30 * time.Second
-	DefaultPaceReport      = 5 * time.Second
-	DefaultStallAfter      = 10 * time.Minute
+	// DefaultRevalidateInterval: see Timing.RevalidateInterval.
+	DefaultRevalidateInterval = 5 * time.Second
+	DefaultPaceReport         = 5 * time.Second
+	DefaultStallAfter         = 10 * time.Minute
 )
 
 // Config configures a Bridge.
@@ -70,6 +72,12 @@ type Limits struct {
 	BatchOps     int   // target ops per transaction before a flush; default 2000
 	CacheEntries int   // results remembered; default 10000; negative = off
 	CacheBytes   int64 // bytes of results remembered; default 16 MiB
+	// ReadColumnsOnly makes the publication carry only the columns rules
+	// read (PostgreSQL 15+ column lists): a huge value in another column
+	// never reaches the bridge. Default off: while a column is listed, the
+	// application can neither drop it nor change its type (see
+	// rules.Live.PublishReadColumns).
+	ReadColumnsOnly bool
 }
 
 // Timing sets a Bridge's intervals and timeouts.
@@ -85,6 +93,12 @@ type Timing struct {
 	// the stream is between transactions, so that a rule whose table or
 	// column is created later starts without a rule change (default 30s).
 	RecheckInterval time.Duration
+	// RevalidateInterval is how often the replica identities of the
+	// followed tables are read again (default 5s): a table whose identity
+	// no longer carries a key leaves the publication within it, so that the
+	// application's UPDATEs and DELETEs on it work again (see
+	// rules.Live.Revalidate).
+	RevalidateInterval time.Duration
 	// PaceReport is how often the models' pacing is stored for status and
 	// checked for the log's rate-limited and recovered lines (default 5s).
 	PaceReport time.Duration
@@ -131,6 +145,9 @@ func (c Config) withDefaults() Config {
 	}
 	if t.RecheckInterval <= 0 {
 		t.RecheckInterval = DefaultRecheckInterval
+	}
+	if t.RevalidateInterval <= 0 {
+		t.RevalidateInterval = DefaultRevalidateInterval
 	}
 	if t.PaceReport <= 0 {
 		t.PaceReport = DefaultPaceReport
@@ -296,6 +313,9 @@ func (b *Bridge) lead(ctx context.Context) error {
 		return err
 	}
 	live := rules.NewLive(log, cfg.Publication, cfg.Registry, cfg.Env, conns)
+	if cfg.Limits.ReadColumnsOnly {
+		live.PublishReadColumns()
+	}
 	if err := live.Load(ctx, rules.GroupOrDefault(cfg.Group)); err != nil {
 		return fmt.Errorf("%w (run pgimageai migrate first)", err)
 	}

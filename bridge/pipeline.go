@@ -93,6 +93,8 @@ func (p *pipeline) run(ctx, hard context.Context, stream *replication.Stream, ch
 
 	recheck := time.NewTicker(p.timing.RecheckInterval)
 	defer recheck.Stop()
+	revalidate := time.NewTicker(p.timing.RevalidateInterval)
+	defer revalidate.Stop()
 
 	var err error
 loop:
@@ -104,6 +106,11 @@ loop:
 				break loop
 			}
 			eng.RetryExhausted(engCtx)
+		case <-revalidate.C:
+			if err = eng.Revalidate(engCtx); err != nil {
+				err = engineErr(ctx, engCtx, err)
+				break loop
+			}
 		case ev := <-events:
 			if err = eng.Handle(engCtx, ev); err != nil {
 				err = engineErr(ctx, engCtx, err)

@@ -236,8 +236,8 @@ func deleteOrphans(ctx context.Context, src, tgt *pgx.Conn, enabled []state.Rule
 			c.Skipped = err.Error()
 		case target.OID == source.OID && rules.SameDatabase(src, tgt):
 			c.Skipped = "write-back"
-		case len(source.PrimaryKey) == 0:
-			c.Skipped = fmt.Sprintf("source table %s has no primary key", source)
+		case len(source.Key()) == 0:
+			c.Skipped = fmt.Sprintf("source table %s has no key (its replica identity carries none)", source)
 		default:
 			c.Table = target.String()
 			if c.Deleted, err = sink.DeleteOrphans(ctx, src, tgt, source, target); err != nil {

@@ -35,6 +35,9 @@ type Column struct {
 	// varying(20)", "bpchar" for "character(8)" (plain "character" would
 	// mean character(1)). A cast to it never truncates or rounds.
 	BaseType string
+	// Underlying is the OID of the type under any domains (pg_type.typbasetype
+	// followed to the end); TypeOID when the column's type is no domain.
+	Underlying uint32
 }
 
 // Table is a table's definition.
@@ -45,6 +48,9 @@ type Table struct {
 	Regclass   string // schema.name quoted only where needed: public.photos, "Odd Schema"."My Table"
 	Columns    []Column
 	PrimaryKey []string // primary key column names in key order; empty when none
+	// Identity is the replica identity and the key it carries (Key): what
+	// a source table's rows are identified by (identity.go).
+	Identity Identity
 }
 
 // Identifier returns the table's quoted, schema-qualified name.
@@ -65,8 +71,8 @@ func (t *Table) Column(name string) (Column, bool) {
 	return Column{}, false
 }
 
-// Lookup resolves name as a regclass and reads the table's columns and
-// primary key. A name that does not resolve, or resolves to something that is
+// Lookup resolves name as a regclass and reads the table's columns, primary
+// key and replica identity. A name that does not resolve, or resolves to something that is
 // not an ordinary or partitioned table, gives an error wrapping ErrNoTable.
 func Lookup(ctx context.Context, q Querier, name string) (*Table, error) {
 	var t Table
@@ -117,6 +123,12 @@ ORDER BY k.ord`, t.OID)
 	t.PrimaryKey, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("primary key of %s: %w", name, err)
+	}
+	if err := identity(ctx, q, &t); err != nil {
+		return nil, err
+	}
+	if err := domains(ctx, q, &t); err != nil {
+		return nil, err
 	}
 	return &t, nil
 }

@@ -22,6 +22,10 @@ const publishOptions = "publish = 'insert, update, delete, truncate', publish_vi
 type publishedTable struct {
 	OID   uint32
 	Ident pgx.Identifier // schema and table, as stored in the catalogs
+	// Attrs and Columns are the column list's attribute numbers, sorted,
+	// and names in the same order; nil publishes every column.
+	Attrs   []int16
+	Columns []string
 }
 
 // publicationState is what the catalogs say about an existing publication.
@@ -30,15 +34,26 @@ type publicationState struct {
 	AllTables  bool
 	OptionsOK  bool             // all four operations and publish_via_partition_root
 	Tables     []publishedTable // explicitly listed tables
-	Filtered   bool             // some table has a row filter or column list (PostgreSQL 15+)
+	Filtered   bool             // some table has a row filter (PostgreSQL 15+)
 	HasSchemas bool             // FOR TABLES IN SCHEMA entries (PostgreSQL 15+)
 }
 
-// SyncPublication makes the publication name publish exactly tables (each
+// SyncPublication makes the publication name publish exactly tables, every
+// column of each (see SyncPublicationTables).
+func SyncPublication(ctx context.Context, conn *pgx.Conn, name string, tables []pgx.Identifier) error {
+	ts := make([]PublishTable, len(tables))
+	for i, t := range tables {
+		ts[i] = PublishTable{Name: t}
+	}
+	return SyncPublicationTables(ctx, conn, name, ts)
+}
+
+// SyncPublicationTables makes the publication name publish exactly tables (each
 // "schema"."table", or "table" resolved through search_path): it creates the
 // publication FOR TABLE those tables, or, when the existing table set
 // differs, runs ALTER PUBLICATION ... SET TABLE. It also resets publish
-// options, row filters and column lists that someone else set: pgimageai
+// options, row filters and column lists that someone else set (a table's
+// column list is the one PublishTable says, on PostgreSQL 15+): pgimageai
 // owns its publication: a FOR ALL TABLES publication of that name is dropped
 // and created anew in the same transaction. Identifiers are always quoted
 // with pgx.Identifier.Sanitize, never pasted.
@@ -46,7 +61,7 @@ type publicationState struct {
 // SyncPublication runs in one transaction under a transaction-level advisory
 // lock, so concurrent calls for the same name serialize. conn must not be
 // used concurrently.
-func SyncPublication(ctx context.Context, conn *pgx.Conn, name string, tables []pgx.Identifier) error {
+func SyncPublicationTables(ctx context.Context, conn *pgx.Conn, name string, tables []PublishTable) error {
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('pgimageai.publication'), hashtext($1))", name); err != nil {
 			return err
@@ -77,11 +92,11 @@ func SyncPublication(ctx context.Context, conn *pgx.Conn, name string, tables []
 }
 
 // resolveTables maps identifiers to OIDs and canonical names, dropping
-// duplicates; a missing table is an error.
-func resolveTables(ctx context.Context, tx pgx.Tx, tables []pgx.Identifier) ([]publishedTable, error) {
+// duplicates, and reads their column lists; a missing table is an error.
+func resolveTables(ctx context.Context, tx pgx.Tx, tables []PublishTable) ([]publishedTable, error) {
 	names := make([]string, len(tables))
 	for i, t := range tables {
-		names[i] = t.Sanitize()
+		names[i] = t.Name.Sanitize()
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT t.name, c.oid, n.nspname, c.relname
@@ -93,8 +108,9 @@ func resolveTables(ctx context.Context, tx pgx.Tx, tables []pgx.Identifier) ([]p
 		return nil, err
 	}
 	var out []publishedTable
+	var cols [][]string
 	var missing []string
-	for rows.Next() {
+	for i := 0; rows.Next(); i++ {
 		var name string
 		var oid *uint32
 		var schema, rel *string
@@ -107,6 +123,7 @@ func resolveTables(ctx context.Context, tx pgx.Tx, tables []pgx.Identifier) ([]p
 		}
 		if !slices.ContainsFunc(out, func(p publishedTable) bool { return p.OID == *oid }) {
 			out = append(out, publishedTable{OID: *oid, Ident: pgx.Identifier{*schema, *rel}})
+			cols = append(cols, tables[i].Columns)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -114,6 +131,9 @@ func resolveTables(ctx context.Context, tx pgx.Tx, tables []pgx.Identifier) ([]p
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("table %s does not exist", strings.Join(missing, ", "))
+	}
+	if err := columnLists(ctx, tx, out, cols); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -156,10 +176,14 @@ func readPublication(ctx context.Context, tx pgx.Tx, name string) (st publicatio
 		if err := json.Unmarshal(js, &pr); err != nil {
 			return st, false, fmt.Errorf("parse pg_publication_rel row: %w", err)
 		}
-		if isJSONValue(pr.Qual) || isJSONValue(pr.Attrs) {
+		if isJSONValue(pr.Qual) {
 			st.Filtered = true
 		}
-		st.Tables = append(st.Tables, publishedTable{OID: relID, Ident: pgx.Identifier{schema, rel}})
+		attrs, err := attrsOf(pr.Attrs)
+		if err != nil {
+			return st, false, err
+		}
+		st.Tables = append(st.Tables, publishedTable{OID: relID, Ident: pgx.Identifier{schema, rel}, Attrs: attrs})
 	}
 	if err := rows.Err(); err != nil {
 		return st, false, err
@@ -212,7 +236,7 @@ func publicationDDL(name string, want []publishedTable, state publicationState, 
 func tableList(ts []publishedTable) string {
 	parts := make([]string, len(ts))
 	for i, t := range ts {
-		parts[i] = t.Ident.Sanitize()
+		parts[i] = t.Ident.Sanitize() + t.columnList()
 	}
 	return strings.Join(parts, ", ")
 }
@@ -222,7 +246,7 @@ func sameTables(a, b []publishedTable) bool {
 		return false
 	}
 	for _, t := range a {
-		if !slices.ContainsFunc(b, func(u publishedTable) bool { return u.OID == t.OID }) {
+		if !slices.ContainsFunc(b, func(u publishedTable) bool { return u.OID == t.OID && slices.Equal(u.Attrs, t.Attrs) }) {
 			return false
 		}
 	}

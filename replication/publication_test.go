@@ -11,6 +11,8 @@ func TestPublicationDDL(t *testing.T) {
 	photos := publishedTable{OID: 1, Ident: pgx.Identifier{"public", "photos"}}
 	odd := publishedTable{OID: 2, Ident: pgx.Identifier{"Odd Schema", `My "Table"`}}
 	rules := publishedTable{OID: 3, Ident: pgx.Identifier{"pgimageai", "rules"}}
+	listed := publishedTable{OID: 1, Ident: pgx.Identifier{"public", "photos"}, Attrs: []int16{1, 2}, Columns: []string{"id", "Img"}}
+	otherList := publishedTable{OID: 1, Ident: pgx.Identifier{"public", "photos"}, Attrs: []int16{1, 3}}
 	const with = " WITH (" + publishOptions + ")"
 	tests := []struct {
 		name  string
@@ -42,6 +44,19 @@ func TestPublicationDDL(t *testing.T) {
 		{name: "all removed", found: true,
 			state: publicationState{OptionsOK: true, Tables: []publishedTable{photos, rules}},
 			ddl:   []string{`ALTER PUBLICATION "pgimageai" DROP TABLE "public"."photos", "pgimageai"."rules"`}},
+		{name: "create with a column list", want: []publishedTable{listed, rules}, ddl: []string{
+			`CREATE PUBLICATION "pgimageai" FOR TABLE "public"."photos" ("id", "Img"), "pgimageai"."rules"` + with}},
+		{name: "column list added", want: []publishedTable{listed}, found: true,
+			state: publicationState{OptionsOK: true, Tables: []publishedTable{photos}},
+			ddl:   []string{`ALTER PUBLICATION "pgimageai" SET TABLE "public"."photos" ("id", "Img")`}},
+		{name: "column list changed", want: []publishedTable{listed}, found: true,
+			state: publicationState{OptionsOK: true, Tables: []publishedTable{otherList}},
+			ddl:   []string{`ALTER PUBLICATION "pgimageai" SET TABLE "public"."photos" ("id", "Img")`}},
+		{name: "column list in sync", want: []publishedTable{listed}, found: true,
+			state: publicationState{OptionsOK: true, Tables: []publishedTable{{OID: 1, Ident: pgx.Identifier{"public", "photos"}, Attrs: []int16{1, 2}}}}},
+		{name: "column list reset", want: []publishedTable{photos}, found: true,
+			state: publicationState{OptionsOK: true, Tables: []publishedTable{otherList}},
+			ddl:   []string{`ALTER PUBLICATION "pgimageai" SET TABLE "public"."photos"`}},
 		{name: "for all tables replaced", want: []publishedTable{photos}, found: true,
 			state: publicationState{AllTables: true, OptionsOK: true},
 			ddl: []string{`DROP PUBLICATION "pgimageai"`,

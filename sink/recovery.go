@@ -18,9 +18,9 @@ import (
 // orphanPage is how many target keys DeleteOrphans checks per round trip.
 const orphanPage = 1000
 
-// DeleteOrphans deletes the rows of target whose primary key no longer
+// DeleteOrphans deletes the rows of target whose key no longer
 // exists in source, and returns how many it deleted. target is keyed by
-// source's primary key (same column names and types, as Ensure checks).
+// source's key (its replica identity) (same column names and types, as Ensure checks).
 //
 // src and tgt may be connections to different databases, or servers: no
 // query joins them. Target keys are read in keyset pages of orphanPage, in
@@ -33,11 +33,11 @@ const orphanPage = 1000
 // row or gets a new one from the stream: the caller runs this only once the
 // slot that streams such changes exists.
 func DeleteOrphans(ctx context.Context, src, tgt *pgx.Conn, source, target *catalog.Table) (int64, error) {
-	if len(source.PrimaryKey) == 0 {
-		return 0, fmt.Errorf("source table %s has no primary key", source)
+	if len(source.Key()) == 0 {
+		return 0, fmt.Errorf("source table %s has no key (its replica identity carries none)", source)
 	}
 	var keys []string
-	for _, k := range source.PrimaryKey {
+	for _, k := range source.Key() {
 		if _, ok := target.Column(k); !ok {
 			return 0, fmt.Errorf("target table %s lacks key column %q of %s", target, k, source)
 		}

@@ -24,10 +24,10 @@ const (
 )
 
 // Target is one result column of a target table, keyed by the source table's
-// primary key. It is immutable and safe for concurrent use.
+// key (its replica identity's columns, catalog.Table.Key). It is immutable and safe for concurrent use.
 type Target struct {
 	Table  *catalog.Table // the target table as it is after Ensure
-	Key    []string       // primary key column names, in the source's key order
+	Key    []string       // the source's key column names, in its key order
 	Column string         // the result column
 	Type   ResultType
 	// SQLType is the result column's type as format_type() prints it, e.g.
@@ -66,7 +66,7 @@ func (t *Target) HasValue(ctx context.Context, conn *pgx.Conn, key []any) (bool,
 // Name returns the target table's quoted name.
 func (t *Target) Name() string { return t.Table.String() }
 
-// Ensure makes sure target table name exists with the source's primary key
+// Ensure makes sure target table name exists with the source's key
 // columns (same names and types) and the result column, creating what is
 // missing, and validates what exists. source is the rule's source table.
 // A table it creates is recorded as the bridge's (state.RecordCreatedTarget);
@@ -76,11 +76,11 @@ func (t *Target) Name() string { return t.Table.String() }
 // sameServer says that conn reaches the source's database, so that a target
 // with the source's OID is the source table itself (write-back).
 func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Table, column string, typ ResultType, sameServer bool) (*Target, error) {
-	if len(source.PrimaryKey) == 0 {
-		return nil, fmt.Errorf("source table %s has no primary key", source)
+	if len(source.Key()) == 0 {
+		return nil, fmt.Errorf("source table %s has no key (its replica identity carries none)", source)
 	}
-	keyCols := make([]catalog.Column, len(source.PrimaryKey))
-	for i, k := range source.PrimaryKey {
+	keyCols := make([]catalog.Column, len(source.Key()))
+	for i, k := range source.Key() {
 		keyCols[i], _ = source.Column(k)
 	}
 	table, err := catalog.Lookup(ctx, conn, name)
@@ -102,8 +102,13 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 			return nil, fmt.Errorf("target table %s: %w", name, err)
 		}
 	}
-	if err := checkKey(table, keyCols); err != nil {
-		return nil, err
+	// A write-back target is the source itself: its rows are found by the
+	// source's key (a USING INDEX identity is unique without being a
+	// primary key), and it is never upserted, so no constraint is needed.
+	if writeBack := table.OID == source.OID && sameServer; !writeBack {
+		if err := checkKey(table, keyCols); err != nil {
+			return nil, err
+		}
 	}
 	col, ok := table.Column(column)
 	if !ok {
@@ -117,7 +122,7 @@ func Ensure(ctx context.Context, conn *pgx.Conn, name string, source *catalog.Ta
 		}
 		col, _ = table.Column(column)
 	}
-	t := &Target{Table: table, Key: source.PrimaryKey, Column: column, Type: typ, SQLType: col.Type, WriteBack: table.OID == source.OID && sameServer, Altered: altered}
+	t := &Target{Table: table, Key: source.Key(), Column: column, Type: typ, SQLType: col.Type, WriteBack: table.OID == source.OID && sameServer, Altered: altered}
 	if err := t.checkColumn(col); err != nil {
 		return nil, err
 	}
@@ -193,10 +198,21 @@ func create(ctx context.Context, conn *pgx.Conn, name string, key []catalog.Colu
 // checkKey verifies that the target has the source's key columns, with the
 // same types, as its primary key (ON CONFLICT needs that constraint).
 func checkKey(table *catalog.Table, key []catalog.Column) error {
+	if len(table.PrimaryKey) > 0 && !sameSet(table.PrimaryKey, key) {
+		// First: a source whose key changed (another replica identity)
+		// leaves a target keyed by the old one, which may lack the new
+		// key's columns; one message says what to do.
+		names := make([]string, len(key))
+		for i, k := range key {
+			names[i] = catalog.QuoteIdent(k.Name)
+		}
+		return fmt.Errorf("target table %s: its primary key (%s) must be the source's key columns (%s), which its replica identity names; make them its primary key, or drop the table and the bridge creates it again and backfills it",
+			table, strings.Join(table.PrimaryKey, ", "), strings.Join(names, ", "))
+	}
 	for _, k := range key {
 		c, ok := table.Column(k.Name)
 		if !ok {
-			return fmt.Errorf("target table %s lacks key column %q of the source's primary key", table, k.Name)
+			return fmt.Errorf("target table %s lacks key column %q of the source's key (its replica identity)", table, k.Name)
 		}
 		if c.Type != k.Type {
 			return fmt.Errorf("target table %s: key column %q is %s, the source's is %s", table, k.Name, c.Type, k.Type)

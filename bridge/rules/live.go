@@ -127,6 +127,9 @@ type Live struct {
 	// no longer fits, and why: they are invalid until the next check of
 	// invalid rules finds them fixed.
 	misfits map[string]string
+	// readColumns publishes only the columns rules read (see
+	// PublishReadColumns).
+	readColumns bool
 }
 
 // NewLive returns the Live of publication pub, building providers from reg
@@ -135,6 +138,13 @@ func NewLive(log *slog.Logger, pub string, reg *provider.Registry, env provider.
 	return &Live{log: log, pub: pub, conns: conns, valid: map[string]*Rule{}, invalid: map[string]string{},
 		comp: &compiler{log: log, reg: reg, env: env, providers: map[string]cachedProvider{}}}
 }
+
+// PublishReadColumns makes the publication carry only the columns rules
+// read (Publication), before the first Load. PostgreSQL makes a listed
+// column a dependency of the publication: while it is listed, the
+// application's ALTER TABLE ... DROP COLUMN (2BP01) and ALTER COLUMN ...
+// TYPE (0A000) of it fail, so it is an operator's choice, not the default.
+func (l *Live) PublishReadColumns() { l.readColumns = true }
 
 // Load reads every model, and the rules of group, from the source.
 func (l *Live) Load(ctx context.Context, group string) error {
@@ -338,6 +348,40 @@ func (l *Live) Reload(ctx context.Context, config []uint32) (Diff, error) {
 	return d, nil
 }
 
+// Publication returns what the publication of valid publishes: the
+// configuration tables, every column (read live, whatever they hold), and
+// each source table of valid — with readColumns, only the columns its rules
+// read: its key (the replica identity's columns), image columns and the
+// columns prompt templates name, so that a huge value in a column no rule
+// reads never reaches the bridge (PostgreSQL 15+; the publication adds the
+// identity's columns, see replication.PublishTable).
+func Publication(valid []*Rule, readColumns bool) []replication.PublishTable {
+	tables := []replication.PublishTable{{Name: pgx.Identifier{"pgimageai", "rules"}}, {Name: pgx.Identifier{"pgimageai", "models"}},
+		{Name: pgx.Identifier{"pgimageai", "retry_requests"}}}
+	at := map[uint32]int{}
+	for _, r := range valid {
+		i, ok := at[r.Source.OID]
+		if !ok {
+			i = len(tables)
+			at[r.Source.OID] = i
+			tables = append(tables, replication.PublishTable{Name: r.Source.Identifier()})
+		}
+		if !readColumns {
+			continue
+		}
+		cols := append(slices.Clone(r.Source.Key()), r.ImageColumn)
+		if r.Template != nil {
+			cols = append(cols, r.Template.Columns()...)
+		}
+		for _, c := range cols {
+			if !slices.Contains(tables[i].Columns, c) {
+				tables[i].Columns = append(tables[i].Columns, c)
+			}
+		}
+	}
+	return tables
+}
+
 // batchAPIs returns the batch APIs of the models with batch_api, by name.
 func (l *Live) batchAPIs() map[string]provider.BatchAPI {
 	out := map[string]provider.BatchAPI{}
@@ -364,15 +408,7 @@ func (l *Live) batchAPIs() map[string]provider.BatchAPI {
 // owner must run, while the other rules go on. The periodic re-check picks
 // such a rule up once the owner has added its table.
 func (l *Live) publish(ctx context.Context, src *pgx.Conn, valid []*Rule, invalid []InvalidRule, config []uint32) ([]*Rule, []InvalidRule, error) {
-	tables := []pgx.Identifier{{"pgimageai", "rules"}, {"pgimageai", "models"}, {"pgimageai", "retry_requests"}}
-	seen := map[uint32]bool{}
-	for _, r := range valid {
-		if !seen[r.Source.OID] {
-			seen[r.Source.OID] = true
-			tables = append(tables, r.Source.Identifier())
-		}
-	}
-	err := replication.SyncPublication(ctx, src, l.pub, tables)
+	err := replication.SyncPublicationTables(ctx, src, l.pub, Publication(valid, l.readColumns))
 	if err == nil || !errors.Is(err, replication.ErrPrivilege) {
 		return valid, invalid, err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -188,10 +189,14 @@ func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("source table %s has no column %q (column names are exact case)", source, rr.ImageColumn)
-	case col.TypeOID != ByteaOID:
-		return nil, fmt.Errorf("image column %s.%s is %s, not bytea", source, pgx.Identifier{rr.ImageColumn}.Sanitize(), col.Type)
-	case len(source.PrimaryKey) == 0:
-		return nil, fmt.Errorf("source table %s has no primary key; add one so results can be keyed", source)
+	case col.Underlying != ByteaOID:
+		return nil, fmt.Errorf("image column %s.%s is %s, not bytea (nor a domain over bytea)", source, pgx.Identifier{rr.ImageColumn}.Sanitize(), col.Type)
+	}
+	// The key is the replica identity's: a table whose identity carries none
+	// is never published (publishing it would fail the application's own
+	// UPDATEs and DELETEs), and the message says what fixes it.
+	if why := source.Identity.Problem(source); why != "" {
+		return nil, errors.New(why)
 	}
 	// The prompt is checked before the target is ensured, so that an invalid
 	// rule leaves no target table behind.
@@ -219,13 +224,23 @@ func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}
-	for _, k := range source.PrimaryKey {
-		c, _ := source.Column(k)
-		r.KeyColumns = append(r.KeyColumns, sink.KeyColumn{Name: c.Name, TypeOID: c.TypeOID})
-	}
+	r.KeyColumns = KeyColumnsOf(source)
 	r.Fingerprint = fingerprint(source.OID, rr.ImageColumn, rr.Function, b.v.ID, target.Name(), rr.TargetColumn)
 	r.legacy = fingerprint(source.OID, rr.ImageColumn, rr.Function, m.Name, r.Prompt, target.Name(), rr.TargetColumn)
 	return r, nil
+}
+
+// KeyColumnsOf returns the key columns of source's rows as its replica
+// identity names them (catalog.Table.Key): the one derivation of a rule's
+// key, for targets, source_key, deletes and key moves, backfill pages and
+// retries.
+func KeyColumnsOf(source *catalog.Table) []sink.KeyColumn {
+	var out []sink.KeyColumn
+	for _, k := range source.Key() {
+		c, _ := source.Column(k)
+		out = append(out, sink.KeyColumn{Name: c.Name, TypeOID: c.TypeOID})
+	}
+	return out
 }
 
 // resultType is what function fn of model m writes.
@@ -325,7 +340,7 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config, others []string,
 		if v.err == nil {
 			for _, r := range v.rules {
 				if oid, ok := sourceOf[r.Target.Name()]; ok && oid != r.Source.OID {
-					v.err = fmt.Errorf("target table %s is already fed by another source table; a target row is keyed by one source table's primary key", r.Target.Name())
+					v.err = fmt.Errorf("target table %s is already fed by another source table; a target row is keyed by one source table's key", r.Target.Name())
 				} else {
 					sourceOf[r.Target.Name()] = r.Source.OID
 				}

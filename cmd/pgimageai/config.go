@@ -30,6 +30,8 @@ type config struct {
 	ByteBudget   int64
 	StallAfter   time.Duration          // a lane holding changes this long without a write is stalled; <0 = never
 	FailoverWait time.Duration          // how long run waits for a failover of the source to settle
+	Revalidate   time.Duration          // how often run reads the followed tables' replica identities again
+	ReadColumns  bool                   // publish only the columns rules read (--publish-columns read)
 	KeyEnv       *provider.KeyEnvPolicy // which variables api_key_env may name
 	Query        queryFlags             // flags of status, errors and retry (commandflags.go)
 	Console      consoleSettings        // of console and run --console-addr (console.go)
@@ -37,6 +39,8 @@ type config struct {
 	byteBudget   string // as given
 	stallAfter   string // as given
 	failoverWait string // as given
+	revalidate   string // as given
+	publishCols  string // as given
 	keyEnvAllow  string // as given
 	slotDefault  bool   // no --slot or PGIMAGEAI_SLOT: resolveSlot decides
 }
@@ -76,6 +80,8 @@ func (c *config) settings() []setting {
 		{"failover-wait", "PGIMAGEAI_FAILOVER_WAIT", "5m", "how long run waits while a failover of the source settles (the server a standby, the slot not there yet) before it stops", &c.failoverWait},
 		{"console-addr", "PGIMAGEAI_CONSOLE_ADDR", "", "address for the web console beside the bridge, e.g. 127.0.0.1:8080 (default: off; see pgimageai console)", &c.Console.Addr},
 		{"console-token-env", "PGIMAGEAI_CONSOLE_TOKEN_ENV", console.DefaultTokenEnv, "the environment variable that holds the console's token (never the token itself)", &c.Console.TokenEnv},
+		{"revalidate-interval", "PGIMAGEAI_REVALIDATE_INTERVAL", "5s", "how often the followed tables' replica identities are read again; a table whose identity no longer carries a key leaves the publication within it", &c.revalidate},
+		{"publish-columns", "PGIMAGEAI_PUBLISH_COLUMNS", "all", "which columns of source tables the publication carries: all, or read (only those rules read: keys, image and prompt template columns; PostgreSQL 15+; the application cannot drop or retype a listed column)", &c.publishCols},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }
@@ -140,6 +146,16 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	}
 	if c.FailoverWait, err = time.ParseDuration(c.failoverWait); err != nil || c.FailoverWait <= 0 {
 		return c, fmt.Errorf("%w: --failover-wait must be a positive duration such as 5m, got %q", errUsage, c.failoverWait)
+	}
+	if c.Revalidate, err = time.ParseDuration(c.revalidate); err != nil || c.Revalidate < 100*time.Millisecond || c.Revalidate > time.Hour {
+		return c, fmt.Errorf("%w: --revalidate-interval must be a duration from 100ms to 1h such as 5s, got %q", errUsage, c.revalidate)
+	}
+	switch c.publishCols {
+	case "all":
+	case "read":
+		c.ReadColumns = true
+	default:
+		return c, fmt.Errorf("%w: --publish-columns must be all or read, got %q", errUsage, c.publishCols)
 	}
 	if err := checkLoopback(c.PprofAddr); err != nil {
 		return c, fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)

@@ -70,6 +70,12 @@ func TestParseConfig(t *testing.T) {
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB",
 				Console: consoleSettings{TokenEnv: "MY_TOKEN", token: "mine-0123456789abcdef"}}, ""},
 		{"zero failover wait", []string{"--failover-wait", "0"}, nil, config{}, "--failover-wait must be a positive duration"},
+		{"revalidate interval", nil, map[string]string{"PGIMAGEAI_REVALIDATE_INTERVAL": "2s"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", Revalidate: 2 * time.Second, revalidate: "2s"}, ""},
+		{"only the columns rules read", []string{"--publish-columns", "read"}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", ReadColumns: true, publishCols: "read"}, ""},
+		{"bad publish columns", nil, map[string]string{"PGIMAGEAI_PUBLISH_COLUMNS": "some"}, config{}, "--publish-columns must be all or read"},
+		{"zero revalidate interval", []string{"--revalidate-interval", "0"}, nil, config{}, "--revalidate-interval must be a duration from 100ms to 1h"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +106,12 @@ func TestParseConfig(t *testing.T) {
 			}
 			if tc.want.Console.TokenEnv == "" {
 				tc.want.Console.TokenEnv = "PGIMAGEAI_CONSOLE_TOKEN"
+			}
+			if tc.want.revalidate == "" {
+				tc.want.Revalidate, tc.want.revalidate = 5*time.Second, "5s"
+			}
+			if tc.want.publishCols == "" {
+				tc.want.publishCols = "all"
 			}
 			if got != tc.want {
 				t.Fatalf("got %+v; want %+v", got, tc.want)
