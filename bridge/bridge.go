@@ -62,6 +62,16 @@ type Config struct {
 	Now    func() time.Time
 	Limits Limits
 	Timing Timing
+	Trust  Trust
+}
+
+// Trust names what of the database's other roles the operator trusts the
+// bridge's role to run.
+type Trust struct {
+	// WriteBack names the write-back tables (as rules name tables) whose
+	// triggers, rules and functions the bridge's UPDATEs may fire; any
+	// other write-back table with such code is an invalid_rule.
+	WriteBack []string
 }
 
 // Limits bound what a Bridge holds.
@@ -294,6 +304,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		return err
 	}
 	live := rules.NewLive(log, cfg.Publication, cfg.Registry, cfg.Env, conns)
+	live.TrustWriteBack(cfg.Trust.WriteBack)
 	if err := live.Load(ctx, rules.GroupOrDefault(cfg.Group)); err != nil {
 		return fmt.Errorf("%w (run pgimageai migrate first)", err)
 	}

@@ -131,6 +131,9 @@ type compiler struct {
 	// switching names the rules whose switch the engine has reached (see
 	// Live.SwitchNow), and the version they switch to.
 	switching map[string]string
+	// trusted names the tables whose triggers, rules and functions a
+	// write-back rule may run (the --trust-write-back of pgimageai run).
+	trusted []string
 }
 
 type cachedProvider struct {
@@ -184,6 +187,9 @@ func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (
 	if err != nil {
 		return nil, fmt.Errorf("source table: %w", err)
 	}
+	if err := checkRowSecurity(ctx, src, "source", source); err != nil {
+		return nil, err
+	}
 	col, ok := source.Column(rr.ImageColumn)
 	switch {
 	case !ok:
@@ -211,6 +217,9 @@ func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (
 	}
 	if target.WriteBack && rr.TargetColumn == rr.ImageColumn {
 		return nil, fmt.Errorf("write-back rule would overwrite its own image column %q", rr.ImageColumn)
+	}
+	if err := c.checkTarget(ctx, tgt, target); err != nil {
+		return nil, err
 	}
 	row, _ := json.Marshal(m)
 	sum := sha256.Sum256(row)
