@@ -68,10 +68,11 @@ type Config struct {
 // Trust names what of the database's other roles the operator trusts the
 // bridge's role to run.
 type Trust struct {
-	// WriteBack names the write-back tables (as rules name tables) whose
-	// triggers, rules and functions the bridge's UPDATEs may fire; any
-	// other write-back table with such code is an invalid_rule.
-	WriteBack []string
+	// Tables names tables (as rules name them) whose owners' code the
+	// bridge's role may run: the triggers, rules and functions that a
+	// write-back UPDATE fires, the functions of the constraints of its
+	// columns' domains. Any other table with such code is an invalid_rule.
+	Tables []string
 }
 
 // Limits bound what a Bridge holds.
@@ -304,7 +305,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		return err
 	}
 	live := rules.NewLive(log, cfg.Publication, cfg.Registry, cfg.Env, conns)
-	live.TrustWriteBack(cfg.Trust.WriteBack)
+	live.TrustTables(cfg.Trust.Tables)
 	if err := live.Load(ctx, rules.GroupOrDefault(cfg.Group)); err != nil {
 		return fmt.Errorf("%w (run pgimageai migrate first)", err)
 	}

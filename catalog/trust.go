@@ -69,6 +69,44 @@ func UserCode(ctx context.Context, q Querier, relid uint32) ([]string, error) {
 	return code, nil
 }
 
+// domainCodeSQL lists the functions outside pg_catalog, not of an
+// extension, that the constraints of the domains of a table's columns call
+// (domains over domains and arrays of domains included): reading a row of
+// the table into its row type (jsonb_populate_record(NULL::table, …), which
+// the bridge uses to turn keys back into their types) or writing a value of
+// such a domain checks them, as the role that reads or writes.
+const domainCodeSQL = `WITH RECURSIVE types(oid) AS (
+  SELECT a.atttypid FROM pg_catalog.pg_attribute a
+  WHERE a.attrelid = $1::pg_catalog.oid AND a.attnum > 0 AND NOT a.attisdropped
+  UNION
+  SELECT x.oid FROM types JOIN pg_catalog.pg_type t ON t.oid = types.oid
+  CROSS JOIN LATERAL (VALUES (t.typbasetype), (t.typelem)) AS x(oid) WHERE x.oid <> 0
+)
+SELECT DISTINCT 'domain ' || c.contypid::pg_catalog.regtype::text || ' (function ' || p.oid::pg_catalog.regprocedure::text || ')'
+FROM types JOIN pg_catalog.pg_constraint c ON c.contypid = types.oid
+JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid = c.oid
+  AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+JOIN pg_catalog.pg_proc p ON p.oid = d.refobjid
+WHERE p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace
+  AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend e WHERE e.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+    AND e.objid = p.oid AND e.deptype = 'e')
+ORDER BY 1`
+
+// DomainCode returns the functions of its owner's (or of another role's)
+// that checking the domains of table relid's columns would run: "domain
+// public.email (function public.spy(text))". Empty when none.
+func DomainCode(ctx context.Context, q Querier, relid uint32) ([]string, error) {
+	rows, err := q.Query(ctx, domainCodeSQL, relid)
+	if err != nil {
+		return nil, fmt.Errorf("domains of table %d: %w", relid, err)
+	}
+	code, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("domains of table %d: %w", relid, err)
+	}
+	return code, nil
+}
+
 // Resolves reports whether name (Qualify) names table relid.
 func Resolves(ctx context.Context, q Querier, name string, relid uint32) (bool, error) {
 	var oid *uint32

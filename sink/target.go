@@ -42,7 +42,7 @@ type Target struct {
 	// are the source's own.
 	WriteBack bool
 	// TrustCode is true for a write-back table whose triggers, rules and
-	// functions the operator trusts (pgimageai run --trust-write-back):
+	// functions the operator trusts (pgimageai run --trust-tables):
 	// its writes skip catalog.UserCodeGuard.
 	TrustCode bool
 

@@ -132,7 +132,7 @@ type compiler struct {
 	// Live.SwitchNow), and the version they switch to.
 	switching map[string]string
 	// trusted names the tables whose triggers, rules and functions a
-	// write-back rule may run (the --trust-write-back of pgimageai run).
+	// write-back rule may run (the --trust-tables of pgimageai run).
 	trusted []string
 }
 
@@ -188,6 +188,9 @@ func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (
 		return nil, fmt.Errorf("source table: %w", err)
 	}
 	if err := checkRowSecurity(ctx, src, "source", source); err != nil {
+		return nil, err
+	}
+	if err := c.checkDomains(ctx, src, "source", source); err != nil {
 		return nil, err
 	}
 	col, ok := source.Column(rr.ImageColumn)

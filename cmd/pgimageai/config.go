@@ -35,13 +35,13 @@ type config struct {
 	stallAfter     string // as given
 	failoverWait   string // as given
 	keyEnvAllow    string // as given
-	trustWriteBack string // as given
+	trustTables string // as given
 }
 
-// trustedWriteBack returns the tables of --trust-write-back.
-func (c config) trustedWriteBack() []string {
+// trustedTables returns the tables of --trust-tables.
+func (c config) trustedTables() []string {
 	var out []string
-	for _, t := range strings.Split(c.trustWriteBack, ",") {
+	for _, t := range strings.Split(c.trustTables, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			out = append(out, t)
 		}
@@ -83,7 +83,7 @@ func (c *config) settings() []setting {
 		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
 		{"stall-after", "PGIMAGEAI_STALL_AFTER", "10m", "how long a lane may hold changes without writing before /healthz says stalled (0 = never)", &c.stallAfter},
 		{"failover-wait", "PGIMAGEAI_FAILOVER_WAIT", "5m", "how long run waits while a failover of the source settles (the server a standby, the slot not there yet) before it stops", &c.failoverWait},
-		{"trust-write-back", "PGIMAGEAI_TRUST_WRITE_BACK", "", "write-back tables whose triggers, rules and functions the bridge's UPDATEs may run as its role: comma-separated, e.g. public.photos (default: none; such a table is an invalid_rule)", &c.trustWriteBack},
+		{"trust-tables", "PGIMAGEAI_TRUST_TABLES", "", "tables whose owners' code (a write-back table's triggers, rules and functions; the functions of its columns' domains) the bridge may run as its role: comma-separated, e.g. public.photos (default: none; a rule on such a table is an invalid_rule)", &c.trustTables},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }

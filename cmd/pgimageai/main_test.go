@@ -63,8 +63,8 @@ func TestParseConfig(t *testing.T) {
 		{"negative stall after", []string{"--stall-after", "-1m"}, nil, config{}, "--stall-after must be a duration"},
 		{"failover wait", nil, map[string]string{"PGIMAGEAI_FAILOVER_WAIT": "90s"},
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", FailoverWait: 90 * time.Second, failoverWait: "90s"}, ""},
-		{"trusted write-back tables", []string{"--trust-write-back", "public.photos, \"My Table\""}, nil,
-			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", trustWriteBack: `public.photos, "My Table"`}, ""},
+		{"trusted write-back tables", []string{"--trust-tables", "public.photos, \"My Table\""}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", trustTables: `public.photos, "My Table"`}, ""},
 		{"zero failover wait", []string{"--failover-wait", "0"}, nil, config{}, "--failover-wait must be a positive duration"},
 	}
 	for _, tc := range tests {
@@ -142,7 +142,7 @@ func TestTrustedWriteBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := (config{trustWriteBack: tt.flag}).trustedWriteBack(); !slices.Equal(got, tt.want) {
+			if got := (config{trustTables: tt.flag}).trustedTables(); !slices.Equal(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})

@@ -98,7 +98,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Timing:      bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait},
 		Logger:      log,
 		Metrics:     m,
-		Trust:       bridge.Trust{WriteBack: c.trustedWriteBack()},
+		Trust:       bridge.Trust{Tables: c.trustedTables()},
 	})
 	return b.Run(ctx)
 }
