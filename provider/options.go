@@ -35,13 +35,13 @@ type Options struct {
 	TokensPerMinute   int      `json:"tokens_per_minute,omitempty"`   // ceiling of the estimated tokens a minute; 0 = none
 	// AdaptiveConcurrency false keeps max_concurrency requests in flight
 	// whatever the latency and the 429s; default true.
-	AdaptiveConcurrency *bool    `json:"adaptive_concurrency,omitempty"`
-	MaxImageBytes       int64    `json:"max_image_bytes,omitempty"` // default 20 MiB
+	AdaptiveConcurrency *bool `json:"adaptive_concurrency,omitempty"`
+	MaxImageBytes       int64 `json:"max_image_bytes,omitempty"` // default 20 MiB
 	// MaxPromptBytes bounds a call's prompt as rendered from its
 	// template; default 64 KiB. A longer one is a too_large row, sent
 	// nowhere.
-	MaxPromptBytes int64 `json:"max_prompt_bytes,omitempty"`
-	Formats             []string `json:"formats,omitempty"`         // allowed MIME types; default all four
+	MaxPromptBytes int64    `json:"max_prompt_bytes,omitempty"`
+	Formats        []string `json:"formats,omitempty"` // allowed MIME types; default all four
 	// MaxCallsPerDay and MaxTokensPerDay cap what the model may spend per
 	// UTC day, counted from pgimageai.usage plus calls in flight; 0 = no cap.
 	MaxCallsPerDay  int64 `json:"max_calls_per_day,omitempty"`

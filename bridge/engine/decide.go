@@ -19,11 +19,11 @@ import (
 type act uint8
 
 const (
-	actNone  act = iota + 1 // nothing the rule reads changed: no item, no call
-	actNull                 // a NULL result without a call (a NULL image)
-	actCall                 // call the rule's function with an image and a prompt
-	actFetch                // read columns of the source row (unchanged TOAST), then decide again
-	actTooLarge             // a too_large result without a call: the fetched image is over max_image_bytes, unread
+	actNone     act = iota + 1 // nothing the rule reads changed: no item, no call
+	actNull                    // a NULL result without a call (a NULL image)
+	actCall                    // call the rule's function with an image and a prompt
+	actFetch                   // read columns of the source row (unchanged TOAST), then decide again
+	actTooLarge                // a too_large result without a call: the fetched image is over max_image_bytes, unread
 )
 
 func (a act) String() string {

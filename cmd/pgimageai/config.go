@@ -31,11 +31,11 @@ type config struct {
 	KeyEnv       *provider.KeyEnvPolicy // which variables api_key_env may name
 	Query        queryFlags             // flags of status, errors and retry (commandflags.go)
 
-	byteBudget     string // as given
-	stallAfter     string // as given
-	failoverWait   string // as given
-	keyEnvAllow    string // as given
-	trustTables string // as given
+	byteBudget   string // as given
+	stallAfter   string // as given
+	failoverWait string // as given
+	keyEnvAllow  string // as given
+	trustTables  string // as given
 }
 
 // trustedTables returns the tables of --trust-tables.
