@@ -32,8 +32,10 @@ func RowSecurity(ctx context.Context, q Querier, relid uint32) (bool, error) {
 // internal ones of foreign keys), the rewrite rules (not a view's _RETURN)
 // and the functions outside pg_catalog, not of an extension, that its
 // constraints, indexes and column expressions call: what an UPDATE of the
-// table may run as the role that updates it.
-const userCodeSQL = `WITH tree AS (SELECT relid FROM pg_catalog.pg_partition_tree($1::pg_catalog.oid::pg_catalog.regclass))
+// table may run as the role that updates it. pg_partition_tree gives no row
+// for a table that is not partitioned: the table itself is added.
+const userCodeSQL = `WITH tree AS (SELECT $1::pg_catalog.oid::pg_catalog.regclass AS relid
+  UNION SELECT relid FROM pg_catalog.pg_partition_tree($1::pg_catalog.oid::pg_catalog.regclass))
 SELECT 'trigger ' || pg_catalog.quote_ident(t.tgname) || ' on ' || t.tgrelid::pg_catalog.regclass::text
 FROM pg_catalog.pg_trigger t WHERE t.tgrelid IN (SELECT relid FROM tree) AND NOT t.tgisinternal
 UNION ALL
