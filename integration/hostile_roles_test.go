@@ -294,3 +294,102 @@ func TestHostileLeaderSquatter(t *testing.T) {
 		t.Errorf("captions %v, want row 1's", got)
 	}
 }
+
+// TestHostilePromptValues: a writer of the source puts a huge value in a
+// column that a rule's prompt template names, in a row that exists before
+// the rule (backfill) and in one streamed after: neither is sent, each is a
+// too_large errors row naming max_prompt_bytes, and a row with a short value
+// beside them gets its caption.
+func TestHostilePromptValues(t *testing.T) {
+	s := newSource(t)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{"max_prompt_bytes": 1000}`)
+	huge := strings.Repeat("x", 3<<20)
+	s.exec(t, "INSERT INTO public.photos (id, img, note) VALUES (1, $1, $2)", pngImage(t, 1), huge)
+	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{note}}', 'public.captions', 'caption')`)
+	_, stop := s.start(t, s.config(t))
+	s.exec(t, "INSERT INTO public.photos (id, img, note) VALUES (2, $1, $2), (3, $3, 'short')", pngImage(t, 2), huge, pngImage(t, 3))
+	s.sync(t, 30*time.Second)
+	waitFor(t, 30*time.Second, "the backfill", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	for _, id := range []int{1, 2} {
+		var detail string
+		err := s.conn.QueryRow(context.Background(), `SELECT detail FROM pgimageai.errors
+WHERE rule = 'caption' AND source_key = jsonb_build_object('id', $1::int) AND reason = 'too_large' AND resolved_at IS NULL`, id).Scan(&detail)
+		if err != nil || !strings.Contains(detail, "max_prompt_bytes 1000") {
+			t.Errorf("row %d: too_large row %q (%v), want one naming max_prompt_bytes", id, detail, err)
+		}
+	}
+	for _, r := range ai.Requests() {
+		if len(r.Prompt) > 1000 {
+			t.Errorf("a prompt of %d bytes was sent", len(r.Prompt))
+		}
+	}
+	if n := ai.Count(); n != 1 {
+		t.Errorf("%d requests, want 1 (row 3)", n)
+	}
+	if got := captions(t, s.conn); got[3] == "" || got[3] == "<NULL>" {
+		t.Errorf("row 3's caption: %q", got[3])
+	}
+}
+
+// TestTrustTables: the operator trusts one write-back table's owner
+// (--trust-tables): its rule runs and its trigger fires. Another write-back
+// table gains a trigger after its rule was checked: the next write of its
+// results fails before any UPDATE, the rule becomes an invalid_rule naming
+// the trigger, and the trigger never runs.
+func TestTrustTables(t *testing.T) {
+	s := newSource(t)
+	s.exec(t, spyLog+`
+CREATE FUNCTION public.spy_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.spy_log (what, who) VALUES (TG_TABLE_NAME, current_user); RETURN NEW; END $$;
+CREATE TABLE public.trusted (id int PRIMARY KEY, img bytea, caption text);
+CREATE TRIGGER audit BEFORE UPDATE ON public.trusted FOR EACH ROW EXECUTE FUNCTION public.spy_trigger();
+CREATE TABLE public.later (id int PRIMARY KEY, img bytea, caption text);`)
+	ai := newFakeAI(t)
+	s.model(t, "vision", ai, `{}`)
+	for _, table := range []string{"trusted", "later"} {
+		s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
+VALUES ($1, $2, 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', $2, 'caption')`, table, "public."+table)
+	}
+	cfg := s.config(t)
+	cfg.Trust.Tables = []string{"trusted"} // a bare name: public's
+	cfg.Timing.RecheckInterval = 300 * time.Millisecond
+	_, stop := s.start(t, cfg)
+	s.exec(t, "INSERT INTO public.trusted (id, img) VALUES (1, $1)", pngImage(t, 1))
+	s.exec(t, "INSERT INTO public.later (id, img) VALUES (1, $1)", pngImage(t, 2))
+	s.sync(t, 30*time.Second)
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.later WHERE caption IS NOT NULL"); n != 1 {
+		t.Fatalf("later: %d captions before its trigger, want 1", n)
+	}
+	s.exec(t, "CREATE TRIGGER audit BEFORE UPDATE ON public.later FOR EACH ROW EXECUTE FUNCTION public.spy_trigger()")
+	s.exec(t, "INSERT INTO public.later (id, img) VALUES (2, $1)", pngImage(t, 3))
+	waitFor(t, 30*time.Second, "rule later to be invalid_rule", func() bool {
+		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'later' AND reason = 'invalid_rule' AND resolved_at IS NULL") == 1
+	})
+	if detail, ok := openInvalidRule(t, s, "later"); ok && !strings.Contains(detail, "trigger audit on public.later") {
+		t.Errorf("invalid_rule detail %q does not name the trigger", detail)
+	}
+	s.exec(t, "INSERT INTO public.trusted (id, img) VALUES (2, $1)", pngImage(t, 4))
+	s.sync(t, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	if n := queryInt(t, s.conn, "SELECT count(*) FROM public.trusted WHERE caption IS NOT NULL"); n != 2 {
+		t.Errorf("trusted: %d captions, want 2", n)
+	}
+	got := spied(t, s)
+	for _, g := range got {
+		if strings.HasPrefix(g, "later") {
+			t.Errorf("the trigger added to later ran: %v", got)
+		}
+	}
+	if len(got) < 2 {
+		t.Errorf("the trusted table's trigger ran %d times, want 2 at least: %v", len(got), got)
+	}
+}
