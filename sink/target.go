@@ -296,8 +296,14 @@ func (t *Target) prepareSQL() {
 	// new row version (and, for write-back, no new WAL to read). json has
 	// no equality operator: its values are compared as jsonb.
 	differs := func(old, new string) string {
-		if t.SQLType == "json" {
+		switch {
+		case t.SQLType == "json":
 			return fmt.Sprintf("(%s)::jsonb IS DISTINCT FROM (%s)::jsonb", old, new)
+		case t.Vector:
+			// pgvector's = lives in the extension's schema, which the
+			// bridge's search_path (pg_catalog, pg_temp) does not search:
+			// its text forms are compared, equal exactly when the values are.
+			return fmt.Sprintf("(%s)::pg_catalog.text IS DISTINCT FROM (%s)::pg_catalog.text", old, new)
 		}
 		return fmt.Sprintf("%s IS DISTINCT FROM %s", old, new)
 	}
