@@ -29,11 +29,12 @@ ON CONFLICT (slot) DO UPDATE SET pid = excluded.pid, role = excluded.role, backe
 WHERE l.pid = excluded.pid AND l.backend_start = excluded.backend_start OR NOT ` + alive + `
 RETURNING true`
 
-// ClaimLeader makes conn's session the leader of slot unless a live session
-// leads it, and reports whether conn's session leads it now.
-func ClaimLeader(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
+// ClaimLeader makes q's session the leader of slot unless a live session
+// leads it, and reports whether q's session leads it now. q may be a
+// transaction: the claim then holds once it commits.
+func ClaimLeader(ctx context.Context, q Querier, slot string) (bool, error) {
 	var ok bool
-	err := conn.QueryRow(ctx, claimLeaderSQL, slot).Scan(&ok)
+	err := q.QueryRow(ctx, claimLeaderSQL, slot).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -50,14 +51,6 @@ func LeadsSlot(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
 		return false, fmt.Errorf("read the leader of slot %s: %w", slot, err)
 	}
 	return ok, nil
-}
-
-// ResignLeader gives up slot's leadership if conn's session holds it.
-func ResignLeader(ctx context.Context, conn *pgx.Conn, slot string) error {
-	if _, err := conn.Exec(ctx, `DELETE FROM pgimageai.leaders WHERE slot = $1 AND pid = pg_catalog.pg_backend_pid()`, slot); err != nil {
-		return fmt.Errorf("resign the leadership of slot %s: %w", slot, err)
-	}
-	return nil
 }
 
 // LeaderSession is the session that leads a slot.

@@ -168,36 +168,54 @@ type Holder struct {
 }
 
 // claim claims slot's leadership on conn's session and takes the advisory
-// lock of older versions (see the const block). It returns the squatters:
-// sessions of other roles that hold that lock.
+// lock of older versions (see the const block), in one transaction: when
+// an older pgimageai holds that lock, the claim is rolled back. It returns
+// the squatters: sessions of other roles that hold that lock. The advisory
+// lock is session-level: taken, it outlives the transaction.
 func claim(ctx context.Context, conn *pgx.Conn, slot string) (bool, []Holder, error) {
-	ok, err := state.ClaimLeader(ctx, conn, slot)
-	if err != nil || !ok {
-		return false, nil, err
+	var ok bool
+	var squatters []Holder
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var err error
+		if ok, err = state.ClaimLeader(ctx, tx, slot); err != nil || !ok {
+			return err
+		}
+		var locked bool
+		if err := tx.QueryRow(ctx, leaderLockSQL, slot).Scan(&locked); err != nil {
+			return fmt.Errorf("take the leader lock of slot %s: %w", slot, err)
+		}
+		if locked {
+			return nil
+		}
+		hs, err := holders(ctx, tx, slot)
+		if err != nil {
+			return err
+		}
+		for _, h := range hs {
+			if h.own { // an older pgimageai leads: it knows only the advisory lock
+				return errOlderLeads
+			}
+			squatters = append(squatters, h)
+		}
+		return nil
+	})
+	if errors.Is(err, errOlderLeads) {
+		return false, nil, nil
 	}
-	var locked bool
-	if err := conn.QueryRow(ctx, leaderLockSQL, slot).Scan(&locked); err != nil {
-		return false, nil, fmt.Errorf("take the leader lock of slot %s: %w", slot, err)
-	}
-	if locked {
-		return true, nil, nil
-	}
-	holders, err := holders(ctx, conn, slot)
 	if err != nil {
 		return false, nil, err
 	}
-	var squatters []Holder
-	for _, h := range holders {
-		if h.own { // an older pgimageai leads: it knows only the advisory lock
-			return false, nil, state.ResignLeader(ctx, conn, slot)
-		}
-		squatters = append(squatters, h)
-	}
-	return true, squatters, nil
+	return ok, squatters, nil
 }
 
+// errOlderLeads rolls a claim back: an older pgimageai holds the advisory
+// lock.
+var errOlderLeads = errors.New("an older pgimageai leads the slot")
+
 // holders returns the other sessions that hold slot's advisory lock key.
-func holders(ctx context.Context, conn *pgx.Conn, slot string) ([]Holder, error) {
+func holders(ctx context.Context, conn interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, slot string) ([]Holder, error) {
 	rows, err := conn.Query(ctx, holdersSQL, slot)
 	if err != nil {
 		return nil, fmt.Errorf("read the holders of the leader lock of slot %s: %w", slot, err)

@@ -166,7 +166,7 @@ func TestStandbyWhileLeaderLives(t *testing.T) {
 	if err := acquireWithin(a, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := acquireWithin(b, 500*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+	if err := acquireWithin(b, 2*time.Second); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("B's acquire while A leads: %v, want a timeout", err)
 	}
 	if !strings.Contains(logB.String(), "standby: another pgimageai streams this slot") || !strings.Contains(logB.String(), "pid "+itoa(a.pid)) {
@@ -186,7 +186,7 @@ func TestOlderInstanceHoldsTheAdvisoryKey(t *testing.T) {
 	older := f.holdAdvisory(t, f.db.DSN())
 	var log syncBuffer
 	l := f.lock(t, &log)
-	if err := acquireWithin(l, 500*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+	if err := acquireWithin(l, 2*time.Second); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("acquire while an older instance leads: %v, want a timeout", err)
 	}
 	var n int
