@@ -113,7 +113,9 @@ func asRole(t testing.TB, s *source, cfg bridge.Config, role, password string) b
 // TestHostileSearchPath: a role with CREATE on public defines functions
 // there whose argument types match the product's calls better than
 // pg_catalog's — format(text, name, name) (the catalog's table lookup),
-// to_jsonb(pg_replication_slots) (slot reads), jsonb_populate_record and
+// to_jsonb(pg_replication_slots) (slot reads), to_jsonb(pg_publication_rel)
+// (the publication's sync, whose call is left unqualified: only the
+// session's search_path protects it), jsonb_populate_record and
 // jsonb_populate_recordset(photos, jsonb) (backfill pages, retries, the
 // re-read of unchanged TOAST values, slot recovery) — each logging who ran
 // it. The bridge runs as the least-privilege role through a backfill,
@@ -127,6 +129,8 @@ func TestHostileSearchPath(t *testing.T) {
 CREATE FUNCTION public.format(text, name, name) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO public.spy_log (what, who) VALUES ('format', current_user); RETURN pg_catalog.format($1, $2, $3); END $$;
 CREATE FUNCTION public.to_jsonb(pg_catalog.pg_replication_slots) RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.spy_log (what, who) VALUES ('to_jsonb', current_user); RETURN pg_catalog.to_jsonb($1); END $$;
+CREATE FUNCTION public.to_jsonb(pg_catalog.pg_publication_rel) RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO public.spy_log (what, who) VALUES ('to_jsonb', current_user); RETURN pg_catalog.to_jsonb($1); END $$;
 CREATE FUNCTION public.jsonb_populate_record(public.photos, jsonb) RETURNS public.photos LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO public.spy_log (what, who) VALUES ('jsonb_populate_record', current_user); RETURN pg_catalog.jsonb_populate_record($1, $2); END $$;
