@@ -64,6 +64,17 @@ type Config struct {
 	Version string
 	Limits  Limits
 	Timing  Timing
+	Trust   Trust
+}
+
+// Trust names what of the database's other roles the operator trusts the
+// bridge's role to run.
+type Trust struct {
+	// Tables names tables (as rules name them) whose owners' code the
+	// bridge's role may run: the triggers, rules and functions that a
+	// write-back UPDATE fires, the functions of the constraints of its
+	// columns' domains. Any other table with such code is an invalid_rule.
+	Tables []string
 }
 
 // Limits bound what a Bridge holds.
@@ -316,6 +327,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	if cfg.Limits.ReadColumnsOnly {
 		live.PublishReadColumns()
 	}
+	live.TrustTables(cfg.Trust.Tables)
 	if err := live.Load(ctx, rules.GroupOrDefault(cfg.Group)); err != nil {
 		return fmt.Errorf("%w (run pgimageai migrate first)", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/leader"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
@@ -85,12 +86,12 @@ func RecoverSlot(ctx context.Context, cfg RecoverConfig) (Recovery, error) {
 	if cfg.TargetDSN == "" {
 		cfg.TargetDSN = cfg.SourceDSN
 	}
-	src, err := pgx.Connect(ctx, cfg.SourceDSN)
+	src, err := pgconnect.Connect(ctx, cfg.SourceDSN)
 	if err != nil {
 		return rec, fmt.Errorf("connect to source: %w", err)
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	tgt, err := pgx.Connect(ctx, cfg.TargetDSN)
+	tgt, err := pgconnect.Connect(ctx, cfg.TargetDSN)
 	if err != nil {
 		return rec, fmt.Errorf("connect to target: %w", err)
 	}

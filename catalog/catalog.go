@@ -2,7 +2,9 @@
 // what a rule names (source tables, their primary keys, the image column) and
 // what a target table already has. Names are resolved the way PostgreSQL
 // resolves a regclass, so 'photos', 'public.photos' and '"Odd Schema"."My
-// Table"' all work, and identifiers are never pasted into SQL.
+// Table"' all work, and identifiers are never pasted into SQL. A name
+// without a schema is a table of schema public (Qualify): the bridge's
+// sessions search pg_catalog only (internal/pgconnect).
 package catalog
 
 import (
@@ -71,16 +73,42 @@ func (t *Table) Column(name string) (Column, bool) {
 	return Column{}, false
 }
 
-// Lookup resolves name as a regclass and reads the table's columns, primary
+// DefaultSchema is the schema of a table named in a rule without one.
+const DefaultSchema = "public"
+
+// Qualify returns name with DefaultSchema in front when it names no schema
+// ("photos" → "public.photos", `"My Table"` → `public."My Table"`), and
+// name as it is otherwise. Only a dot outside double quotes separates a
+// schema: `"a.b"` is one table of public.
+func Qualify(name string) string {
+	quoted := false
+	for _, r := range name {
+		switch {
+		case r == '"':
+			quoted = !quoted // "" inside quotes toggles twice
+		case r == '.' && !quoted:
+			return name
+		}
+	}
+	return DefaultSchema + "." + name
+}
+
+// QualifySQL is Qualify in SQL, for a rule's table name held in column
+// expr: to_regclass(QualifySQL("source_table")) resolves it as Lookup does.
+func QualifySQL(expr string) string {
+	return fmt.Sprintf("CASE WHEN pg_catalog.cardinality(pg_catalog.parse_ident(%[1]s)) = 1 THEN '%[2]s.' || %[1]s ELSE %[1]s END", expr, DefaultSchema)
+}
+
+// Lookup resolves name (Qualify) as a regclass and reads the table's columns, primary
 // key and replica identity. A name that does not resolve, or resolves to something that is
 // not an ordinary or partitioned table, gives an error wrapping ErrNoTable.
 func Lookup(ctx context.Context, q Querier, name string) (*Table, error) {
 	var t Table
 	var kind string
 	err := q.QueryRow(ctx, `
-SELECT c.oid, n.nspname, c.relname, format('%I.%I', n.nspname, c.relname), c.relkind::text
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = to_regclass($1)`, name).Scan(&t.OID, &t.Schema, &t.Name, &t.Regclass, &kind)
+SELECT c.oid, n.nspname, c.relname, pg_catalog.format('%I.%I', n.nspname, c.relname), c.relkind::text
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = pg_catalog.to_regclass($1)`, Qualify(name)).Scan(&t.OID, &t.Schema, &t.Name, &t.Regclass, &kind)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("table %s: %w", name, ErrNoTable)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge/leader"
 	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
@@ -70,7 +71,7 @@ func (d *DB) Close() {
 }
 
 func openPool(ctx context.Context, dsn string, readOnly bool) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := pgconnect.ParsePoolConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -87,15 +88,11 @@ func openPool(ctx context.Context, dsn string, readOnly bool) (*pgxpool.Pool, er
 	return p, nil
 }
 
-// Pin sets what every console connection runs with: search_path
-// pg_catalog, pg_temp (so that no object a table owner created in another
-// schema can stand in for a built-in, CVE-2018-1058), row_security off (a
-// table whose policies would hide rows from the console's role fails the
-// read, rather than run a policy's code), a statement timeout, and —
-// unless the console may retry — read-only transactions.
+// Pin sets what every console connection runs with beside what pgconnect
+// pins (search_path pg_catalog, pg_temp; row_security off): a statement
+// timeout, and — unless the console may retry — read-only transactions.
 func Pin(c *pgx.ConnConfig, readOnly bool) {
-	c.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
-	c.RuntimeParams["row_security"] = "off"
+	pgconnect.Pin(&c.Config)
 	c.RuntimeParams["statement_timeout"] = "15s"
 	if readOnly {
 		c.RuntimeParams["default_transaction_read_only"] = "on"

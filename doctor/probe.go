@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/pgimageai/pgimageai/provider"
 )
 
 // probeTimeout bounds the one request doctor sends to a model's server.
@@ -34,7 +36,7 @@ func ProbeHTTP(ctx context.Context, baseURL, key string) error {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := provider.NewHTTPClient(nil)
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)

@@ -172,6 +172,21 @@ func (f *Function) TooLarge(size int, head []byte) error {
 		Detail: fmt.Sprintf("%s of %d bytes exceeds max_image_bytes %d of model %s; it was not read", format, size, f.opts.MaxImageBytes, f.model)}
 }
 
+// MaxPromptBytes is the longest prompt the function sends (the model's
+// max_prompt_bytes).
+func (f *Function) MaxPromptBytes() int64 { return f.opts.MaxPromptBytes }
+
+// CheckPrompt returns the too_large error of a prompt longer than
+// max_prompt_bytes: one rendered from a template whose columns hold more
+// than the model should be sent. nil otherwise.
+func (f *Function) CheckPrompt(prompt string) error {
+	if int64(len(prompt)) <= f.opts.MaxPromptBytes {
+		return nil
+	}
+	return &Error{Reason: TooLarge, ImageBytes: -1,
+		Detail: fmt.Sprintf("prompt of %d bytes (rendered from the rule's template) exceeds max_prompt_bytes %d of model %s", len(prompt), f.opts.MaxPromptBytes, f.model)}
+}
+
 // Check validates an image without calling the provider: the NULL, empty,
 // format, size and allowed-format rows of the function semantics. It returns the detected
 // format, or an *Error.

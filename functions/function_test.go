@@ -296,3 +296,33 @@ func TestBindTakesTheProvidersOptions(t *testing.T) {
 		t.Fatalf("provider calls = %d, want 1 (the PNG)", n)
 	}
 }
+
+func TestCheckPrompt(t *testing.T) {
+	tests := []struct {
+		name    string
+		options string
+		prompt  string
+		wantErr bool
+	}{
+		{name: "default bound, short prompt", prompt: "Describe the image"},
+		{name: "default bound is 64 KiB", prompt: strings.Repeat("x", 64<<10)},
+		{name: "over the default bound", prompt: strings.Repeat("x", 64<<10+1), wantErr: true},
+		{name: "at a bound of its own", options: `{"max_prompt_bytes": 10}`, prompt: "0123456789"},
+		{name: "over a bound of its own", options: `{"max_prompt_bytes": 10}`, prompt: "0123456789a", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Bind(Complete, "m1", textOnly{&fake{}}, opts(t, tc.options), ptr("p"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.CheckPrompt(tc.prompt)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("CheckPrompt: %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil && (ReasonOf(err) != TooLarge || !strings.Contains(err.Error(), "max_prompt_bytes")) {
+				t.Errorf("error %v: want too_large naming max_prompt_bytes", err)
+			}
+		})
+	}
+}

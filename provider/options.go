@@ -19,6 +19,9 @@ const (
 	// pace.DefaultStart (8) and follows the provider's latency and 429s.
 	DefaultMaxConcurrency = 64
 	DefaultMaxImageBytes  = 20 << 20
+	// DefaultMaxPromptBytes bounds a prompt rendered from a template whose
+	// {{column}} values come from the source row.
+	DefaultMaxPromptBytes = 64 << 10
 )
 
 // Options are the keys of models.options that every provider understands.
@@ -32,9 +35,13 @@ type Options struct {
 	TokensPerMinute   int      `json:"tokens_per_minute,omitempty"`   // ceiling of the estimated tokens a minute; 0 = none
 	// AdaptiveConcurrency false keeps max_concurrency requests in flight
 	// whatever the latency and the 429s; default true.
-	AdaptiveConcurrency *bool    `json:"adaptive_concurrency,omitempty"`
-	MaxImageBytes       int64    `json:"max_image_bytes,omitempty"` // default 20 MiB
-	Formats             []string `json:"formats,omitempty"`         // allowed MIME types; default all four
+	AdaptiveConcurrency *bool `json:"adaptive_concurrency,omitempty"`
+	MaxImageBytes       int64 `json:"max_image_bytes,omitempty"` // default 20 MiB
+	// MaxPromptBytes bounds a call's prompt as rendered from its
+	// template; default 64 KiB. A longer one is a too_large row, sent
+	// nowhere.
+	MaxPromptBytes int64    `json:"max_prompt_bytes,omitempty"`
+	Formats        []string `json:"formats,omitempty"` // allowed MIME types; default all four
 	// MaxCallsPerDay and MaxTokensPerDay cap what the model may spend per
 	// UTC day, counted from pgimageai.usage plus calls in flight; 0 = no cap.
 	MaxCallsPerDay  int64 `json:"max_calls_per_day,omitempty"`
@@ -60,6 +67,9 @@ func (o Options) WithDefaults() Options {
 	if o.MaxImageBytes == 0 {
 		o.MaxImageBytes = DefaultMaxImageBytes
 	}
+	if o.MaxPromptBytes == 0 {
+		o.MaxPromptBytes = DefaultMaxPromptBytes
+	}
 	if len(o.Formats) == 0 {
 		for _, f := range magic.Formats {
 			o.Formats = append(o.Formats, f.MIME())
@@ -83,6 +93,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("option tokens_per_minute: must be >= 0 (0: none), got %d", o.TokensPerMinute)
 	case o.MaxImageBytes < 0:
 		return fmt.Errorf("option max_image_bytes: must be >= 1, got %d", o.MaxImageBytes)
+	case o.MaxPromptBytes < 0:
+		return fmt.Errorf("option max_prompt_bytes: must be >= 1, got %d", o.MaxPromptBytes)
 	case o.MaxCallsPerDay < 0:
 		return fmt.Errorf("option max_calls_per_day: must be >= 0 (0: no cap), got %d", o.MaxCallsPerDay)
 	case o.PricePer1MInputTokens < 0 || o.PricePer1MOutputTokens < 0:

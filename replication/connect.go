@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/internal/pgread"
 )
 
@@ -31,7 +32,7 @@ func pluginArgs(publicationLiteral string) []string {
 // caller closes it on error too.
 func (ss *session) connect(ctx context.Context) (LSN, error) {
 	cfg := ss.s.cfg
-	pc, err := pgconn.ParseConfig(cfg.ConnString)
+	pc, err := pgconnect.ParseConn(cfg.ConnString)
 	if err != nil {
 		// Not even the parser's message: its redaction of passwords is best
 		// effort, and a URL error quotes the whole string.

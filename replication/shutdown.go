@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
@@ -33,7 +34,7 @@ const probeName = "pgimageai shutdown probe"
 // end. The probe takes at most max(StatusInterval, 1s), capped at
 // ConnectTimeout; it is safe for concurrent use.
 func (s *Stream) probeStopping(ctx context.Context) bool {
-	pc, err := pgconn.ParseConfig(s.cfg.ConnString)
+	pc, err := pgconnect.ParseConn(s.cfg.ConnString)
 	if err != nil {
 		return false // connect reports it
 	}

@@ -56,7 +56,7 @@ type slotRow struct {
 }
 
 // selectSlot reads one slot as JSON; the caller appends the slot_name match.
-const selectSlot = `SELECT to_jsonb(s)::text FROM pg_replication_slots s WHERE s.slot_name = `
+const selectSlot = `SELECT pg_catalog.to_jsonb(s)::text FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = `
 
 // parseSlot decodes a to_jsonb row of pg_replication_slots.
 func parseSlot(js []byte) (Slot, error) {

@@ -29,10 +29,10 @@ type SlotUsage struct {
 // slotUsageSQL reads a slot's usage. to_jsonb spares a query per server
 // version: wal_status and safe_wal_size exist from PostgreSQL 13 on.
 const slotUsageSQL = `WITH here AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn)
-SELECT s.active, coalesce(s.active_pid, 0), coalesce(to_jsonb(s) ->> 'wal_status', ''), to_jsonb(s) ? 'safe_wal_size',
-  (to_jsonb(s) ->> 'safe_wal_size')::bigint, coalesce(here.lsn, '0/0'),
+SELECT s.active, coalesce(s.active_pid, 0), coalesce(pg_catalog.to_jsonb(s) ->> 'wal_status', ''), pg_catalog.to_jsonb(s) ? 'safe_wal_size',
+  (pg_catalog.to_jsonb(s) ->> 'safe_wal_size')::bigint, coalesce(here.lsn, '0/0'),
   coalesce(pg_wal_lsn_diff(here.lsn, s.restart_lsn), 0)::bigint
-FROM pg_replication_slots s, here WHERE s.slot_name = $1`
+FROM pg_catalog.pg_replication_slots s, here WHERE s.slot_name = $1`
 
 // ReadSlotUsage returns the usage of slot name; found is false when there is
 // no such slot. It reads only; conn must not be used concurrently.

@@ -45,16 +45,16 @@ func DeleteOrphans(ctx context.Context, src, tgt *pgx.Conn, source, target *cata
 	}
 	tgtName, srcName := target.Identifier().Sanitize(), source.Identifier().Sanitize()
 	list := func(p string) string { return p + strings.Join(keys, ", "+p) }
-	pageSQL := fmt.Sprintf(`SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY %[1]s), '[]')::text, count(*)
+	pageSQL := fmt.Sprintf(`SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(x) ORDER BY %[1]s), '[]')::text, count(*)
 FROM (SELECT %[2]s FROM %[3]s AS t
-  WHERE $1::jsonb IS NULL OR (%[2]s) > (SELECT %[4]s FROM jsonb_populate_record(NULL::%[3]s, $1::jsonb) AS k)
+  WHERE $1::jsonb IS NULL OR (%[2]s) > (SELECT %[4]s FROM pg_catalog.jsonb_populate_record(NULL::%[3]s, $1::jsonb) AS k)
   ORDER BY %[2]s LIMIT %[5]d) AS x`, list("x."), list("t."), tgtName, list("k."), orphanPage)
-	existSQL := fmt.Sprintf(`SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]')::text
-FROM (SELECT %[1]s FROM %[2]s AS s WHERE (%[1]s) IN (SELECT %[3]s FROM jsonb_populate_recordset(NULL::%[2]s, $1::jsonb) AS k)) AS x`,
+	existSQL := fmt.Sprintf(`SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(x)), '[]')::text
+FROM (SELECT %[1]s FROM %[2]s AS s WHERE (%[1]s) IN (SELECT %[3]s FROM pg_catalog.jsonb_populate_recordset(NULL::%[2]s, $1::jsonb) AS k)) AS x`,
 		list("s."), srcName, list("k."))
 	deleteSQL := fmt.Sprintf(`DELETE FROM %[1]s AS t
-WHERE (%[2]s) IN (SELECT %[3]s FROM jsonb_populate_recordset(NULL::%[1]s, $1::jsonb) AS k)
-  AND (%[2]s) NOT IN (SELECT %[4]s FROM jsonb_populate_recordset(NULL::%[1]s, $2::jsonb) AS e)`,
+WHERE (%[2]s) IN (SELECT %[3]s FROM pg_catalog.jsonb_populate_recordset(NULL::%[1]s, $1::jsonb) AS k)
+  AND (%[2]s) NOT IN (SELECT %[4]s FROM pg_catalog.jsonb_populate_recordset(NULL::%[1]s, $2::jsonb) AS e)`,
 		tgtName, list("t."), list("k."), list("e."))
 
 	var deleted int64

@@ -41,6 +41,10 @@ type Target struct {
 	// only ever UPDATE existing rows, and deletes, key moves and truncates
 	// are the source's own.
 	WriteBack bool
+	// TrustCode is true for a write-back table whose triggers, rules and
+	// functions the operator trusts (pgimageai run --trust-tables):
+	// its writes skip catalog.UserCodeGuard.
+	TrustCode bool
 
 	// Altered is the ALTER TABLE statement that Ensure ran to widen the key
 	// columns after the source's (see widenKey); "" when it ran none.
@@ -150,17 +154,13 @@ func NewTarget(table *catalog.Table, key []string, column string, typ ResultType
 // someone else created meanwhile is left to Ensure's checks, unrecorded.
 func create(ctx context.Context, conn *pgx.Conn, name string, key []catalog.Column) error {
 	var parts []string
-	if err := conn.QueryRow(ctx, "SELECT parse_ident($1)", name).Scan(&parts); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.parse_ident($1)", name).Scan(&parts); err != nil {
 		return fmt.Errorf("target table name %q: %w", name, err)
 	}
 	var id pgx.Identifier
 	switch len(parts) {
-	case 1:
-		var schema string
-		if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-			return fmt.Errorf("target table %s: %w", name, err)
-		}
-		id = pgx.Identifier{schema, parts[0]}
+	case 1: // as catalog.Lookup resolves it
+		id = pgx.Identifier{catalog.DefaultSchema, parts[0]}
 	case 2:
 		id = pgx.Identifier{parts[0], parts[1]}
 	default:
@@ -312,8 +312,14 @@ func (t *Target) prepareSQL() {
 	// new row version (and, for write-back, no new WAL to read). json has
 	// no equality operator: its values are compared as jsonb.
 	differs := func(old, new string) string {
-		if t.SQLType == "json" {
+		switch {
+		case t.SQLType == "json":
 			return fmt.Sprintf("(%s)::jsonb IS DISTINCT FROM (%s)::jsonb", old, new)
+		case t.Vector:
+			// pgvector's = lives in the extension's schema, which the
+			// bridge's search_path (pg_catalog, pg_temp) does not search:
+			// its text forms are compared, equal exactly when the values are.
+			return fmt.Sprintf("(%s)::pg_catalog.text IS DISTINCT FROM (%s)::pg_catalog.text", old, new)
 		}
 		return fmt.Sprintf("%s IS DISTINCT FROM %s", old, new)
 	}

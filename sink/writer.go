@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
@@ -66,7 +67,12 @@ func (w *Writer) Write(ctx context.Context, ops []Op, pos state.Position, commit
 	}()
 	b := &pgx.Batch{}
 	state.QueueLaneCheckpoint(b, w.slot, w.lane, pos, commitTime) // first: it fences
+	guarded := map[uint32]bool{}
 	for _, op := range ops {
+		if u, ok := op.(Upsert); ok && u.Target.WriteBack && !u.Target.TrustCode && !guarded[u.Target.Table.OID] {
+			guarded[u.Target.Table.OID] = true
+			b.Queue(catalog.UserCodeGuard(u.Target.Table))
+		}
 		op.Queue(b)
 	}
 	br := tx.SendBatch(ctx, b)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/catalog"
 )
 
 // RecordCreatedTarget records table relid as created by the bridge, in tx:
@@ -38,7 +40,7 @@ func CreatedTarget(ctx context.Context, q Querier, relid uint32) (bool, error) {
 // that a rule reads, even one it created as another rule's target.
 func SourceTable(ctx context.Context, q Querier, relid uint32) (bool, error) {
 	var source bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgimageai.rules WHERE to_regclass(source_table) = $1::oid::regclass)`, relid).Scan(&source); err != nil {
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgimageai.rules WHERE pg_catalog.to_regclass(`+catalog.QualifySQL("source_table")+`) = $1::oid::regclass)`, relid).Scan(&source); err != nil {
 		return false, fmt.Errorf("rules' source tables: %w", err)
 	}
 	return source, nil

@@ -111,7 +111,8 @@ func rowColumns(r *rules.Rule) (cols string, keys []string) {
 		img, r.Fn.MaxImageBytes()))
 	if r.Template != nil {
 		for i, c := range r.Template.Columns() {
-			parts = append(parts, fmt.Sprintf("s.%s AS t%d", pgx.Identifier{c}.Sanitize(), i))
+			sc, _ := r.Source.Column(c)
+			parts = append(parts, fmt.Sprintf("%s AS t%d", rules.PromptValueSQL("s."+pgx.Identifier{c}.Sanitize(), sc.TypeOID, r.Fn.MaxPromptBytes()), i))
 		}
 	}
 	return strings.Join(parts, ", "), keys
@@ -156,14 +157,14 @@ func PageSQL(r *rules.Rule, first bool) Query {
 	src := sourceKeys(r, "s.")
 	kk := sourceKeys(r, "k.")
 	order := strings.Join(keys, ", ")
-	after := fmt.Sprintf("AND (%[1]s) > (SELECT %[2]s FROM jsonb_populate_record(NULL::%[3]s, $2::jsonb) AS k)", src, kk, table)
+	after := fmt.Sprintf("AND (%[1]s) > (SELECT %[2]s FROM pg_catalog.jsonb_populate_record(NULL::%[3]s, $2::jsonb) AS k)", src, kk, table)
 	if first {
 		after = ""
 	}
 	return Query{keys: len(r.KeyColumns), cut: true, sql: fmt.Sprintf(`SELECT q.* FROM (
   SELECT p.*, sum(%[7]s) OVER (ORDER BY %[6]s ROWS UNBOUNDED PRECEDING) - %[7]s AS before, count(*) OVER () AS total
   FROM (SELECT %[1]s FROM %[2]s AS s
-    WHERE (%[3]s) <= (SELECT %[4]s FROM jsonb_populate_record(NULL::%[2]s, $1::jsonb) AS k) %[9]s
+    WHERE (%[3]s) <= (SELECT %[4]s FROM pg_catalog.jsonb_populate_record(NULL::%[2]s, $1::jsonb) AS k) %[9]s
     ORDER BY %[3]s LIMIT %[5]d) AS p
 ) AS q WHERE q.before < %[8]d ORDER BY %[6]s`, cols, table, src, kk, PageRows, order, fetched(r), PageBytes, after)}
 }
@@ -178,7 +179,7 @@ func ByKeysSQL(r *rules.Rule) Query {
 	return Query{keys: len(r.KeyColumns), cut: true, ord: true, sql: fmt.Sprintf(`SELECT q.* FROM (
   SELECT p.*, sum(%[6]s) OVER (ORDER BY p.ord ROWS UNBOUNDED PRECEDING) - %[6]s AS before, count(*) OVER () AS total
   FROM (SELECT %[1]s, j.ord FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS j(key, ord)
-    CROSS JOIN LATERAL jsonb_populate_record(NULL::%[2]s, j.key) AS k
+    CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%[2]s, j.key) AS k
     JOIN %[2]s AS s ON (%[3]s) = (%[4]s)
     WHERE j.ord > $2 ORDER BY j.ord LIMIT %[5]d) AS p
 ) AS q WHERE q.before < %[7]d ORDER BY q.ord`, cols, table, sourceKeys(r, "s."), sourceKeys(r, "k."), RetryRows, fetched(r), PageBytes)}

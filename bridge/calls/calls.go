@@ -101,15 +101,20 @@ func (cl *Caller) Counters() *Counters { return &cl.count }
 // the same input still waiting makes none either: c follows its call.
 func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, img []byte, prompt string, fresh bool) (*work.Call, error) {
 	c := work.NewCall(len(img), magic.Head(img, 16))
-	if _, err := r.Fn.Check(img); err != nil {
+	_, err := r.Fn.Check(img)
+	if err == nil {
+		err = r.Fn.CheckPrompt(prompt)
+	}
+	if err != nil {
 		c.Result, c.Err = functions.Result{Null: true}, err
 		close(c.Done)
 		return c, nil
 	}
 	// The image is charged twice: its bytes, and the request that carries
 	// it (base64, JSON) while the call runs; and what the provider holds in
-	// this process to answer (the local provider decodes the image).
-	imgCost := 2*int64(len(img)) + r.Fn.CallMemory(img)
+	// this process to answer (the local provider decodes the image). The
+	// prompt twice too: it is held, and copied into the request.
+	imgCost := 2*int64(len(img)) + 2*int64(len(prompt)) + r.Fn.CallMemory(img)
 	// The call's overhead is charged when its item is emitted (Held): a
 	// change whose rules start several big calls must not wait, holding
 	// overhead of its own, for budget that only its own items would free.

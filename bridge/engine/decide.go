@@ -19,10 +19,11 @@ import (
 type act uint8
 
 const (
-	actNone  act = iota + 1 // nothing the rule reads changed: no item, no call
-	actNull                 // a NULL result without a call (a NULL image)
-	actCall                 // call the rule's function with an image and a prompt
-	actFetch                // read columns of the source row (unchanged TOAST), then decide again
+	actNone     act = iota + 1 // nothing the rule reads changed: no item, no call
+	actNull                    // a NULL result without a call (a NULL image)
+	actCall                    // call the rule's function with an image and a prompt
+	actFetch                   // read columns of the source row (unchanged TOAST), then decide again
+	actTooLarge                // a too_large result without a call: the fetched image is over max_image_bytes, unread
 )
 
 func (a act) String() string {
@@ -35,6 +36,8 @@ func (a act) String() string {
 		return "call"
 	case actFetch:
 		return "fetch"
+	case actTooLarge:
+		return "too_large"
 	}
 	return "invalid"
 }
@@ -62,6 +65,14 @@ type fetchedRow struct {
 	values    map[string]string // the template's unchanged columns, as text
 	image     []byte            // the image column, when it was asked for
 	imageNull bool              // the image column, asked for, is NULL
+	over      *oversized        // the image column, asked for, is over max_image_bytes: not read
+}
+
+// oversized is an image over max_image_bytes that was not read: its length
+// and first bytes.
+type oversized struct {
+	size int
+	head []byte
 }
 
 // decision is what decide says to do.
@@ -75,6 +86,7 @@ type decision struct {
 	// remember asks to store prompt as the row's last prompt (promptMemo)
 	// before acting: set whenever a template was rendered and acted on.
 	remember bool
+	over     *oversized // actTooLarge: the image not read
 }
 
 // decide says what change c means for rule r. It does no I/O: when values
@@ -141,6 +153,9 @@ func decide(r *rules.Rule, c rowChange) (decision, error) {
 		}
 		if c.fetched.imageNull {
 			return decision{act: actNull, prompt: prompt, remember: true}, nil
+		}
+		if c.fetched.over != nil {
+			return decision{act: actTooLarge, prompt: prompt, remember: true, over: c.fetched.over}, nil
 		}
 		return decision{act: actCall, image: c.fetched.image, prompt: prompt, remember: true}, nil
 	}

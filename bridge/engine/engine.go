@@ -431,7 +431,7 @@ func (e *Engine) rowResult(ctx context.Context, ch *replication.Change, rel *rul
 	}
 	if r.Template != nil {
 		var err error
-		if c.values, c.unchanged, err = e.templateValues(ch.Relation, ch.New, r.Template); err != nil {
+		if c.values, c.unchanged, err = e.templateValues(ch.Relation, ch.New, r.Template, r.Fn.MaxPromptBytes()); err != nil {
 			return work.Item{}, false, fmt.Errorf("rule %s at %s: %w", r.Name, ch.LSN, err)
 		}
 		c.lastPrompt = e.memo.last(r.Name, row.JSON)
@@ -439,7 +439,7 @@ func (e *Engine) rowResult(ctx context.Context, ch *replication.Change, rel *rul
 	d, err := decide(r, c)
 	if err == nil && d.act == actFetch {
 		// Unchanged TOAST is not empty: read the values from the row.
-		var f map[string]any
+		var f *fetched
 		if f, err = e.fetch(ctx, r, row.JSON, d.fetch); err != nil {
 			return work.Item{}, false, err
 		}
@@ -449,13 +449,16 @@ func (e *Engine) rowResult(ctx context.Context, ch *replication.Change, rel *rul
 		c.fetched = &fetchedRow{values: map[string]string{}}
 		for _, name := range c.unchanged {
 			col, _ := r.Source.Column(name)
-			if c.fetched.values[name], err = rules.TextOf(e.typeMap, col.TypeOID, f[name]); err != nil {
+			if c.fetched.values[name], err = rules.TextOf(e.typeMap, col.TypeOID, f.values[name]); err != nil {
 				return work.Item{}, false, err
 			}
 		}
-		if img, ok := f[r.ImageColumn].([]byte); ok {
+		switch img, ok := f.values[r.ImageColumn].([]byte); {
+		case f.over:
+			c.fetched.over = &oversized{size: f.size, head: f.head}
+		case ok:
 			c.fetched.image = img
-		} else {
+		default:
 			c.fetched.imageNull = true
 		}
 		d, err = decide(r, c)
@@ -474,6 +477,9 @@ func (e *Engine) rowResult(ctx context.Context, ch *replication.Change, rel *rul
 		if it.Call, err = e.calls.Start(ctx, r, look, d.image, d.prompt, false); err != nil {
 			return work.Item{}, false, err
 		}
+	case actTooLarge:
+		// Not read: a too_large errors row, with the length and head.
+		it.Call = work.Failed(r.Fn.TooLarge(d.over.size, d.over.head), d.over.size, d.over.head)
 	default:
 		return work.Item{}, false, nil
 	}

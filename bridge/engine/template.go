@@ -13,8 +13,11 @@ import (
 )
 
 // templateValues returns the named columns of a tuple as text, and the names
-// that arrived as unchanged TOAST (their values are not in the tuple).
-func (e *Engine) templateValues(rel *replication.Relation, t replication.Tuple, tpl *rules.Template) (map[string]string, []string, error) {
+// that arrived as unchanged TOAST (their values are not in the tuple). A
+// value is cut after limit+1 bytes: the prompt it renders is then over
+// max_prompt_bytes (a too_large row, functions.CheckPrompt) whatever the
+// rest, and holds no more than that per column.
+func (e *Engine) templateValues(rel *replication.Relation, t replication.Tuple, tpl *rules.Template, limit int64) (map[string]string, []string, error) {
 	vals := map[string]string{}
 	var unchanged []string
 	for _, name := range tpl.Columns() {
@@ -33,15 +36,32 @@ func (e *Engine) templateValues(rel *replication.Relation, t replication.Tuple, 
 		if vals[name], err = rules.TextOf(e.typeMap, rel.Columns[i].TypeOID, v); err != nil {
 			return nil, nil, fmt.Errorf("column %s: %w", name, err)
 		}
+		if int64(len(vals[name])) > limit {
+			vals[name] = strings.Clone(vals[name][:limit+1])
+		}
 	}
 	return vals, unchanged, nil
 }
 
+// fetched is what fetch read of a source row: the columns asked for, the
+// image column's bytes only when they are within the model's
+// max_image_bytes.
+type fetched struct {
+	values map[string]any
+	// over is true when the image column, asked for, holds more than
+	// max_image_bytes: its bytes were not read, only size and head.
+	over bool
+	size int
+	head []byte
+}
+
 // fetch reads columns of r's source row keyed keyJSON from the source: the
 // values a change did not carry (unchanged TOAST). It returns nil when the
-// row no longer exists.
-func (e *Engine) fetch(ctx context.Context, r *rules.Rule, keyJSON []byte, columns []string) (map[string]any, error) {
-	var out map[string]any
+// row no longer exists. An image over the model's max_image_bytes is not
+// read (fetched.over): the statement returns its length and first bytes
+// only, as a backfill page does.
+func (e *Engine) fetch(ctx context.Context, r *rules.Rule, keyJSON []byte, columns []string) (*fetched, error) {
+	var out *fetched
 	err := e.conns.Retrying(ctx, e.log, "reading unchanged TOAST values", func(src, _ *pgx.Conn) error {
 		var err error
 		out, err = e.fetchOnce(ctx, src, r, keyJSON, columns)
@@ -50,17 +70,28 @@ func (e *Engine) fetch(ctx context.Context, r *rules.Rule, keyJSON []byte, colum
 	return out, err
 }
 
-func (e *Engine) fetchOnce(ctx context.Context, src *pgx.Conn, r *rules.Rule, keyJSON []byte, columns []string) (map[string]any, error) {
+func (e *Engine) fetchOnce(ctx context.Context, src *pgx.Conn, r *rules.Rule, keyJSON []byte, columns []string) (*fetched, error) {
 	var sk, kk, sel []string
 	for _, k := range r.KeyColumns {
 		name := pgx.Identifier{k.Name}.Sanitize()
 		sk, kk = append(sk, "s."+name), append(kk, "k."+name)
 	}
 	for _, c := range columns {
-		sel = append(sel, "s."+pgx.Identifier{c}.Sanitize())
+		col := "s." + pgx.Identifier{c}.Sanitize()
+		switch {
+		case c == r.ImageColumn:
+			// The bytes only within the bound; the length and head always
+			// (the head is 16 bytes: cheap next to the value).
+			col = fmt.Sprintf("CASE WHEN pg_catalog.octet_length(%[1]s) <= %[2]d THEN %[1]s END, pg_catalog.octet_length(%[1]s), pg_catalog.substring(%[1]s, 1, 16)",
+				col, r.Fn.MaxImageBytes())
+		default: // a template's column: cut as templateValues cuts
+			sc, _ := r.Source.Column(c)
+			col = rules.PromptValueSQL(col, sc.TypeOID, r.Fn.MaxPromptBytes())
+		}
+		sel = append(sel, col)
 	}
 	table := r.Source.Identifier().Sanitize()
-	sql := fmt.Sprintf(`SELECT %s FROM %s AS s WHERE (%s) = (SELECT %s FROM jsonb_populate_record(NULL::%s, $1::jsonb) AS k)`,
+	sql := fmt.Sprintf(`SELECT %s FROM %s AS s WHERE (%s) = (SELECT %s FROM pg_catalog.jsonb_populate_record(NULL::%s, $1::jsonb) AS k)`,
 		strings.Join(sel, ", "), table, strings.Join(sk, ", "), strings.Join(kk, ", "), table)
 	rows, err := src.Query(ctx, sql, string(keyJSON))
 	if err != nil {
@@ -74,9 +105,18 @@ func (e *Engine) fetchOnce(ctx context.Context, src *pgx.Conn, r *rules.Rule, ke
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{}
-	for i, c := range columns {
-		out[c] = vals[i]
+	out := &fetched{values: map[string]any{}}
+	i := 0
+	for _, c := range columns {
+		out.values[c] = vals[i]
+		if c == r.ImageColumn {
+			if n, ok := vals[i+1].(int32); ok && int64(n) > r.Fn.MaxImageBytes() {
+				out.over, out.size = true, int(n)
+				out.head, _ = vals[i+2].([]byte)
+			}
+			i += 2
+		}
+		i++
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // ErrLeadershipLost reports that another pgimageai took the slot's leader
@@ -23,22 +24,35 @@ var ErrLeadershipLost = errors.New("leadership lost: another pgimageai instance 
 
 // Leadership: two `pgimageai run` on the same slot must not both stream and
 // write. The slot alone would let only one walsender stream, but both would
-// sync the publication, backfill and write. So Run first takes a
-// session-level advisory lock on the source, keyed by the slot name, on a
-// connection of its own; an instance that cannot take it waits as a standby
-// and polls. The lock dies with its session: when the leader is killed its
-// backend ends, the lock is released and a standby takes over within a
-// poll. The target's checkpoint fences a leader that was replaced while cut
-// off (state.ErrFenced), so a stale one cannot overwrite newer results.
+// sync the publication, backfill and write. So Run first claims the slot's
+// row of pgimageai.leaders on the source (state.ClaimLeader), on a
+// connection of its own: the row names that session, and a session that no
+// longer exists leads nothing. An instance that cannot claim it waits as a
+// standby and polls. When the leader is killed its backend ends and a
+// standby takes over within a poll. The target's checkpoint fences a leader
+// that was replaced while cut off (state.ErrFenced), so a stale one cannot
+// overwrite newer results.
 //
-// The lock needs a session that lives as long as the leader: a connection
-// pooler in transaction mode in front of the source breaks it.
+// Only roles that may write the bridge's state may write that row. The
+// advisory lock that older versions took instead — any role that can
+// connect may take it, and so keep the bridge on standby for ever — is
+// still taken by the leader, so that an older instance on the same slot
+// waits; a session of the bridge's own role that holds it is such an
+// instance, and this one then waits in turn. A session of another role
+// that holds it is a squatter: logged, shown by status, and ignored.
+//
+// The leadership needs a session that lives as long as the leader: a
+// connection pooler in transaction mode in front of the source breaks it.
 const (
-	leaderLockSQL  = "SELECT pg_try_advisory_lock(hashtext('pgimageai.leader'), hashtext($1))"
-	leaderHeldSQL  = "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND classid = hashtext('pgimageai.leader')::oid AND objid = hashtext($1)::oid AND objsubid = 2)"
-	leaderOwnerSQL = `SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local')
-FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.classid = hashtext('pgimageai.leader')::oid AND l.objid = hashtext($1)::oid AND l.objsubid = 2`
+	leaderLockSQL = "SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('pgimageai.leader'), pg_catalog.hashtext($1))"
+	// holdersSQL lists the other sessions that hold the advisory lock key
+	// of slot $1, and whether each is of this session's role.
+	holdersSQL = `SELECT a.pid, coalesce(a.usename::text, ''),
+  a.usesysid IS NOT DISTINCT FROM (SELECT s.usesysid FROM pg_catalog.pg_stat_activity s WHERE s.pid = pg_catalog.pg_backend_pid())
+FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()
+  AND l.classid = pg_catalog.hashtext('pgimageai.leader')::pg_catalog.oid AND l.objid = pg_catalog.hashtext($1)::pg_catalog.oid AND l.objsubid = 2
+ORDER BY a.pid`
 )
 
 // Lock holds the leader lock of one slot. Acquire, Watch and Release run
@@ -53,6 +67,9 @@ type Lock struct {
 	// standby: waiting for the lock with a working connection to the source
 	// (another instance holds it); what /readyz calls a ready standby.
 	standby atomic.Bool
+	// squatter is the PID of the squatter last logged, so that one is
+	// logged once.
+	squatter int32
 }
 
 // New returns the lock of slot on the source dsn, checked every poll.
@@ -108,9 +125,9 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	}
 }
 
-// try connects if needed and tries the lock once. When the lock is held by
-// our own previous session (a connection we gave up for dead but the server
-// has not noticed yet), that session is terminated first.
+// try connects if needed and claims the leadership once. When our own
+// previous session (a connection we gave up for dead but the server has
+// not noticed yet) is still there, it is terminated first.
 func (l *Lock) try(ctx context.Context) (bool, error) {
 	conn := l.conn.Current()
 	if conn == nil {
@@ -123,17 +140,116 @@ func (l *Lock) try(ctx context.Context) (bool, error) {
 		if old != 0 {
 			// Ending a session of our own role needs no superuser; the
 			// timeout makes the call wait until the session is gone.
-			_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE pid = $1::int AND locktype = 'advisory'
-AND classid = hashtext('pgimageai.leader')::oid AND objid = hashtext($2)::oid AND objsubid = 2`, int64(old), l.slot)
+			_, _ = conn.Exec(ctx, `SELECT pg_catalog.pg_terminate_backend(a.pid, 5000) FROM pg_catalog.pg_stat_activity a
+WHERE a.pid = $1::int AND a.usesysid = (SELECT s.usesysid FROM pg_catalog.pg_stat_activity s WHERE s.pid = pg_catalog.pg_backend_pid())`, int64(old))
 		}
 	}
-	var ok bool
-	if err := conn.QueryRow(ctx, leaderLockSQL, l.slot).Scan(&ok); err != nil {
+	ok, squatters, err := claim(ctx, conn, l.slot)
+	if err != nil {
 		l.drop()
-		return false, fmt.Errorf("take the leader lock of slot %s: %w", l.slot, err)
+		return false, err
+	}
+	for _, h := range squatters {
+		if h.PID != l.squatter {
+			l.squatter = h.PID
+			l.log.Warn("a session of another role holds the leader lock's advisory key; ignored: only the bridge's roles can lead a slot",
+				"slot", l.slot, "squatter_pid", h.PID, "squatter_role", h.Role)
+		}
 	}
 	l.held.Store(ok)
 	return ok, nil
+}
+
+// Holder is a session that holds a slot's advisory lock key.
+type Holder struct {
+	PID  int32
+	Role string
+	own  bool // of the caller's own role
+}
+
+// claim claims slot's leadership on conn's session and takes the advisory
+// lock of older versions (see the const block), in one transaction: when
+// an older pgimageai holds that lock, the claim is rolled back. It returns
+// the squatters: sessions of other roles that hold that lock. The advisory
+// lock is session-level: taken, it outlives the transaction.
+func claim(ctx context.Context, conn *pgx.Conn, slot string) (bool, []Holder, error) {
+	var ok bool
+	var squatters []Holder
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var err error
+		if ok, err = state.ClaimLeader(ctx, tx, slot); err != nil || !ok {
+			return err
+		}
+		var locked bool
+		if err := tx.QueryRow(ctx, leaderLockSQL, slot).Scan(&locked); err != nil {
+			return fmt.Errorf("take the leader lock of slot %s: %w", slot, err)
+		}
+		if locked {
+			return nil
+		}
+		hs, err := holders(ctx, tx, slot)
+		if err != nil {
+			return err
+		}
+		for _, h := range hs {
+			if h.own { // an older pgimageai leads: it knows only the advisory lock
+				return errOlderLeads
+			}
+			squatters = append(squatters, h)
+		}
+		return nil
+	})
+	if errors.Is(err, errOlderLeads) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	return ok, squatters, nil
+}
+
+// errOlderLeads rolls a claim back: an older pgimageai holds the advisory
+// lock.
+var errOlderLeads = errors.New("an older pgimageai leads the slot")
+
+// holders returns the other sessions that hold slot's advisory lock key.
+func holders(ctx context.Context, conn interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, slot string) ([]Holder, error) {
+	rows, err := conn.Query(ctx, holdersSQL, slot)
+	if err != nil {
+		return nil, fmt.Errorf("read the holders of the leader lock of slot %s: %w", slot, err)
+	}
+	hs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Holder, error) {
+		var h Holder
+		err := r.Scan(&h.PID, &h.Role, &h.own)
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the holders of the leader lock of slot %s: %w", slot, err)
+	}
+	return hs, nil
+}
+
+// Squatters returns the sessions that hold slot's advisory lock key but do
+// not lead the slot (for pgimageai status): squatters, or an older
+// pgimageai.
+func Squatters(ctx context.Context, conn *pgx.Conn, slot string) ([]Holder, error) {
+	hs, err := holders(ctx, conn, slot)
+	if err != nil {
+		return nil, err
+	}
+	leader, found, err := state.Leader(ctx, conn, slot)
+	if err != nil {
+		return nil, err
+	}
+	var out []Holder
+	for _, h := range hs {
+		if !found || h.PID != leader.PID {
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }
 
 // owner describes the session holding the lock, for the standby's log.
@@ -148,26 +264,24 @@ func (l *Lock) owner(ctx context.Context) string {
 // Info describes the session that holds a slot's leader lock: the
 // `pgimageai run` that streams it.
 type Info struct {
-	PID         int32  // backend PID of the lock's session
+	PID         int32  // backend PID of the leader's session
+	Role        string // its role
 	Application string // its application_name
 	Client      string // its client address, "local" for a Unix socket
 }
 
 func (i Info) String() string {
-	return fmt.Sprintf("pid %d, application %q, client %s", i.PID, i.Application, i.Client)
+	return fmt.Sprintf("pid %d, role %s, application %q, client %s", i.PID, i.Role, i.Application, i.Client)
 }
 
-// Owner returns the session holding slot's leader lock on conn's database;
-// found is false when no pgimageai run holds it.
+// Owner returns the session that leads slot on conn's database; found is
+// false when no live pgimageai run leads it.
 func Owner(ctx context.Context, conn *pgx.Conn, slot string) (info Info, found bool, err error) {
-	err = conn.QueryRow(ctx, leaderOwnerSQL, slot).Scan(&info.PID, &info.Application, &info.Client)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return info, false, nil
+	s, found, err := state.Leader(ctx, conn, slot)
+	if err != nil || !found {
+		return info, false, err
 	}
-	if err != nil {
-		return info, false, fmt.Errorf("read the leader of slot %s: %w", slot, err)
-	}
-	return info, true, nil
+	return Info{PID: s.PID, Role: s.Role, Application: s.Application, Client: s.Client}, true, nil
 }
 
 // Watch checks the lock every poll until ctx ends. A lost connection is
@@ -219,8 +333,8 @@ func (l *Lock) check(ctx context.Context) bool {
 	}
 	cctx, cancel := context.WithTimeout(ctx, max(l.poll, 5*time.Second))
 	defer cancel()
-	var ok bool
-	if err := conn.QueryRow(cctx, leaderHeldSQL, l.slot).Scan(&ok); err != nil {
+	ok, err := state.LeadsSlot(cctx, conn, l.slot)
+	if err != nil {
 		l.drop()
 		return false
 	}
@@ -240,14 +354,11 @@ func (l *Lock) Release() {
 	l.drop()
 }
 
-// TryOn tries slot's leader lock once on conn, a session of the caller's
+// TryOn claims slot's leadership once on conn, a session of the caller's
 // that holds it, when taken, until it closes (pgimageai recover-slot).
 func TryOn(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
-	var ok bool
-	if err := conn.QueryRow(ctx, leaderLockSQL, slot).Scan(&ok); err != nil {
-		return false, fmt.Errorf("take the leader lock of slot %s: %w", slot, err)
-	}
-	return ok, nil
+	ok, _, err := claim(ctx, conn, slot)
+	return ok, err
 }
 
 // Describe describes the session holding slot's leader lock on conn's

@@ -132,6 +132,9 @@ type compiler struct {
 	// switching names the rules whose switch the engine has reached (see
 	// Live.SwitchNow), and the version they switch to.
 	switching map[string]string
+	// trusted names the tables whose triggers, rules and functions a
+	// write-back rule may run (the --trust-tables of pgimageai run).
+	trusted []string
 }
 
 type cachedProvider struct {
@@ -185,6 +188,12 @@ func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (
 	if err != nil {
 		return nil, fmt.Errorf("source table: %w", err)
 	}
+	if err := checkRowSecurity(ctx, src, "source", source); err != nil {
+		return nil, err
+	}
+	if err := c.checkDomains(ctx, src, "source", source); err != nil {
+		return nil, err
+	}
 	col, ok := source.Column(rr.ImageColumn)
 	switch {
 	case !ok:
@@ -216,6 +225,9 @@ func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (
 	}
 	if target.WriteBack && rr.TargetColumn == rr.ImageColumn {
 		return nil, fmt.Errorf("write-back rule would overwrite its own image column %q", rr.ImageColumn)
+	}
+	if err := c.checkTarget(ctx, tgt, target); err != nil {
+		return nil, err
 	}
 	row, _ := json.Marshal(m)
 	sum := sha256.Sum256(row)

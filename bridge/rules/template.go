@@ -53,6 +53,21 @@ func (t *Template) Render(values map[string]string) string {
 	})
 }
 
+// PromptValueSQL is the SQL of a template's column col, of type typeOID,
+// as a prompt takes it when read from the source. A text or varchar value
+// is cut after limit+1 characters, which are at least limit+1 bytes: a
+// value too long for the model's max_prompt_bytes is still too long (a
+// too_large row, functions.CheckPrompt) and is never read whole. A value
+// of another type is read as it is (its text form is pgx's, the same as a
+// change's), and bounded once rendered.
+func PromptValueSQL(col string, typeOID uint32, limit int64) string {
+	const textOID, varcharOID = 25, 1043
+	if typeOID != textOID && typeOID != varcharOID {
+		return col
+	}
+	return fmt.Sprintf("pg_catalog.left(%s, %d)", col, limit+1)
+}
+
 // TextOf renders a decoded value as PostgreSQL's text form.
 func TextOf(m *pgtype.Map, oid uint32, v any) (string, error) {
 	if v == nil {

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 )
 
 // Prefix is the prefix of the logical decoding message at which the engine
@@ -35,7 +35,7 @@ func ParseMarker(content []byte) (string, bool) {
 // Emit places the marker of nonce in the source's WAL, in a transaction of
 // its own.
 func Emit(ctx context.Context, srcDSN, nonce string) error {
-	conn, err := pgx.Connect(ctx, srcDSN)
+	conn, err := pgconnect.Connect(ctx, srcDSN)
 	if err != nil {
 		return fmt.Errorf("place a switch marker: %w", err)
 	}

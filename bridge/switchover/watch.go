@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -58,7 +59,7 @@ func Run(ctx context.Context, log *slog.Logger, tgtDSN string, w Watch, out chan
 		wait = Poll
 		if conn == nil || conn.IsClosed() {
 			var err error
-			if conn, err = pgx.Connect(ctx, tgtDSN); err != nil {
+			if conn, err = pgconnect.Connect(ctx, tgtDSN); err != nil {
 				conn = nil
 				log.Warn("switch watcher cannot reach the target; retrying", "rule", w.Rule, "err", err)
 				continue

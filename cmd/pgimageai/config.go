@@ -43,6 +43,18 @@ type config struct {
 	publishCols  string // as given
 	keyEnvAllow  string // as given
 	slotDefault  bool   // no --slot or PGIMAGEAI_SLOT: resolveSlot decides
+	trustTables  string // as given
+}
+
+// trustedTables returns the tables of --trust-tables.
+func (c config) trustedTables() []string {
+	var out []string
+	for _, t := range strings.Split(c.trustTables, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // validGroup is what a rule group's name may be (also checked by the
@@ -82,6 +94,7 @@ func (c *config) settings() []setting {
 		{"console-token-env", "PGIMAGEAI_CONSOLE_TOKEN_ENV", console.DefaultTokenEnv, "the environment variable that holds the console's token (never the token itself)", &c.Console.TokenEnv},
 		{"revalidate-interval", "PGIMAGEAI_REVALIDATE_INTERVAL", "5s", "how often the followed tables' replica identities are read again; a table whose identity no longer carries a key leaves the publication within it", &c.revalidate},
 		{"publish-columns", "PGIMAGEAI_PUBLISH_COLUMNS", "all", "which columns of source tables the publication carries: all, or read (only those rules read: keys, image and prompt template columns; PostgreSQL 15+; the application cannot drop or retype a listed column)", &c.publishCols},
+		{"trust-tables", "PGIMAGEAI_TRUST_TABLES", "", "tables whose owners' code (a write-back table's triggers, rules and functions; the functions of its columns' domains) the bridge may run as its role: comma-separated, e.g. public.photos (default: none; a rule on such a table is an invalid_rule)", &c.trustTables},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 )
 
 // database is a connection of a read-side command to the source or the
@@ -19,7 +21,7 @@ type database struct {
 
 // openDatabase opens the role's database at dsn ("" = libpq PG* variables).
 func openDatabase(ctx context.Context, role, dsn string) (*database, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := pgconnect.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s dsn: %v", errUsage, role, err)
 	}

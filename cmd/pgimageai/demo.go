@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/migrations"
 )
 
@@ -98,7 +99,7 @@ type demoSession struct {
 }
 
 func (s *demoSession) run(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, s.cl.DSN())
+	conn, err := pgconnect.Connect(ctx, s.cl.DSN())
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

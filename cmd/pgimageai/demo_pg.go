@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 )
 
 // minDemoMajor is the oldest PostgreSQL the demo starts.
@@ -309,7 +309,7 @@ func (c *cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		attempt, cancel := context.WithTimeout(ctx, time.Second)
-		conn, err := pgx.Connect(attempt, c.DSN())
+		conn, err := pgconnect.Connect(attempt, c.DSN())
 		cancel()
 		if err == nil {
 			conn.Close(ctx)

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 )
 
 // connects names the commands that connect to a database: they need to be
@@ -36,7 +36,7 @@ func (c config) checkDSN(cmd string, getenv func(string) string) error {
 		if d.dsn == "" {
 			continue
 		}
-		if _, err := pgx.ParseConfig(d.dsn); err != nil {
+		if _, err := pgconnect.ParseConfig(d.dsn); err != nil {
 			// pgx's message names the part that is wrong and masks the
 			// password.
 			return fmt.Errorf("%w: %s cannot be parsed: %v", errUsage, d.flag, err)

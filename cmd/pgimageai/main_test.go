@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,8 @@ func TestParseConfig(t *testing.T) {
 		{"console token from a named variable", []string{"--console-token-env", "MY_TOKEN"}, map[string]string{"MY_TOKEN": "mine-0123456789abcdef", "PGIMAGEAI_CONSOLE_TOKEN": "not this one"},
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB",
 				Console: consoleSettings{TokenEnv: "MY_TOKEN", token: "mine-0123456789abcdef"}}, ""},
+		{"trusted write-back tables", []string{"--trust-tables", "public.photos, \"My Table\""}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", trustTables: `public.photos, "My Table"`}, ""},
 		{"zero failover wait", []string{"--failover-wait", "0"}, nil, config{}, "--failover-wait must be a positive duration"},
 		{"revalidate interval", nil, map[string]string{"PGIMAGEAI_REVALIDATE_INTERVAL": "2s"},
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", Revalidate: 2 * time.Second, revalidate: "2s"}, ""},
@@ -156,6 +159,24 @@ func TestRunExitCodes(t *testing.T) {
 			}
 			if strings.Contains(out.String()+errOut.String(), "hunter2") {
 				t.Fatalf("password leaked: %s", errOut.String())
+			}
+		})
+	}
+}
+
+func TestTrustedWriteBack(t *testing.T) {
+	tests := []struct {
+		name, flag string
+		want       []string
+	}{
+		{"none", "", nil},
+		{"one", "public.photos", []string{"public.photos"}},
+		{"several, spaces and empty entries", ` public.photos ,, "My Table" `, []string{"public.photos", `"My Table"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (config{trustTables: tt.flag}).trustedTables(); !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/migrations"
 	"github.com/pgimageai/pgimageai/replication"
 )
@@ -19,7 +20,7 @@ func migrate(ctx context.Context, c config, stdout, stderr io.Writer) error {
 		dsns = append(dsns, struct{ role, dsn string }{"target", c.TargetDSN})
 	}
 	for _, d := range dsns {
-		cfg, err := pgx.ParseConfig(d.dsn)
+		cfg, err := pgconnect.ParseConfig(d.dsn)
 		if err != nil {
 			return fmt.Errorf("%w: %s dsn: %v", errUsage, d.role, err)
 		}

@@ -128,6 +128,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Logger:      log,
 		Metrics:     m,
 		Version:     versionName(),
+		Trust:       bridge.Trust{Tables: c.trustedTables()},
 	})
 	return b.Run(ctx)
 }

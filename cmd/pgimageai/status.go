@@ -54,6 +54,10 @@ type slotStatus struct {
 	// Leader is the pgimageai run holding the slot's leader lock; nil when
 	// none does (stopped, or between two leaders).
 	Leader *leader.Info
+	// Squatters hold the advisory key of the slot's leader lock without
+	// leading it: sessions of other roles (ignored by the bridge) or an
+	// older pgimageai.
+	Squatters []leader.Holder
 	// ServerVersion is the source's server_version_num (major only).
 	ServerVersion int
 }
@@ -225,12 +229,15 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 
 func readSlotStatus(ctx context.Context, source *database, name string) (slotStatus, error) {
 	s := slotStatus{Slot: replication.Slot{Name: name}, ServerVersion: replication.ServerVersion(source.conn.PgConn())}
-	leader, leads, err := leader.Owner(ctx, source.conn, name)
+	owner, leads, err := leader.Owner(ctx, source.conn, name)
 	if err != nil {
 		return s, source.explain("read the leader lock", err)
 	}
 	if leads {
-		s.Leader = &leader
+		s.Leader = &owner
+	}
+	if s.Squatters, err = leader.Squatters(ctx, source.conn, name); err != nil {
+		return s, source.explain("read the leader lock", err)
 	}
 	slot, found, err := replication.ReadSlot(ctx, source.conn, name)
 	if err != nil {

@@ -67,13 +67,21 @@ type (
 		// Leader is the pgimageai run holding the slot's leader lock;
 		// absent when none does.
 		Leader *leaderJSON `json:"leader,omitempty"`
+		// Squatters hold the leader lock's advisory key without leading
+		// the slot; the bridge ignores them.
+		Squatters []squatterJSON `json:"squatters,omitempty"`
 		// Failover is on, off or unsupported (before PostgreSQL 17);
 		// FailoverAdvice says what it means.
 		Failover       string `json:"failover,omitempty"`
 		FailoverAdvice string `json:"failover_advice,omitempty"`
 	}
+	squatterJSON struct {
+		PID  int32  `json:"pid"`
+		Role string `json:"role"`
+	}
 	leaderJSON struct {
 		PID         int32  `json:"pid"`
+		Role        string `json:"role"`
 		Application string `json:"application"`
 		Client      string `json:"client"`
 	}
@@ -175,7 +183,10 @@ func statusDocument(r statusReport) statusJSON {
 	}
 	doc.Slot.Failover, doc.Slot.FailoverAdvice = failover(r.Slot, r.Slot.ServerVersion)
 	if l := r.Slot.Leader; l != nil {
-		doc.Slot.Leader = &leaderJSON{PID: l.PID, Application: l.Application, Client: l.Client}
+		doc.Slot.Leader = &leaderJSON{PID: l.PID, Role: l.Role, Application: l.Application, Client: l.Client}
+	}
+	for _, h := range r.Slot.Squatters {
+		doc.Slot.Squatters = append(doc.Slot.Squatters, squatterJSON{PID: h.PID, Role: h.Role})
 	}
 	if s := r.Slot; s.Found {
 		doc.Slot.Health, doc.Slot.Advice = s.health()

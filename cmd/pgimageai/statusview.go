@@ -63,6 +63,9 @@ func writeSlotTable(buf *bytes.Buffer, s slotStatus, cp *checkpoint) {
 	if s.Leader != nil {
 		t.row("leader", s.Leader.String())
 	}
+	for _, h := range s.Squatters {
+		t.row("lock key held by", fmt.Sprintf("pid %d, role %s, not the leader: ignored", h.PID, h.Role))
+	}
 	if !s.Found {
 		t.row("state", slotMissing)
 	} else {

@@ -16,6 +16,7 @@ func TestWriteStatusTable(t *testing.T) {
 	lost.Slot.Active, lost.Slot.ActivePID, lost.Slot.WALStatus, lost.Slot.InvalidationReason = false, 0, "lost", "wal_removed"
 	lost.Slot.CurrentLSN = lost.Slot.ConfirmedFlushLSN
 	lost.Slot.Leader = nil // an invalidated slot stops the bridge
+	lost.Slot.Squatters = nil
 	lost.Checkpoint, lost.Rules, lost.Lanes, lost.Backfills, lost.OpenErrors, lost.Usage = nil, nil, nil, nil, nil, nil
 
 	atRisk := sampleStatus()
@@ -31,7 +32,8 @@ func TestWriteStatusTable(t *testing.T) {
 	}{
 		{"everything", sampleStatus(), `Slot
   name                 pgimageai
-  leader               pid 4240, application "pgimageai", client 10.0.0.5
+  leader               pid 4240, role pgimageai_bridge, application "pgimageai", client 10.0.0.5
+  lock key held by     pid 4300, role app, not the leader: ignored
   plugin               pgoutput
   database             shop
   active               yes (pid 4242)
@@ -114,7 +116,8 @@ Usage (last 7 days, UTC): none
 `},
 		{"slot at risk", atRisk, `Slot
   name                 pgimageai
-  leader               pid 4240, application "pgimageai", client 10.0.0.5
+  leader               pid 4240, role pgimageai_bridge, application "pgimageai", client 10.0.0.5
+  lock key held by     pid 4300, role app, not the leader: ignored
   plugin               pgoutput
   database             shop
   active               yes (pid 4242)
@@ -220,7 +223,8 @@ func TestWriteStatusJSON(t *testing.T) {
 			"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
 			"wal_status": "reserved", "safe_wal_size": nil, "confirmed_flush_lsn": "0/1A2B3C0",
 			"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "ok",
-			"leader": map[string]any{"pid": 4240.0, "application": "pgimageai", "client": "10.0.0.5"},
+			"leader":    map[string]any{"pid": 4240.0, "role": "pgimageai_bridge", "application": "pgimageai", "client": "10.0.0.5"},
+			"squatters": []any{map[string]any{"pid": 4300.0, "role": "app"}},
 		},
 		"checkpoint": map[string]any{"lsn": "0/1A2B3C0", "updated_at": "2025-03-01T12:04:05Z"},
 		"open_errors": map[string]any{
@@ -268,7 +272,7 @@ func TestWriteStatusJSON(t *testing.T) {
 func TestWriteStatusJSONSlot(t *testing.T) {
 	found := func(edit func(*slotStatus)) statusReport {
 		r := sampleStatus()
-		r.Slot.Leader = nil // TestWriteStatusJSON shows it
+		r.Slot.Leader, r.Slot.Squatters = nil, nil // TestWriteStatusJSON shows them
 		edit(&r.Slot)
 		return r
 	}

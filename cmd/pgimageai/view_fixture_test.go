@@ -23,7 +23,8 @@ func sampleStatus() statusReport {
 				RestartLSN: 0x1A2B000, ConfirmedFlushLSN: 0x1A2B3C0, WALStatus: "reserved",
 			},
 			Found: true, ActivePID: 4242, HasSafeWALSize: true, CurrentLSN: 0x1A2B3C0 + 5<<20 + 1234,
-			Leader: &leader.Info{PID: 4240, Application: "pgimageai", Client: "10.0.0.5"},
+			Leader:    &leader.Info{PID: 4240, Role: "pgimageai_bridge", Application: "pgimageai", Client: "10.0.0.5"},
+			Squatters: []leader.Holder{{PID: 4300, Role: "app"}},
 		},
 		Checkpoint: &checkpoint{LSN: 0x1A2B3C0, UpdatedAt: fixtureTime},
 		Rules: []ruleStatus{

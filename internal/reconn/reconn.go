@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgimageai/pgimageai/internal/pgconnect"
 )
 
 // Conn is a connection to one database, made on first use and again after
@@ -45,7 +47,7 @@ func (c *Conn) Get(ctx context.Context) (*pgx.Conn, error) {
 		return c.conn, nil
 	}
 	c.conn = nil
-	cfg, err := pgx.ParseConfig(c.dsn)
+	cfg, err := pgconnect.ParseConfig(c.dsn)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", c.role, ErrParse)
 	}
