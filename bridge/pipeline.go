@@ -104,6 +104,10 @@ loop:
 				break loop
 			}
 			eng.RetryExhausted(engCtx)
+			if err = eng.Watch(engCtx); err != nil {
+				err = engineErr(ctx, engCtx, err)
+				break loop
+			}
 		case ev := <-events:
 			if err = eng.Handle(engCtx, ev); err != nil {
 				err = engineErr(ctx, engCtx, err)
