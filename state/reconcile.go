@@ -59,11 +59,11 @@ type QueueOutcome uint8
 
 // The outcomes of QueueBackfill.
 const (
-	QueuedNow     QueueOutcome = iota + 1 // the range is queued
-	QueueNoRow                            // the rule never backfilled: its first backfill covers every row
-	QueueRunning                          // a backfill of the rule runs (or is another computation's): not queued
-	QueueChanged                          // the stored range moved meanwhile: read it again and retry
-	QueueWidened                          // a queued range was there: the new one is its union
+	QueuedNow    QueueOutcome = iota + 1 // the range is queued
+	QueueNoRow                           // the rule never backfilled: its first backfill covers every row
+	QueueRunning                         // a backfill of the rule runs (or is another computation's): not queued
+	QueueChanged                         // the stored range moved meanwhile: read it again and retry
+	QueueWidened                         // a queued range was there: the new one is its union
 )
 
 func (o QueueOutcome) String() string {

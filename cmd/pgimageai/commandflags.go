@@ -18,6 +18,7 @@ type queryFlags struct {
 	Force  bool             // recover a slot that can still stream (recover-slot); force the switch (switch)
 	Abort  bool             // abort the switch (switch)
 	Probe  string           // ready, live or leader (health)
+	DryRun bool             // say what would be done, change nothing (reconcile)
 }
 
 // Output formats of --format.
@@ -102,6 +103,10 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 			}
 			return q.checkFormat()
 		}
+	case "reconcile":
+		fs.StringVar(&q.Rule, "rule", "", "only this `rule` (default: every enabled rule of the group)")
+		fs.BoolVar(&q.DryRun, "dry-run", false, "say what would be removed and queued, change nothing")
+		return func() error { return nil }
 	case "estimate":
 		fs.StringVar(&q.Rule, "rule", "", "the `rule` to estimate (required; it may be disabled)")
 		format()
