@@ -259,13 +259,26 @@ func (e *Engine) startQueued(ctx context.Context, tgt *pgx.Conn, names []string)
 // a new table (another OID than its results were computed from): a marker
 // is placed, at which the old table's results go and the backfill starts
 // (newTableMarker).
+//
+// It also takes the first look at the source's partitions (see Watch),
+// before the backfill reads any row: a partition attached after it is
+// reconciled.
 func (e *Engine) newSource(ctx context.Context, r *rules.Rule) (bool, error) {
-	if e.wt.accepted[r.Name] == r.Source.OID {
-		return false, nil
-	}
 	src, tgt, err := e.conns.Conns(ctx)
 	if err != nil {
 		return false, err
+	}
+	if _, known := e.wt.shapes[r.Source.OID]; !known {
+		now, err := catalog.ShapeOf(ctx, src, r.Source.OID, r.Source.String())
+		if err != nil {
+			return false, err
+		}
+		if now.OID == r.Source.OID {
+			e.wt.shapes[r.Source.OID] = now
+		}
+	}
+	if e.wt.accepted[r.Name] == r.Source.OID {
+		return false, nil
 	}
 	stored, found, err := state.RuleSource(ctx, tgt, r.Name)
 	if err != nil {
