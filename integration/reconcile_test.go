@@ -246,7 +246,7 @@ func reconcileCLI(t *testing.T, s, target *source, slot string, args ...string) 
 	t.Helper()
 	all := append([]string{"reconcile", "--dsn", s.db.DSN(), "--target-dsn", target.db.DSN(), "--slot", slot}, args...)
 	out, errOut, code := cli(t, nil, all...)
-	t.Logf("pgimageai %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	t.Logf("pgimageai reconcile %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 	return out + errOut, code
 }
 
