@@ -45,13 +45,19 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'local', 'Descri
 	b.Logf("%d source rows, %d target rows made in %s", rows, rows, time.Since(start).Round(time.Millisecond))
 	keys := float64(2 * rows) // source and target keys, each read once
 
-	// What the server alone takes to find the same rows.
-	start = time.Now()
-	missing := queryInt(b, s.conn, `SELECT count(*) FROM (SELECT s.id FROM public.photos s WHERE NOT EXISTS (SELECT FROM public.captions t WHERE t.id = s.id)) x`)
-	orphans := queryInt(b, s.conn, `SELECT count(*) FROM (SELECT t.id FROM public.captions t WHERE NOT EXISTS (SELECT FROM public.photos s WHERE s.id = t.id)) x`)
-	bare := time.Since(start)
-	if missing != drift || orphans != drift {
-		b.Fatalf("anti-join found %d missing and %d orphans, want %d each", missing, orphans, drift)
+	// What the server alone takes to find the same rows: the best of
+	// three runs, warm (the machine is shared).
+	var bare time.Duration
+	for i := range 3 {
+		start = time.Now()
+		missing := queryInt(b, s.conn, `SELECT count(*) FROM (SELECT s.id FROM public.photos s WHERE NOT EXISTS (SELECT FROM public.captions t WHERE t.id = s.id)) x`)
+		orphans := queryInt(b, s.conn, `SELECT count(*) FROM (SELECT t.id FROM public.captions t WHERE NOT EXISTS (SELECT FROM public.photos s WHERE s.id = t.id)) x`)
+		if took := time.Since(start); i == 0 || took < bare {
+			bare = took
+		}
+		if missing != drift || orphans != drift {
+			b.Fatalf("anti-join found %d missing and %d orphans, want %d each", missing, orphans, drift)
+		}
 	}
 
 	cmd := exec.Command(pgimageaiBinary(b), "reconcile", "--dsn", s.db.DSN(), "--slot", s.slot)

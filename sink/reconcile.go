@@ -41,25 +41,46 @@ func (k Keyed) join() string {
 }
 
 // KeyPage returns up to limit keys of the target's rows after the key
-// after (source_key JSON; nil: from the first), in key order, as values.
-// Each page is one short statement: no transaction spans pages.
-func (k Keyed) KeyPage(ctx context.Context, conn *pgx.Conn, after []byte, limit int) ([][]any, error) {
-	where := ""
+// after (source_key JSON; nil: from the first) up to upTo included (nil: to
+// the last), in key order, as values, and whether each row holds a result
+// (its result column not NULL). Each page is one short statement: no
+// transaction spans pages.
+func (k Keyed) KeyPage(ctx context.Context, conn *pgx.Conn, after, upTo []byte, limit int) (keys [][]any, values []bool, err error) {
+	var where []string
 	args := []any{limit}
-	if after != nil {
-		where = fmt.Sprintf("WHERE (%s) > (SELECT %s FROM jsonb_populate_record(NULL::%s, $2::jsonb) AS k)", k.list("t."), k.list("k."), k.table())
-		args = append(args, string(after))
+	bound := func(op string, key []byte) {
+		args = append(args, string(key))
+		where = append(where, fmt.Sprintf("(%s) %s (SELECT %s FROM jsonb_populate_record(NULL::%s, $%d::jsonb) AS k)", k.list("t."), op, k.list("k."), k.table(), len(args)))
 	}
-	sql := fmt.Sprintf("SELECT %s FROM %s AS t %s ORDER BY %s LIMIT $1", k.list("t."), k.table(), where, k.list("t."))
+	if after != nil {
+		bound(">", after)
+	}
+	if upTo != nil {
+		bound("<=", upTo)
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = "WHERE " + strings.Join(where, " AND ")
+	}
+	sql := fmt.Sprintf("SELECT %s, t.%s IS NOT NULL FROM %s AS t %s ORDER BY %s LIMIT $1",
+		k.list("t."), pgx.Identifier{k.Target.Column}.Sanitize(), k.table(), cond, k.list("t."))
 	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read keys of %s: %w", k.Target.Name(), err)
+		return nil, nil, fmt.Errorf("read keys of %s: %w", k.Target.Name(), err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
-	if err != nil {
-		return nil, fmt.Errorf("read keys of %s: %w", k.Target.Name(), err)
+	defer rows.Close()
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read keys of %s: %w", k.Target.Name(), err)
+		}
+		v, _ := vals[len(k.Keys)].(bool)
+		keys, values = append(keys, vals[:len(k.Keys)]), append(values, v)
 	}
-	return out, nil
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read keys of %s: %w", k.Target.Name(), err)
+	}
+	return keys, values, nil
 }
 
 // Held is what the target holds for one key: a row, and in it a result

@@ -128,16 +128,29 @@ func (d *DB) SourceKeys(ctx context.Context, scope int, after []byte, limit int)
 	return out, nil
 }
 
-func (d *DB) TargetKeys(ctx context.Context, after []byte, limit int) ([][]byte, error) {
-	page, err := d.keyed.KeyPage(ctx, d.tgt, after, limit)
+func (d *DB) TargetKeys(ctx context.Context, after, upTo []byte, limit int) ([]Key, error) {
+	page, values, err := d.keyed.KeyPage(ctx, d.tgt, after, upTo, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]byte, len(page))
+	out := make([]Key, len(page))
 	for i, vals := range page {
-		if out[i], err = d.keyJSON(d.tgt, vals); err != nil {
+		if out[i].JSON, err = d.keyJSON(d.tgt, vals); err != nil {
 			return nil, err
 		}
+		out[i].Value = values[i]
+	}
+	return out, nil
+}
+
+func (d *DB) OpenErrors(ctx context.Context, keys [][]byte) ([]bool, error) {
+	open, err := state.OpenErrorKeys(ctx, d.tgt, d.r.Name, texts(keys))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(keys))
+	for i, k := range keys {
+		out[i] = open[string(k)]
 	}
 	return out, nil
 }
@@ -150,6 +163,7 @@ func texts(keys [][]byte) []string {
 	return out
 }
 
+// InSource reports, for each key, whether the source holds it now.
 func (d *DB) InSource(ctx context.Context, keys [][]byte) ([]bool, error) {
 	out := make([]bool, len(keys))
 	if len(keys) == 0 {

@@ -31,10 +31,12 @@ const Prefix = "pgimageai.reconcile"
 const DefaultPage = 5000
 
 // Key is one key of a page: its source_key JSON, and — for a source key —
-// whether the row's image is NULL.
+// whether the row's image is NULL, or — for a target key — whether the row
+// holds a result (its result column is not NULL).
 type Key struct {
 	JSON      []byte
-	ImageNull bool
+	ImageNull bool // a source key's
+	Value     bool // a target key's
 }
 
 // Deps is every database operation of a reconciliation of one rule.
@@ -43,14 +45,16 @@ type Deps interface {
 	// (index into Options.Scopes; -1: the rule's source table) after
 	// after (nil: from the first), in key order.
 	SourceKeys(ctx context.Context, scope int, after []byte, limit int) ([]Key, error)
-	// TargetKeys returns up to limit keys of the target's rows after after,
-	// in key order.
-	TargetKeys(ctx context.Context, after []byte, limit int) ([][]byte, error)
-	// InSource reports, for each key, whether the source holds it now.
-	InSource(ctx context.Context, keys [][]byte) ([]bool, error)
+	// TargetKeys returns up to limit keys of the target's rows after after
+	// (nil: from the first) up to upTo included (nil: to the last), in key
+	// order.
+	TargetKeys(ctx context.Context, after, upTo []byte, limit int) ([]Key, error)
+	// OpenErrors reports, for each key, whether the rule has an open errors
+	// row for it: a NULL result with a reason, not a missing one.
+	OpenErrors(ctx context.Context, keys [][]byte) ([]bool, error)
 	// Lacking reports, for each source key, whether the rule has no result
 	// for it: no target row, or a NULL result of a non-NULL image without
-	// an open errors row.
+	// an open errors row. It is the per-key lookup of a scoped pass.
 	Lacking(ctx context.Context, keys []Key) ([]bool, error)
 	// Remove deletes the target rows of keys whose source rows are absent
 	// at the time of the delete (see DB.Remove), and returns how many.
@@ -100,133 +104,193 @@ func (r Report) String() string {
 	return s
 }
 
-// Run reconciles one rule through d: first the target's rows whose source
-// row is gone (deleted page by page, each delete checked against the
-// source at its time), then the source's rows without a result (queued
-// once, as one backfill over the range from the first to the last of
-// them). Pages are bounded by o.Page keys and read in key order (keyset
-// pagination): memory does not grow with the tables, and no lock or
-// transaction outlives a page.
+// Run reconciles one rule through d. Without scopes it merges the
+// source's and the target's keys, page by page in key order (keyset
+// pagination): a page of source keys, then the target's keys up to the
+// page's last one; target keys not in the page are results of rows no
+// longer in the source, deleted page by page (each delete checked against
+// the source at its time); source keys without a result are missing, and
+// are queued once, as one backfill over the range from the first to the
+// last of them. With scopes (partitions attached), the missing rows are
+// looked for in those only, by key. Memory is bounded by a page whatever
+// the tables' sizes, and no lock or transaction outlives a page.
 func Run(ctx context.Context, d Deps, o Options) (Report, error) {
 	var rep Report
-	page := o.Page
-	if page <= 0 {
-		page = DefaultPage
+	if o.Page <= 0 {
+		o.Page = DefaultPage
 	}
-	if o.Orphans {
-		if err := orphans(ctx, d, o, page, &rep); err != nil {
+	var span span
+	if o.Orphans || o.Missing && o.Scopes == 0 {
+		if err := merge(ctx, d, o, &rep, &span); err != nil {
 			return rep, err
 		}
 	}
-	if !o.Missing {
+	for sc := range o.Scopes {
+		if !o.Missing {
+			break
+		}
+		if err := scoped(ctx, d, sc, o.Page, &rep, &span); err != nil {
+			return rep, err
+		}
+	}
+	if span.first == nil || o.DryRun {
 		return rep, nil
 	}
-	scopes := []int{-1}
-	if o.Scopes > 0 {
-		scopes = scopes[:0]
-		for i := range o.Scopes {
-			scopes = append(scopes, i)
-		}
-	}
-	var first, last []byte
-	for _, sc := range scopes {
-		f, l, err := missing(ctx, d, sc, page, &rep)
-		if err != nil {
-			return rep, err
-		}
-		if f == nil {
-			continue
-		}
-		if first == nil {
-			first, last = f, l
-			continue
-		}
-		if before, err := d.Less(ctx, f, first); err != nil {
-			return rep, err
-		} else if before {
-			first = f
-		}
-		if after, err := d.Less(ctx, last, l); err != nil {
-			return rep, err
-		} else if after {
-			last = l
-		}
-	}
-	if first == nil || o.DryRun {
-		return rep, nil
-	}
-	q, err := d.Queue(ctx, first, last)
+	q, err := d.Queue(ctx, span.first, span.last)
 	rep.Queued = q
 	return rep, err
 }
 
-// orphans reads the target's keys page by page and removes those the
-// source no longer holds.
-func orphans(ctx context.Context, d Deps, o Options, page int, rep *Report) error {
-	var after []byte
-	for {
-		keys, err := d.TargetKeys(ctx, after, page)
-		if err != nil {
-			return err
-		}
-		rep.TargetRows += int64(len(keys))
-		if len(keys) == 0 {
+// span is the range of the missing keys: the first and the last.
+type span struct{ first, last []byte }
+
+// add widens s to key k, found in one pass in key order: within a pass a
+// key is never before the first or after the last.
+func (s *span) add(ctx context.Context, d Deps, k []byte, ordered bool) error {
+	switch {
+	case s.first == nil:
+		s.first, s.last = k, k
+		return nil
+	case ordered:
+		s.last = k
+		return nil
+	}
+	if before, err := d.Less(ctx, k, s.first); err != nil {
+		return err
+	} else if before {
+		s.first = k
+	}
+	if after, err := d.Less(ctx, s.last, k); err != nil {
+		return err
+	} else if after {
+		s.last = k
+	}
+	return nil
+}
+
+// merge walks the source's and the target's keys together (see Run).
+func merge(ctx context.Context, d Deps, o Options, rep *Report, sp *span) error {
+	var lo []byte
+	var gone [][]byte // orphans not yet removed: at most a page
+	flush := func() error {
+		if len(gone) == 0 || o.DryRun {
+			gone = gone[:0]
 			return nil
 		}
-		in, err := d.InSource(ctx, keys)
+		n, err := d.Remove(ctx, gone)
+		rep.Removed += n
+		gone = gone[:0]
+		return err
+	}
+	for {
+		src, err := d.SourceKeys(ctx, -1, lo, o.Page)
 		if err != nil {
 			return err
 		}
-		var gone [][]byte
-		for i, k := range keys {
-			if !in[i] {
-				gone = append(gone, k)
-			}
+		rep.SourceRows += int64(len(src))
+		var hi []byte // the page's last key; nil: the last page, to the end
+		if len(src) == o.Page {
+			hi = src[len(src)-1].JSON
 		}
-		rep.Orphans += int64(len(gone))
-		if len(gone) > 0 && !o.DryRun {
-			n, err := d.Remove(ctx, gone)
-			rep.Removed += n
+		in := make(map[string]bool, len(src))
+		for _, k := range src {
+			in[string(k.JSON)] = true
+		}
+		held := make(map[string]bool, len(src)) // source key → its target row holds a result
+		for after := lo; ; {
+			tk, err := d.TargetKeys(ctx, after, hi, o.Page)
 			if err != nil {
 				return err
 			}
+			rep.TargetRows += int64(len(tk))
+			for _, k := range tk {
+				if in[string(k.JSON)] {
+					held[string(k.JSON)] = k.Value
+					continue
+				}
+				if !o.Orphans {
+					continue
+				}
+				rep.Orphans++
+				if gone = append(gone, k.JSON); len(gone) == o.Page {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+			if len(tk) < o.Page {
+				break
+			}
+			after = tk[len(tk)-1].JSON
 		}
-		if len(keys) < page {
+		if err := flush(); err != nil {
+			return err
+		}
+		if o.Missing && o.Scopes == 0 {
+			var nulls [][]byte // NULL results of images: missing unless an errors row says why
+			for _, k := range src {
+				value, ok := held[string(k.JSON)]
+				if ok && !value && !k.ImageNull {
+					nulls = append(nulls, k.JSON)
+				}
+			}
+			open := map[string]bool{}
+			if len(nulls) > 0 {
+				has, err := d.OpenErrors(ctx, nulls)
+				if err != nil {
+					return err
+				}
+				for i, k := range nulls {
+					open[string(k)] = has[i]
+				}
+			}
+			for _, k := range src {
+				value, ok := held[string(k.JSON)]
+				if ok && (value || k.ImageNull || open[string(k.JSON)]) {
+					continue
+				}
+				rep.Missing++
+				if err := sp.add(ctx, d, k.JSON, true); err != nil {
+					return err
+				}
+			}
+		}
+		if hi == nil {
 			return nil
 		}
-		after = keys[len(keys)-1]
+		lo = hi
 	}
 }
 
-// missing reads the keys of source scope sc page by page and returns the
-// first and the last of those without a result (nil: none).
-func missing(ctx context.Context, d Deps, sc, page int, rep *Report) (first, last []byte, err error) {
+// scoped reads the keys of source scope sc page by page and adds those
+// without a result to sp.
+func scoped(ctx context.Context, d Deps, sc, page int, rep *Report, sp *span) error {
 	var after []byte
+	ordered := sp.first == nil // the first pass finds its keys in order
 	for {
 		keys, err := d.SourceKeys(ctx, sc, after, page)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		rep.SourceRows += int64(len(keys))
 		if len(keys) == 0 {
-			return first, last, nil
+			return nil
 		}
 		lacking, err := d.Lacking(ctx, keys)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		for i, k := range keys {
 			if !lacking[i] {
 				continue
 			}
 			rep.Missing++
-			if first == nil {
-				first = k.JSON
+			if err := sp.add(ctx, d, k.JSON, ordered); err != nil {
+				return err
 			}
-			last = k.JSON
 		}
 		if len(keys) < page {
-			return first, last, nil
+			return nil
 		}
 		after = keys[len(keys)-1].JSON
 	}

@@ -14,6 +14,7 @@ import (
 type fake struct {
 	source  []int
 	nullImg map[int]bool
+	openErr map[int]bool // keys with an open errors row
 	target  map[int]bool // key → holds a result
 	scopes  [][]int      // partitions' keys
 	// insertOnRemove: keys that come back in the source between the page
@@ -57,13 +58,16 @@ func (f *fake) SourceKeys(_ context.Context, scope int, after []byte, limit int)
 	return page(keys, after, limit, func(k int) Key { return Key{JSON: key(k), ImageNull: f.nullImg[k]} }), nil
 }
 
-func (f *fake) TargetKeys(_ context.Context, after []byte, limit int) ([][]byte, error) {
+func (f *fake) TargetKeys(_ context.Context, after, upTo []byte, limit int) ([]Key, error) {
+	f.maxPage = max(f.maxPage, limit)
 	var keys []int
 	for k := range f.target {
-		keys = append(keys, k)
+		if upTo == nil || k <= id(upTo) {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
-	return page(keys, after, limit, key), nil
+	return page(keys, after, limit, func(k int) Key { return Key{JSON: key(k), Value: f.target[k]} }), nil
 }
 
 func (f *fake) InSource(_ context.Context, keys [][]byte) ([]bool, error) {
@@ -74,11 +78,19 @@ func (f *fake) InSource(_ context.Context, keys [][]byte) ([]bool, error) {
 	return out, nil
 }
 
+func (f *fake) OpenErrors(_ context.Context, keys [][]byte) ([]bool, error) {
+	out := make([]bool, len(keys))
+	for i, k := range keys {
+		out[i] = f.openErr[id(k)]
+	}
+	return out, nil
+}
+
 func (f *fake) Lacking(_ context.Context, keys []Key) ([]bool, error) {
 	out := make([]bool, len(keys))
 	for i, k := range keys {
 		v, ok := f.target[id(k.JSON)]
-		out[i] = !ok || !v && !k.ImageNull
+		out[i] = !ok || !v && !k.ImageNull && !f.openErr[id(k.JSON)]
 	}
 	return out, nil
 }
@@ -149,21 +161,21 @@ func TestRun(t *testing.T) {
 			name:       "orphans across pages are removed",
 			f:          &fake{source: []int{2, 4}, target: holding(1, 2, 3, 4, 5, 6, 7)},
 			o:          Options{Orphans: true, Page: 2},
-			want:       Report{TargetRows: 7, Orphans: 5, Removed: 5},
+			want:       Report{TargetRows: 7, SourceRows: 2, Orphans: 5, Removed: 5},
 			wantTarget: []int{2, 4},
 		},
 		{
 			name:       "a row back in the source before the delete keeps its result",
 			f:          &fake{source: []int{1}, target: holding(1, 2, 3), insertOnRemove: []int{3}},
 			o:          Options{Orphans: true, Page: 10},
-			want:       Report{TargetRows: 3, Orphans: 2, Removed: 1},
+			want:       Report{TargetRows: 3, SourceRows: 1, Orphans: 2, Removed: 1},
 			wantTarget: []int{1, 3},
 		},
 		{
 			name:       "missing rows are queued once, from the first to the last",
 			f:          &fake{source: ints(1, 9), target: holding(1, 2, 4, 5, 6, 8, 9)},
 			o:          Options{Missing: true, Page: 2},
-			want:       Report{SourceRows: 9, Missing: 2, Queued: "queued"},
+			want:       Report{TargetRows: 7, SourceRows: 9, Missing: 2, Queued: "queued"},
 			wantTarget: []int{1, 2, 4, 5, 6, 8, 9},
 			wantQueued: [][2]int{{3, 7}},
 		},
@@ -172,9 +184,38 @@ func TestRun(t *testing.T) {
 			f: &fake{source: ints(1, 3), nullImg: map[int]bool{2: true},
 				target: map[int]bool{1: true, 2: false, 3: false}},
 			o:          Options{Missing: true, Page: 10},
-			want:       Report{SourceRows: 3, Missing: 1, Queued: "queued"},
+			want:       Report{TargetRows: 3, SourceRows: 3, Missing: 1, Queued: "queued"},
 			wantTarget: []int{1, 2, 3},
 			wantQueued: [][2]int{{3, 3}},
+		},
+		{
+			name: "a NULL result with an open errors row is not missing",
+			f: &fake{source: ints(1, 2), openErr: map[int]bool{2: true},
+				target: map[int]bool{1: true, 2: false}},
+			o:          Options{Orphans: true, Missing: true, Page: 10},
+			want:       Report{TargetRows: 2, SourceRows: 2},
+			wantTarget: []int{1, 2},
+		},
+		{
+			name:       "orphans before, between and after the source's keys, many in one gap",
+			f:          &fake{source: []int{10, 20}, target: holding(1, 2, 10, 11, 12, 13, 14, 15, 20, 30, 31)},
+			o:          Options{Orphans: true, Missing: true, Page: 2},
+			want:       Report{TargetRows: 11, SourceRows: 2, Orphans: 9, Removed: 9},
+			wantTarget: []int{10, 20},
+		},
+		{
+			name:       "an empty source: every target row is an orphan",
+			f:          &fake{target: holding(1, 2, 3)},
+			o:          Options{Orphans: true, Missing: true, Page: 2},
+			want:       Report{TargetRows: 3, Orphans: 3, Removed: 3},
+			wantTarget: nil,
+		},
+		{
+			name:       "orphans only: missing rows are not looked for",
+			f:          &fake{source: ints(1, 4), target: holding(1, 5)},
+			o:          Options{Orphans: true, Page: 3},
+			want:       Report{TargetRows: 2, SourceRows: 4, Orphans: 1, Removed: 1},
+			wantTarget: []int{1},
 		},
 		{
 			name:       "dry run counts and changes nothing",
