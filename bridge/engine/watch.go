@@ -59,13 +59,20 @@ type watch struct {
 	runs   map[string]bool              // reconciliations running, by rule
 	again  map[string]reconcile.Options // to run once the running one ended (or failed)
 	scopes map[string][]pgx.Identifier
+	failed map[string]int // failures in a row, by rule
 }
+
+// reconcileTries is how often a reconciliation is tried, one check apart,
+// before the bridge gives up on it and says to run pgimageai reconcile (a
+// partition attached and dropped again before it was read, a source that
+// keeps failing).
+const reconcileTries = 3
 
 func newWatch(ctx context.Context) watch {
 	ctx, cancel := context.WithCancel(ctx)
 	return watch{shapes: map[uint32]catalog.Shape{}, picked: map[string]state.Backfill{}, accepted: map[string]uint32{},
 		pending: map[string]string{}, marking: map[string]bool{}, ctx: ctx, cancel: cancel,
-		runs: map[string]bool{}, again: map[string]reconcile.Options{}, scopes: map[string][]pgx.Identifier{}}
+		runs: map[string]bool{}, again: map[string]reconcile.Options{}, scopes: map[string][]pgx.Identifier{}, failed: map[string]int{}}
 }
 
 // StopWatch stops the reconciliations the engine started and waits for
@@ -165,14 +172,21 @@ func (e *Engine) reconcileRule(r *rules.Rule, o reconcile.Options, scopes []pgx.
 		e.wt.mu.Lock()
 		defer e.wt.mu.Unlock()
 		delete(e.wt.runs, rc.Name)
-		if err != nil && e.wt.ctx.Err() == nil {
-			e.log.Warn("reconciliation failed; trying again at the next check", "rule", rc.Name, "err", err)
-			prev := e.wt.again[rc.Name]
-			o.Orphans, o.Missing = o.Orphans || prev.Orphans, o.Missing || prev.Missing
-			e.wt.scopes[rc.Name] = append(scopes, e.wt.scopes[rc.Name]...)
-			o.Scopes = len(e.wt.scopes[rc.Name])
-			e.wt.again[rc.Name] = o
+		if err == nil || e.wt.ctx.Err() != nil {
+			delete(e.wt.failed, rc.Name)
+			return
 		}
+		if e.wt.failed[rc.Name]++; e.wt.failed[rc.Name] >= reconcileTries {
+			delete(e.wt.failed, rc.Name)
+			e.log.Error("reconciliation failed; giving up: run pgimageai reconcile --rule RULE", "rule", rc.Name, "tries", reconcileTries, "err", err)
+			return
+		}
+		e.log.Warn("reconciliation failed; trying again at the next check", "rule", rc.Name, "err", err)
+		prev := e.wt.again[rc.Name]
+		o.Orphans, o.Missing = o.Orphans || prev.Orphans, o.Missing || prev.Missing
+		e.wt.scopes[rc.Name] = append(scopes, e.wt.scopes[rc.Name]...)
+		o.Scopes = len(e.wt.scopes[rc.Name])
+		e.wt.again[rc.Name] = o
 	})
 }
 
