@@ -14,6 +14,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
@@ -216,16 +217,12 @@ func (e *Engine) startAgain() {
 // runReconcile reconciles rc on connections of its own.
 func (e *Engine) runReconcile(rc reconcile.Rule, o reconcile.Options, scopes []pgx.Identifier) error {
 	ctx := e.wt.ctx
-	src, err := pgx.Connect(ctx, e.bf.srcDSN)
+	conns := reconn.NewPair(e.bf.srcDSN, e.bf.tgtDSN)
+	defer conns.Close(context.WithoutCancel(ctx))
+	src, tgt, err := conns.Conns(ctx)
 	if err != nil {
 		return err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
-	tgt, err := pgx.Connect(ctx, e.bf.tgtDSN)
-	if err != nil {
-		return err
-	}
-	defer tgt.Close(context.WithoutCancel(ctx))
 	rep, err := reconcile.Run(ctx, reconcile.NewDB(src, tgt, rc, scopes), o)
 	if err != nil {
 		return err
