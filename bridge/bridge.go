@@ -427,6 +427,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN,
 	})
 	caller.SetLive(eng.Live)
+	defer eng.StopWatch() // its reconciliations end with the leadership
 	// The publication goes first: pgoutput refuses to decode from before
 	// its publication existed. Backfills read rows only once the slot exists.
 	if err := eng.Load(ctx); err != nil {

@@ -106,6 +106,10 @@ loop:
 				break loop
 			}
 			eng.RetryExhausted(engCtx)
+			if err = eng.Watch(engCtx); err != nil {
+				err = engineErr(ctx, engCtx, err)
+				break loop
+			}
 		case <-revalidate.C:
 			if err = eng.Revalidate(engCtx); err != nil {
 				err = engineErr(ctx, engCtx, err)

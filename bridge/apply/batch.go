@@ -42,6 +42,7 @@ func (b *batch) add(it *work.Item) {
 		b.count("delete")
 	case work.Truncate:
 		b.ops = append(b.ops, sink.Truncate{Target: it.Dest.Target}, state.ForgetRow{SourceTable: it.Dest.SourceTable, Rules: it.Dest.Rules})
+		b.ops = append(b.ops, it.Ops...) // the bookkeeping of a new source table's emptying, in its transaction
 		b.count("truncate")
 	case work.Result:
 		b.result(it)

@@ -166,6 +166,9 @@ func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
 		e.bf.deferred = append(e.bf.deferred, r)
 		return nil
 	}
+	if wait, err := e.newSource(ctx, r); wait || err != nil {
+		return err // it starts at the marker of its new source table
+	}
 	src, tgt, err := e.conns.Conns(ctx)
 	if err != nil {
 		return err

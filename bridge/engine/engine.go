@@ -14,6 +14,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/backfill"
 	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/reconcile"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/switchover"
 	"github.com/pgimageai/pgimageai/bridge/track"
@@ -128,6 +129,7 @@ type Engine struct {
 	lanes   *apply.Lanes
 	bf      backfills    // the running backfills, coordinated on the engine's goroutine
 	sw      switches     // the version switches: watchers and markers
+	wt      watch        // what pgoutput does not send: partitions, new source tables (watch.go)
 	memo    promptMemo   // last prompt per rule and row, for prompt templates
 	changes atomic.Int64 // row changes read
 	// retryBudgets is set when a UTC day began: the rows refused for a
@@ -141,7 +143,8 @@ func New(ctx context.Context, d Deps) *Engine {
 	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics,
 		pos: stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
 		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx),
-		sw:  switches{co: switchover.NewCoordinator(ctx, d.Log, d.SourceDSN, d.TargetDSN), switched: map[string]bool{}}}
+		sw:  switches{co: switchover.NewCoordinator(ctx, d.Log, d.SourceDSN, d.TargetDSN), switched: map[string]bool{}},
+		wt:  newWatch(ctx)}
 	e.bf.cleaner = backfill.NewCleaner(d.Log, d.TargetDSN)
 	if e.pos.routed == nil {
 		e.pos.routed = map[string]state.Position{}
@@ -202,6 +205,10 @@ func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
 			// Only a marker the engine placed itself does anything; its
 			// ID is a secret nonce (see switchover.NewNonce).
 			return e.switchMarker(ctx, ev)
+		}
+		if ev.Prefix == reconcile.Prefix {
+			// Only a marker the engine placed itself does anything.
+			return e.newTableMarker(ctx, ev)
 		}
 		if ev.Prefix == backfill.Prefix {
 			// Only a marker of a page the bridge read itself does

@@ -73,7 +73,7 @@ type Item struct {
 	Call     *Call                  // Result with a provider call; nil = a NULL image
 	Waits    []*Call                // Move: the calls it must not be written before
 	Progress state.BackfillProgress // Backfill
-	Ops      []sink.Op              // Switch, DropShadow: the statements, with their bookkeeping
+	Ops      []sink.Op              // Switch, DropShadow: the statements, with their bookkeeping; Truncate: bookkeeping written with it
 
 	Pos  state.Position // where in the stream; a lane's checkpoint after writing it
 	Txn  *track.Txn     // its source transaction, for confirming the slot

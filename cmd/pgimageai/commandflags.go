@@ -26,6 +26,7 @@ type queryFlags struct {
 	Addr string // where to listen (console)
 	// AllowRetry lets the console ask for retries (console, run).
 	AllowRetry bool
+	DryRun     bool // say what would be done, change nothing (reconcile)
 }
 
 // Output formats of --format.
@@ -125,6 +126,10 @@ func defineCommandFlags(cmd string, fs *flag.FlagSet, q *queryFlags) (check func
 	case "uninstall":
 		fs.BoolVar(&q.DropSchema, "drop-schema", false, "also drop every rule group's slot and publication, and schema pgimageai (rules, models, results, errors) on the source and the target")
 		fs.BoolVar(&q.Yes, "yes", false, "drop what is listed; without it, only list")
+		return func() error { return nil }
+	case "reconcile":
+		fs.StringVar(&q.Rule, "rule", "", "only this `rule` (default: every enabled rule of the group)")
+		fs.BoolVar(&q.DryRun, "dry-run", false, "say what would be removed and queued, change nothing")
 		return func() error { return nil }
 	case "estimate":
 		fs.StringVar(&q.Rule, "rule", "", "the `rule` to estimate (required; it may be disabled)")

@@ -29,6 +29,10 @@ transaction; --rule R --force switches without waiting for the rows whose new re
 Reads the image headers of the rule's source table (a sample of a big one) and applies the
 model's token rule, with and without normalisation; the rule may be disabled. When the
 rule's model changed, says that the change re-computes every row (on the side, or in place).`,
+	"reconcile": `compare sources and targets; remove the results of rows that no longer exist, queue the rows without one
+Reads each rule's source keys and target rows in bounded key-ordered pages (no table lock, no
+long transaction); the rows without a result are queued as a backfill, which the bridge runs at
+its next check. Run it after a restore, or after the tables changed while the bridge was stopped.`,
 	"recover-slot": `after the slot was invalidated (wal_status lost) or dropped: re-create it and backfill`,
 	"demo":         `one command, no setup: throwaway PostgreSQL, sample images, the bridge, the results`,
 	"doctor":       `check a database before and while the bridge runs: server, role, slot, publication, rules, models; what to do for each`,
@@ -41,7 +45,7 @@ or through the login page's session cookie); retry only with --console-allow-ret
 }
 
 // commandOrder is the order of the commands in the usage.
-var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "switch", "estimate", "recover-slot", "doctor", "uninstall", "demo", "health", "console"}
+var commandOrder = []string{"migrate", "run", "status", "errors", "retry", "switch", "estimate", "reconcile", "recover-slot", "doctor", "uninstall", "demo", "health", "console"}
 
 // connection are the settings of the commands that read or write the
 // bridge's databases.
@@ -58,6 +62,7 @@ var uses = map[string][]string{
 	"switch":       connection,
 	"estimate":     append(append([]string{}, connection...), "key-env-allow"),
 	"recover-slot": append(append([]string{}, connection...), "log-format"),
+	"reconcile":    append(append([]string{}, connection...), "key-env-allow"),
 	"demo":         {"log-format", "byte-budget", "key-env-allow"},
 	"health":       {"metrics-addr"},
 	"uninstall":    connection,

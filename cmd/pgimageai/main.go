@@ -46,6 +46,7 @@ var commands = map[string]command{
 	"switch":       switchCommand,
 	"estimate":     estimate,
 	"recover-slot": recoverSlot,
+	"reconcile":    reconcileCommand,
 	"demo":         demo,
 	"health":       health,
 	"uninstall":    uninstall,
