@@ -14,6 +14,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/backfill"
 	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/park"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/switchover"
 	"github.com/pgimageai/pgimageai/bridge/track"
@@ -81,6 +82,7 @@ type Deps struct {
 	Resume    Resume
 	SourceDSN string // for the backfill workers' connections
 	TargetDSN string
+	Parked    *park.Drainer // whose markers place pages of parked rows; nil = none
 }
 
 // ruleView is the valid rules, swapped whole at each configuration change
@@ -129,6 +131,7 @@ type Engine struct {
 	bf      backfills    // the running backfills, coordinated on the engine's goroutine
 	sw      switches     // the version switches: watchers and markers
 	memo    promptMemo   // last prompt per rule and row, for prompt templates
+	parked  *park.Drainer
 	changes atomic.Int64 // row changes read
 	// retryBudgets is set when a UTC day began: the rows refused for a
 	// spent budget are to be retried (see RetryExhausted).
@@ -138,7 +141,7 @@ type Engine struct {
 // New returns the Engine of d, with no rules until Load. Backfill workers
 // run under ctx, which outlives a graceful stop's cancellation.
 func New(ctx context.Context, d Deps) *Engine {
-	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics,
+	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics, parked: d.Parked,
 		pos: stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
 		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx),
 		sw:  switches{co: switchover.NewCoordinator(ctx, d.Log, d.SourceDSN, d.TargetDSN), switched: map[string]bool{}}}
@@ -203,6 +206,11 @@ func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
 			// ID is a secret nonce (see switchover.NewNonce).
 			return e.switchMarker(ctx, ev)
 		}
+		if ev.Prefix == park.Prefix {
+			// Only a marker the Drainer placed itself does anything; its
+			// ID is a secret nonce.
+			return e.unpark(ctx, ev)
+		}
 		if ev.Prefix == backfill.Prefix {
 			// Only a marker of a page the bridge read itself does
 			// anything; its ID holds a secret nonce (see page).
@@ -243,6 +251,15 @@ func (e *Engine) Live(r *rules.Rule) bool {
 	}
 	cur := s.Named(r.Name)
 	return cur != nil && cur.Fingerprint == r.Fingerprint
+}
+
+// RuleModels returns the models.name each valid rule calls, by rule. It is
+// safe for concurrent use.
+func (e *Engine) RuleModels() map[string]string {
+	if s := e.rules.current.Load(); s != nil {
+		return s.RuleModels()
+	}
+	return nil
 }
 
 // Governors returns the governor of each model the valid rules call, by
