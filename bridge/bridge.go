@@ -16,8 +16,8 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/engine"
-	"github.com/pgimageai/pgimageai/bridge/park"
 	"github.com/pgimageai/pgimageai/bridge/leader"
+	"github.com/pgimageai/pgimageai/bridge/park"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/track"
 	"github.com/pgimageai/pgimageai/bridge/work"
@@ -388,7 +388,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	}
 	lanes := apply.New(laneCtx, apply.Config{
 		Parked: drainer.Rules(),
-		Log: log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,
+		Log:    log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,
 		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add, Idle: apply.DefaultIdle,
 		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
 		Targets: apply.Targets{

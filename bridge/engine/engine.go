@@ -128,9 +128,9 @@ type Engine struct {
 	calls   *calls.Caller
 	metrics *metrics.Metrics
 	lanes   *apply.Lanes
-	bf      backfills    // the running backfills, coordinated on the engine's goroutine
-	sw      switches     // the version switches: watchers and markers
-	memo    promptMemo   // last prompt per rule and row, for prompt templates
+	bf      backfills  // the running backfills, coordinated on the engine's goroutine
+	sw      switches   // the version switches: watchers and markers
+	memo    promptMemo // last prompt per rule and row, for prompt templates
 	parked  *park.Drainer
 	changes atomic.Int64 // row changes read
 	// retryBudgets is set when a UTC day began: the rows refused for a
