@@ -205,6 +205,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.lock = leader.New(b.cfg.SourceDSN, b.cfg.Slot, b.cfg.Logger, b.cfg.Timing.LeaderPoll)
 	defer b.lock.Release()
 	b.cfg.Metrics.SetStatus(b.status)
+	b.cfg.Metrics.SetOutages(b.outages)
 	var settling time.Time // since when the source has been settling
 	for {
 		began := time.Now()

@@ -28,12 +28,14 @@ type config struct {
 	ByteBudget   int64
 	StallAfter   time.Duration          // a lane holding changes this long without a write is stalled; <0 = never
 	FailoverWait time.Duration          // how long run waits for a failover of the source to settle
+	ProbeMax     time.Duration          // the longest wait between two probes of a model that is down
 	KeyEnv       *provider.KeyEnvPolicy // which variables api_key_env may name
 	Query        queryFlags             // flags of status, errors and retry (commandflags.go)
 
 	byteBudget   string // as given
 	stallAfter   string // as given
 	failoverWait string // as given
+	probeMax     string // as given
 	keyEnvAllow  string // as given
 }
 
@@ -71,6 +73,7 @@ func (c *config) settings() []setting {
 		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
 		{"stall-after", "PGIMAGEAI_STALL_AFTER", "10m", "how long a lane may hold changes without writing before /healthz says stalled (0 = never)", &c.stallAfter},
 		{"failover-wait", "PGIMAGEAI_FAILOVER_WAIT", "5m", "how long run waits while a failover of the source settles (the server a standby, the slot not there yet) before it stops", &c.failoverWait},
+		{"probe-max", "PGIMAGEAI_PROBE_MAX", "30s", "the longest wait between two probes of a model that is down (from 1s, doubled after each failed probe)", &c.probeMax},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }
@@ -130,6 +133,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	}
 	if c.FailoverWait, err = time.ParseDuration(c.failoverWait); err != nil || c.FailoverWait <= 0 {
 		return c, fmt.Errorf("%w: --failover-wait must be a positive duration such as 5m, got %q", errUsage, c.failoverWait)
+	}
+	if c.ProbeMax, err = time.ParseDuration(c.probeMax); err != nil || c.ProbeMax < time.Second {
+		return c, fmt.Errorf("%w: --probe-max must be a duration of at least 1s such as 30s, got %q", errUsage, c.probeMax)
 	}
 	if err := checkLoopback(c.PprofAddr); err != nil {
 		return c, fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)

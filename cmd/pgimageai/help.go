@@ -46,7 +46,7 @@ var connection = []string{"dsn", "target-dsn", "group", "slot", "publication"}
 // is read from its environment variable by every command all the same.
 var uses = map[string][]string{
 	"migrate":      connection,
-	"run":          append(append([]string{}, connection...), "metrics-addr", "pprof-addr", "log-format", "byte-budget", "stall-after", "failover-wait", "key-env-allow"),
+	"run":          append(append([]string{}, connection...), "metrics-addr", "pprof-addr", "log-format", "byte-budget", "stall-after", "failover-wait", "probe-max", "key-env-allow"),
 	"status":       connection,
 	"errors":       connection,
 	"retry":        connection,

@@ -63,6 +63,11 @@ func TestParseConfig(t *testing.T) {
 		{"failover wait", nil, map[string]string{"PGIMAGEAI_FAILOVER_WAIT": "90s"},
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", FailoverWait: 90 * time.Second, failoverWait: "90s"}, ""},
 		{"zero failover wait", []string{"--failover-wait", "0"}, nil, config{}, "--failover-wait must be a positive duration"},
+		{"probe max", []string{"--probe-max", "5s"}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", ProbeMax: 5 * time.Second, probeMax: "5s"}, ""},
+		{"probe max by env", nil, map[string]string{"PGIMAGEAI_PROBE_MAX": "2m"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", ProbeMax: 2 * time.Minute, probeMax: "2m"}, ""},
+		{"probe max under a second", []string{"--probe-max", "500ms"}, nil, config{}, "--probe-max must be a duration of at least 1s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +87,9 @@ func TestParseConfig(t *testing.T) {
 			}
 			if tc.want.failoverWait == "" {
 				tc.want.FailoverWait, tc.want.failoverWait = 5*time.Minute, "5m"
+			}
+			if tc.want.probeMax == "" {
+				tc.want.ProbeMax, tc.want.probeMax = 30*time.Second, "30s"
 			}
 			if got != tc.want {
 				t.Fatalf("got %+v; want %+v", got, tc.want)

@@ -96,6 +96,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Env:         os.LookupEnv,
 		Limits:      bridge.Limits{ByteBudget: c.ByteBudget},
 		Timing:      bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait},
+		Outage:      bridge.Outage{ProbeMax: c.ProbeMax},
 		Logger:      log,
 		Metrics:     m,
 	})
