@@ -107,6 +107,20 @@ func (cl *Caller) Counters() *Counters { return &cl.count }
 // cost.Lookups): a match makes no call; at a busy row, an earlier change of
 // the same input still waiting makes none either: c follows its call.
 func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, img []byte, prompt string, fresh bool) (*work.Call, error) {
+	return cl.start(ctx, r, look, img, prompt, fresh, false)
+}
+
+// Replay is Start for a parked row sent again. Its model answered since the
+// row parked (or the call is its probe), so a row whose requests all fail
+// while the model's circuit stays closed is the row's own failure: once
+// its retries are spent it is a provider_error, not parked again — a row
+// whose image makes the server fail never keeps itself, and its model,
+// parked.
+func (cl *Caller) Replay(ctx context.Context, r *rules.Rule, look *cost.Lookup, img []byte, prompt string) (*work.Call, error) {
+	return cl.start(ctx, r, look, img, prompt, false, true)
+}
+
+func (cl *Caller) start(ctx context.Context, r *rules.Rule, look *cost.Lookup, img []byte, prompt string, fresh, replay bool) (*work.Call, error) {
 	c := work.NewCall(len(img), magic.Head(img, 16))
 	if _, err := r.Fn.Check(img); err != nil {
 		c.Result, c.Err = functions.Result{Null: true}, err
@@ -168,7 +182,7 @@ func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 				return functions.Result{Null: true}, err // not cached: not permanent
 			}
 			cl.count.Calls.Add(1)
-			res, err := cl.call(r, k, img, prompt, permit)
+			res, err := cl.call(r, k, img, prompt, permit, replay)
 			cl.Daily.Settle(r.Model, r.Cap, err == nil, int64(res.Usage.PromptTokens+res.Usage.CompletionTokens))
 			return res, err
 		})
@@ -203,8 +217,9 @@ func (cl *Caller) cause(model string) string {
 // the model unreachable is given up at once when the circuit is open (or
 // it was the probe): its row parks rather than spending its retries; one
 // whose retries are spent parks too unless the model answered other rows
-// meanwhile (then it is the row's provider_error).
-func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, permit circuit.Permit) (functions.Result, error) {
+// meanwhile, or the row is a replay (see Replay): then it is the row's
+// provider_error.
+func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, permit circuit.Permit, replay bool) (functions.Result, error) {
 	ctx := cl.ctx
 	tr := &provider.Trace{}
 	if m := cl.metrics; m != nil {
@@ -243,7 +258,7 @@ func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, per
 		cl.breaker.Report(r.Model, "", circuit.Unknown, "", true)
 	}
 	if err != nil && cl.ctx.Err() == nil && cl.breaker != nil && provider.Unreachable(err) &&
-		(permit == circuit.Probe || cl.breaker.State(r.Model) == circuit.Down || cl.breaker.Spent(r.Model, mark, err.Error())) {
+		(permit == circuit.Probe || cl.breaker.State(r.Model) == circuit.Down || !replay && cl.breaker.Spent(r.Model, mark, err.Error())) {
 		cl.metrics.Call(r.Name, r.Model, outcomeParked, time.Since(t0))
 		return functions.Result{Null: true}, &work.Parked{Model: r.Model, Cause: err.Error(), Err: err}
 	}

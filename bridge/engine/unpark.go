@@ -91,7 +91,7 @@ func (e *Engine) unpark(ctx context.Context, m *replication.Message) error {
 			if !ok {
 				continue
 			}
-			it, err := e.resultItem(ctx, r, row, false)
+			it, err := e.resultItem(ctx, r, row, false, true)
 			if err != nil {
 				return err
 			}
