@@ -56,6 +56,10 @@ type Error struct {
 	// not a failure of the row: the Retrier sends the request again without
 	// spending a retry.
 	RateLimited bool
+	// Responded marks a failure after the server's answer began (its
+	// status came, its body was cut): the server is up, whatever the
+	// request's fate (see Unreachable).
+	Responded bool
 }
 
 func (e *Error) Error() string {
@@ -82,11 +86,11 @@ func Retryable(err error) bool {
 // Unreachable reports whether err is a failure that says the provider is
 // not answering at all, rather than anything about the request: no answer
 // (a refused or reset connection, a timeout, any I/O error: Status 0) or a
-// 5xx that is not a rate limit. A model whose requests all fail so is in an
+// 5xx that is not a rate limit. A body cut after the status came is not. A model whose requests all fail so is in an
 // outage; see internal/circuit. A cancelled request is not unreachable.
 func Unreachable(err error) bool {
 	var pe *Error
-	if !errors.As(err, &pe) || pe.Kind != Transient || pe.RateLimited {
+	if !errors.As(err, &pe) || pe.Kind != Transient || pe.RateLimited || pe.Responded {
 		return false
 	}
 	if errors.Is(err, context.Canceled) {

@@ -109,6 +109,7 @@ func TestUnreachable(t *testing.T) {
 		{name: "bad response", err: &Error{Kind: BadResponse}, want: false},
 		{name: "cancelled", err: &Error{Kind: Transient, Err: context.Canceled}, want: false},
 		{name: "not a provider error", err: errors.New("x"), want: false},
+		{name: "a body cut after its status", err: &Error{Kind: Transient, Message: "unexpected EOF", Responded: true}, want: false},
 		{name: "wrapped", err: fmt.Errorf("call: %w", &Error{Kind: Transient, Status: 502}), want: true},
 	}
 	for _, tc := range tests {

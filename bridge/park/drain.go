@@ -225,6 +225,7 @@ func (d *Drainer) Run(ctx context.Context) {
 				ended[f.model] = time.Now()
 			}
 		case <-d.wake:
+			counted = time.Time{} // a model went down or up: count now
 		case <-tick.C:
 		}
 		d.storeHealth(ctx, tgt)
@@ -266,7 +267,7 @@ func (d *Drainer) Run(ctx context.Context) {
 					case <-ctx.Done():
 					}
 				}(model, cursor[model])
-			case counted.After(ended[model].Add(time.Second)):
+			case !counted.IsZero() && counted.After(ended[model].Add(time.Second)):
 				// Up, and counted since its last pass ended (and its lanes
 				// wrote what that pass sent): a pass from the first row.
 				busy[model], cursor[model] = true, 0

@@ -7,12 +7,15 @@
 // What the callers report is the outcome of each request: Answered (the
 // endpoint said something, whatever it said of the request: a result, a
 // 4xx, an unusable answer, a rate limit) or Unreachable (a refused or reset
-// connection, a timeout, a 5xx). The circuit opens when Threshold
-// unreachable requests in a row, of at least two different rows, came with
-// no answer between them; or when a call spent its retries without the
-// endpoint answering anything meanwhile (Spent). A row whose requests fail
-// while the endpoint answers the rows around it is the row's failure, not an
-// outage: its call fails once its retries are spent.
+// connection, a timeout, a 5xx). An unreachable request counts only when
+// the endpoint answered nothing while it was in flight: a request that hung
+// while others were answered says nothing of an outage. The circuit opens
+// when Threshold such requests in a row, of at least two different rows,
+// came with no answer between them; or when a call spent its retries
+// without the endpoint answering anything meanwhile (Spent), and either
+// other rows fail too or the endpoint has answered nothing for Quiet. A row
+// whose requests fail while the endpoint answers the rows around it is the
+// row's failure, not an outage: its call fails once its retries are spent.
 //
 // The package imports nothing of ours but internal/backoff; a Breaker is
 // safe for concurrent use.
@@ -101,6 +104,7 @@ const (
 	DefaultThreshold = 3
 	DefaultProbeMin  = time.Second
 	DefaultProbeMax  = 30 * time.Second
+	DefaultQuiet     = 5 * time.Second
 )
 
 // Config is how a Breaker decides. Zero fields take the defaults.
@@ -112,6 +116,9 @@ type Config struct {
 	// circuit: it doubles from ProbeMin after each failed probe, with
 	// jitter, up to ProbeMax (internal/backoff).
 	ProbeMin, ProbeMax time.Duration
+	// Quiet is how long an endpoint must have answered nothing before one
+	// row's call whose retries were spent parks it (see Spent).
+	Quiet time.Duration
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 	// OnChange is called, outside the Breaker's lock, each time an
@@ -149,10 +156,11 @@ type Breaker struct {
 
 type endpoint struct {
 	state   State
-	fails   int    // unreachable requests in a row, with no answer between
-	first   string // the row of the first of them
-	rows    bool   // they came from at least two rows
-	answers uint64 // answers seen: what a call's Mark compares with
+	fails   int       // unreachable requests in a row, with no answer between
+	first   string    // the row of the first of them
+	rows    bool      // they came from at least two rows
+	answers uint64    // answers seen: what a call's Mark compares with
+	last    time.Time // the last answer; zero: none yet
 	since   time.Time
 	cause   string
 	next    time.Time // Down: the next probe may go then
@@ -171,6 +179,9 @@ func New(cfg Config) *Breaker {
 	}
 	if cfg.ProbeMax <= 0 {
 		cfg.ProbeMax = DefaultProbeMax
+	}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = DefaultQuiet
 	}
 	if cfg.ProbeMax < cfg.ProbeMin {
 		cfg.ProbeMax = cfg.ProbeMin
@@ -232,9 +243,9 @@ func (b *Breaker) Mark(ep string) uint64 {
 }
 
 // Report records the outcome of one request of ep, made for row (the
-// identity of its input) — as the probe when probe is set. It returns ep's
-// state after it.
-func (b *Breaker) Report(ep, row string, o Outcome, cause string, probe bool) State {
+// identity of its input) — as the probe when probe is set; since is what
+// Mark returned before the request began. It returns ep's state after it.
+func (b *Breaker) Report(ep, row string, o Outcome, cause string, probe bool, since uint64) State {
 	if b == nil {
 		return Up
 	}
@@ -245,9 +256,13 @@ func (b *Breaker) Report(ep, row string, o Outcome, cause string, probe bool) St
 	if probe {
 		e.probing = false
 	}
+	if o == Unreachable && e.answers != since && !probe {
+		o = Unknown // others were answered while it was in flight
+	}
 	switch o {
 	case Answered:
 		e.answers++
+		e.last = now
 		e.fails, e.first, e.rows = 0, "", false
 		if e.state == Down {
 			ch = &Change{Endpoint: ep, State: Up, Since: e.since, At: now, Probes: e.probes}
@@ -281,9 +296,11 @@ func (b *Breaker) Report(ep, row string, o Outcome, cause string, probe bool) St
 
 // Spent is told that a call of ep spent its retries, every one of its
 // requests unreachable; mark is what Mark returned before its first. It
-// reports whether the call's row is to park: true when ep answered nothing
-// since (the circuit is then opened, if it was not), false when it
-// answered other rows meanwhile — the row's own failure.
+// reports whether the call's row is to park — true when ep answered nothing
+// since and either other rows' requests fail too or ep has answered nothing
+// for Quiet (or ever); the circuit is then opened, if it was not. False is
+// the row's own failure: ep answered other rows meanwhile, or shortly
+// before, while only this row fails.
 func (b *Breaker) Spent(ep string, mark uint64, cause string) bool {
 	if b == nil {
 		return false
@@ -291,7 +308,8 @@ func (b *Breaker) Spent(ep string, mark uint64, cause string) bool {
 	var ch *Change
 	b.mu.Lock()
 	e := b.get(ep)
-	park := e.answers == mark
+	quiet := e.last.IsZero() || b.cfg.Now().Sub(e.last) >= b.cfg.Quiet
+	park := e.answers == mark && (e.rows || quiet)
 	if park && e.state == Up {
 		e.cause = cause
 		ch = b.open(e, ep, b.cfg.Now())
