@@ -92,6 +92,7 @@ type Deps struct {
 type ruleView struct {
 	set     *rules.Set
 	current atomic.Pointer[rules.Set]
+	models  atomic.Pointer[map[string]string] // current's models by rule, for other goroutines
 	live    *rules.Live
 	tables  Tables
 	// retyped is the last relation whose key types made the rules compile
@@ -230,6 +231,8 @@ func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
 func (e *Engine) swap(set *rules.Set) {
 	e.rules.set = set
 	e.rules.current.Store(set)
+	models := set.RuleModels() // a copy: the set's own maps are the engine goroutine's
+	e.rules.models.Store(&models)
 }
 
 // TargetRules returns the valid rules that write target table lane. It is
@@ -253,11 +256,12 @@ func (e *Engine) Live(r *rules.Rule) bool {
 	return cur != nil && cur.Fingerprint == r.Fingerprint
 }
 
-// RuleModels returns the models.name each valid rule calls, by rule. It is
-// safe for concurrent use.
+// RuleModels returns the models.name each valid rule calls, by rule, as
+// of the last configuration change. It is safe for concurrent use; the map
+// is not to be changed.
 func (e *Engine) RuleModels() map[string]string {
-	if s := e.rules.current.Load(); s != nil {
-		return s.RuleModels()
+	if m := e.rules.models.Load(); m != nil {
+		return *m
 	}
 	return nil
 }
