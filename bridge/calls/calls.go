@@ -177,7 +177,7 @@ func (cl *Caller) start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 			}
 			if err := cl.Daily.Reserve(r.Model, r.Cap); err != nil {
 				if permit == circuit.Probe {
-					cl.breaker.Report(r.Model, "", circuit.Unknown, "", true, 0)
+					cl.breaker.Report(r.Model, "", circuit.Unknown, "", true, 0, false)
 				}
 				return functions.Result{Null: true}, err // not cached: not permanent
 			}
@@ -244,7 +244,7 @@ func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, per
 			if err != nil {
 				cause = err.Error()
 			}
-			st := br.Report(r.Model, row, o, cause, probe, since)
+			st := br.Report(r.Model, row, o, cause, probe, since, replay)
 			stop := probe || st == circuit.Down
 			probe, reported, since = false, true, br.Mark(r.Model)
 			return stop
@@ -256,7 +256,7 @@ func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, per
 	if permit == circuit.Probe && !reported {
 		// A provider that made no request through a Retrier (or none at
 		// all): the probe showed nothing; another goes soon.
-		cl.breaker.Report(r.Model, "", circuit.Unknown, "", true, 0)
+		cl.breaker.Report(r.Model, "", circuit.Unknown, "", true, 0, false)
 	}
 	if err != nil && cl.ctx.Err() == nil && cl.breaker != nil && provider.Unreachable(err) &&
 		(permit == circuit.Probe || cl.breaker.State(r.Model) == circuit.Down || !replay && cl.breaker.Spent(r.Model, mark, err.Error())) {

@@ -10,12 +10,13 @@
 // connection, a timeout, a 5xx). An unreachable request counts only when
 // the endpoint answered nothing while it was in flight: a request that hung
 // while others were answered says nothing of an outage. The circuit opens
-// when Threshold such requests in a row, of at least two different rows,
-// came with no answer between them; or when a call spent its retries
-// without the endpoint answering anything meanwhile (Spent), and either
-// other rows fail too or the endpoint has answered nothing for Quiet. A row
-// whose requests fail while the endpoint answers the rows around it is the
-// row's failure, not an outage: its call fails once its retries are spent.
+// when Threshold such requests in a row came with no answer between them,
+// of at least two different rows or with the endpoint answering nothing for
+// Quiet; or when a call spent its retries without the endpoint answering
+// anything meanwhile (Spent), and either other rows fail too or the
+// endpoint has answered nothing for Quiet. A row whose requests fail while
+// the endpoint answers the rows around it is the row's failure, not an
+// outage: its call fails once its retries are spent.
 //
 // The package imports nothing of ours but internal/backoff; a Breaker is
 // safe for concurrent use.
@@ -104,20 +105,21 @@ const (
 	DefaultThreshold = 3
 	DefaultProbeMin  = time.Second
 	DefaultProbeMax  = 30 * time.Second
-	DefaultQuiet     = 5 * time.Second
+	DefaultQuiet     = 2 * time.Second
 )
 
 // Config is how a Breaker decides. Zero fields take the defaults.
 type Config struct {
 	// Threshold is how many unreachable requests in a row, with no answer
-	// between them and of at least two rows, open the circuit.
+	// between them, of at least two rows or with no answer for Quiet, open
+	// the circuit.
 	Threshold int
 	// ProbeMin and ProbeMax bound the wait between two probes of an open
 	// circuit: it doubles from ProbeMin after each failed probe, with
 	// jitter, up to ProbeMax (internal/backoff).
 	ProbeMin, ProbeMax time.Duration
 	// Quiet is how long an endpoint must have answered nothing before one
-	// row's call whose retries were spent parks it (see Spent).
+	// row's failing requests open its circuit (see Threshold, Spent).
 	Quiet time.Duration
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
@@ -158,6 +160,7 @@ type endpoint struct {
 	state   State
 	fails   int       // unreachable requests in a row, with no answer between
 	first   string    // the row of the first of them
+	solo    bool      // its failures alone may open the circuit (not a replay)
 	rows    bool      // they came from at least two rows
 	answers uint64    // answers seen: what a call's Mark compares with
 	last    time.Time // the last answer; zero: none yet
@@ -244,8 +247,12 @@ func (b *Breaker) Mark(ep string) uint64 {
 
 // Report records the outcome of one request of ep, made for row (the
 // identity of its input) — as the probe when probe is set; since is what
-// Mark returned before the request began. It returns ep's state after it.
-func (b *Breaker) Report(ep, row string, o Outcome, cause string, probe bool, since uint64) State {
+// Mark returned before the request began. A row sent again after the
+// endpoint came back (a replay) is reported with replay set: its failures
+// alone never open the circuit, other rows' must join them (so that a row
+// whose own image makes the server fail does not keep the endpoint down).
+// It returns ep's state after it.
+func (b *Breaker) Report(ep, row string, o Outcome, cause string, probe bool, since uint64, replay bool) State {
 	if b == nil {
 		return Up
 	}
@@ -272,7 +279,7 @@ func (b *Breaker) Report(ep, row string, o Outcome, cause string, probe bool, si
 	case Unreachable:
 		e.cause = cause
 		if e.fails == 0 {
-			e.first = row
+			e.first, e.solo = row, !replay
 		} else if row != e.first {
 			e.rows = true
 		}
@@ -280,7 +287,7 @@ func (b *Breaker) Report(ep, row string, o Outcome, cause string, probe bool, si
 		switch {
 		case e.state == Down && probe:
 			e.next = now.Add(e.bo.Next())
-		case e.state == Up && e.fails >= b.cfg.Threshold && e.rows:
+		case e.state == Up && e.fails >= b.cfg.Threshold && (e.rows || e.solo && b.quiet(e, now)):
 			ch = b.open(e, ep, now)
 		}
 	default:
@@ -308,8 +315,7 @@ func (b *Breaker) Spent(ep string, mark uint64, cause string) bool {
 	var ch *Change
 	b.mu.Lock()
 	e := b.get(ep)
-	quiet := e.last.IsZero() || b.cfg.Now().Sub(e.last) >= b.cfg.Quiet
-	park := e.answers == mark && (e.rows || quiet)
+	park := e.answers == mark && (e.rows || b.quiet(e, b.cfg.Now()))
 	if park && e.state == Up {
 		e.cause = cause
 		ch = b.open(e, ep, b.cfg.Now())
@@ -317,6 +323,11 @@ func (b *Breaker) Spent(ep string, mark uint64, cause string) bool {
 	b.mu.Unlock()
 	b.notify(ch)
 	return park
+}
+
+// quiet reports whether e answered nothing for Quiet (or ever) at now.
+func (b *Breaker) quiet(e *endpoint, now time.Time) bool {
+	return e.last.IsZero() || now.Sub(e.last) >= b.cfg.Quiet
 }
 
 // open makes e Down at now. b.mu is held.

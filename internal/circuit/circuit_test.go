@@ -13,6 +13,7 @@ func (c *clock) add(d time.Duration)       { c.t = c.t.Add(d) }
 func newClock() *clock                     { return &clock{t: time.Date(2026, 12, 4, 20, 0, 0, 0, time.UTC)} }
 func (s step) String() string              { return s.do }
 func u(row string) step                    { return step{do: "unreachable", row: row} }
+func replayU(row string) step              { return step{do: "unreachable", row: row, replay: true} }
 func hung(row string) step                 { return step{do: "hung", row: row} }
 func a(row string) step                    { return step{do: "answered", row: row} }
 func spent(row string, mark int) step      { return step{do: "spent", row: row, mark: mark} }
@@ -35,6 +36,7 @@ type step struct {
 	state   State
 	park    bool
 	n       int
+	replay  bool
 }
 
 // TestBreaker walks the circuit through outages and single bad rows with a
@@ -46,12 +48,16 @@ func TestBreaker(t *testing.T) {
 	}{
 		{name: "answers keep it up", steps: []step{a("r1"), a("r2"), u("r3"), a("r4"), u("r5"), u("r6"), a("r7"), state(Up), allow(Call), changes(0)}},
 		{name: "three unreachable of two rows open it", steps: []step{u("r1"), u("r2"), state(Up), u("r3"), state(Down), allow(Park), changes(1)}},
-		{name: "one row failing alone does not open it", steps: []step{u("r1"), u("r1"), u("r1"), u("r1"), u("r1"), state(Up), allow(Call)}},
+		{name: "one row failing alone does not open it", steps: []step{a("r0"), u("r1"), u("r1"), u("r1"), u("r1"), u("r1"), state(Up), allow(Call)}},
+		{name: "one row failing alone for Quiet opens it", steps: []step{a("r0"), u("r1"), u("r1"), wait(2 * time.Second), u("r1"), state(Down)}},
+		{name: "a replayed row failing alone never opens it", steps: []step{a("r0"), replayU("r1"), wait(3 * time.Second), replayU("r1"), replayU("r1"), replayU("r1"), state(Up)}},
+		{name: "a replayed row and another open it", steps: []step{a("r0"), replayU("r1"), replayU("r1"), replayU("r2"), state(Down)}},
+		{name: "one row failing alone, never an answer, opens it", steps: []step{u("r1"), u("r1"), u("r1"), state(Down)}},
 		{name: "an answer between resets the count", steps: []step{u("r1"), u("r2"), a("r3"), u("r4"), u("r5"), state(Up), u("r6"), state(Down)}},
 		{name: "a row alone while others are answered is the row's", steps: []step{u("bad"), a("r2"), u("bad"), a("r3"), u("bad"), parks(false, 0), state(Up), changes(0)}},
 		{name: "a call spent alone, answered shortly before, is the row's", steps: []step{a("r0"), u("r1"), u("r1"), u("r1"), parks(false, 1), state(Up), changes(0)}},
-		{name: "a call spent alone after Quiet parks and opens", steps: []step{a("r0"), wait(5 * time.Second), u("r1"), u("r1"), u("r1"), parks(true, 1), state(Down), changes(1)}},
-		{name: "a call spent alone with no answer ever parks", steps: []step{u("r1"), u("r1"), parks(true, 0), state(Down)}},
+		{name: "a call spent alone after Quiet parks and opens", steps: []step{a("r0"), wait(2 * time.Second), u("r1"), parks(true, 1), state(Down), changes(1)}},
+		{name: "a call spent alone with no answer ever parks", steps: []step{u("r1"), parks(true, 0), state(Down)}},
 		{name: "a call spent while other rows fail too parks", steps: []step{a("r0"), u("r1"), u("r2"), parks(true, 1), state(Down)}},
 		{name: "the first probe waits ProbeMin", steps: []step{u("r1"), u("r2"), u("r3"), allow(Park), wait(400 * time.Millisecond), allow(Park), wait(700 * time.Millisecond), allow(Probe), allow(Park)}},
 		{name: "one probe at a time", steps: []step{u("r1"), u("r2"), u("r3"), wait(2 * time.Second), allow(Probe), allow(Park), allow(Park), probe(Unreachable), allow(Park)}},
@@ -80,13 +86,13 @@ func TestBreaker(t *testing.T) {
 			for i, s := range tc.steps {
 				switch s.do {
 				case "unreachable":
-					b.Report(ep, s.row, Unreachable, "connection refused", false, b.Mark(ep))
+					b.Report(ep, s.row, Unreachable, "connection refused", false, b.Mark(ep), s.replay)
 				case "hung": // began before an answer came
 					since := b.Mark(ep)
-					b.Report(ep, "other", Answered, "", false, since)
-					b.Report(ep, s.row, Unreachable, "timeout", false, since)
+					b.Report(ep, "other", Answered, "", false, since, false)
+					b.Report(ep, s.row, Unreachable, "timeout", false, since, false)
 				case "answered":
-					b.Report(ep, s.row, Answered, "", false, b.Mark(ep))
+					b.Report(ep, s.row, Answered, "", false, b.Mark(ep), s.replay)
 					marks = append(marks, b.Mark(ep))
 				case "wait":
 					c.add(s.d)
@@ -95,7 +101,7 @@ func TestBreaker(t *testing.T) {
 						t.Fatalf("step %d: Allow = %v, want %v", i, p, s.permit)
 					}
 				case "probe":
-					b.Report(ep, "probe", s.outcome, "connection refused", true, b.Mark(ep))
+					b.Report(ep, "probe", s.outcome, "connection refused", true, b.Mark(ep), false)
 				case "state":
 					if st := b.State(ep); st != s.state {
 						t.Fatalf("step %d: state %v, want %v", i, st, s.state)
@@ -132,18 +138,18 @@ func TestBreakerChanges(t *testing.T) {
 	b := New(Config{Now: c.now, OnChange: func(ch Change) { got = append(got, ch) }})
 	down := c.now()
 	for _, row := range []string{"a", "b", "c"} {
-		b.Report("m", row, Unreachable, "dial tcp: connection refused", false, b.Mark("m"))
+		b.Report("m", row, Unreachable, "dial tcp: connection refused", false, b.Mark("m"), false)
 	}
 	for range 3 {
 		c.add(time.Minute)
 		if p := b.Allow("m"); p != Probe {
 			t.Fatalf("Allow = %v, want probe", p)
 		}
-		b.Report("m", "a", Unreachable, "HTTP 503", true, b.Mark("m"))
+		b.Report("m", "a", Unreachable, "HTTP 503", true, b.Mark("m"), false)
 	}
 	c.add(time.Minute)
 	b.Allow("m")
-	b.Report("m", "a", Answered, "", true, b.Mark("m"))
+	b.Report("m", "a", Answered, "", true, b.Mark("m"), false)
 	if len(got) != 2 {
 		t.Fatalf("changes %+v, want 2", got)
 	}
