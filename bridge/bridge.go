@@ -17,11 +17,13 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/engine"
 	"github.com/pgimageai/pgimageai/bridge/leader"
+	"github.com/pgimageai/pgimageai/bridge/park"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/track"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/backoff"
+	"github.com/pgimageai/pgimageai/internal/circuit"
 	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
@@ -65,6 +67,7 @@ type Config struct {
 	Limits  Limits
 	Timing  Timing
 	Trust   Trust
+	Outage  Outage
 }
 
 // Trust names what of the database's other roles the operator trusts the
@@ -75,6 +78,19 @@ type Trust struct {
 	// write-back UPDATE fires, the functions of the constraints of its
 	// columns' domains. Any other table with such code is an invalid_rule.
 	Tables []string
+}
+
+// Outage sets how a model's outage is told from one row's failure and how
+// a model that is down is probed (internal/circuit); zero fields take the
+// defaults.
+type Outage struct {
+	// Threshold is how many unreachable requests in a row, of at least two
+	// rows and with no answer between, make a model down (default 3).
+	Threshold int
+	// ProbeMin and ProbeMax bound the wait between two probes of a model
+	// that is down: from ProbeMin (default 1s), doubled after each failed
+	// probe, up to ProbeMax (default 30s).
+	ProbeMin, ProbeMax time.Duration
 }
 
 // Limits bound what a Bridge holds.
@@ -219,6 +235,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.lock = leader.New(b.cfg.SourceDSN, b.cfg.Slot, b.cfg.Logger, b.cfg.Timing.LeaderPoll)
 	defer b.lock.Release()
 	b.cfg.Metrics.SetStatus(b.status)
+	b.cfg.Metrics.SetOutages(b.outages)
 	var settling time.Time // since when the source has been settling
 	for {
 		began := time.Now()
@@ -289,6 +306,8 @@ type running struct {
 	lanes   *apply.Lanes
 	engine  *engine.Engine
 	calls   *calls.Counters
+	breaker *circuit.Breaker // the models' circuits
+	parked  *park.Rules      // the rules' parked rows
 }
 
 // setStream records the stream of the current leadership (nil: none), for
@@ -392,8 +411,19 @@ func (b *Bridge) lead(ctx context.Context) error {
 	defer stopLanes()
 	budget := cost.NewBudget(cfg.Limits.ByteBudget)
 	var eng *engine.Engine
+	// The models' circuits, and the rows parked while a model is down:
+	// restored first, so that a model a previous run left down is probed
+	// before any call, and lanes know which rules have parked rows.
+	drainer := park.New(park.Config{Log: log, Slot: cfg.Slot, SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN,
+		Circuit: circuit.Config{Threshold: cfg.Outage.Threshold, ProbeMin: cfg.Outage.ProbeMin, ProbeMax: cfg.Outage.ProbeMax},
+		Models:  func() map[string]string { return eng.RuleModels() }})
+	breaker := drainer.Breaker()
+	if err := drainer.Load(ctx, tgt); err != nil {
+		return err
+	}
 	lanes := apply.New(laneCtx, apply.Config{
-		Log: log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,
+		Parked: drainer.Rules(),
+		Log:    log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,
 		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add, Idle: apply.DefaultIdle,
 		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
 		Targets: apply.Targets{
@@ -419,12 +449,13 @@ func (b *Bridge) lead(ctx context.Context) error {
 	defer lookups.Close(context.WithoutCancel(ctx))
 	caller := calls.New(hard, calls.Cost{Budget: budget, Cache: cache, Lookups: lookups,
 		Daily: cost.NewDaily(cfg.Timing.Now, day, spent, cfg.Metrics)}, cfg.Metrics, lanes.Rows())
+	caller.SetBreaker(breaker)
 	eng = engine.New(hard, engine.Deps{
 		Log: log, TypeMap: tgt.TypeMap(), Live: live, Conns: conns,
 		Tables: engine.Tables{Rules: rulesOID, Models: modelsOID, Retries: retriesOID},
 		Calls:  caller, Metrics: cfg.Metrics, Lanes: lanes,
 		Resume:    engine.Resume{Tracker: tracker, Own: own, Routed: routed},
-		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN,
+		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN, Parked: drainer,
 	})
 	caller.SetLive(eng.Live)
 	defer eng.StopWatch() // its reconciliations end with the leadership
@@ -445,7 +476,11 @@ func (b *Bridge) lead(ctx context.Context) error {
 	log.Info("streaming", "version", cfg.Version, "database", src.Config().Database, "slot", cfg.Slot, "group", cfg.Group,
 		"publication", cfg.Publication, "rules", valid, "invalid_rules", invalid, "checkpoint", checkpoint.String(), "lanes", len(routed))
 
-	b.run.Store(&running{budget: budget, tracker: tracker, lanes: lanes, engine: eng, calls: caller.Counters()})
+	b.run.Store(&running{budget: budget, tracker: tracker, lanes: lanes, engine: eng, calls: caller.Counters(), breaker: breaker, parked: drainer.Rules()})
+	drainCtx, stopDrain := context.WithCancel(ctx)
+	drained := make(chan struct{})
+	go func() { defer close(drained); drainer.Run(drainCtx) }()
+	defer func() { stopDrain(); <-drained }()
 	b.setStream(stream)
 	defer b.setStream(nil)
 	stopWatch := watchPace(ctx, paceWatch{log: log, dsn: cfg.TargetDSN, slot: cfg.Slot, every: cfg.Timing.PaceReport, governors: eng.Governors, lanes: lanes.Status})

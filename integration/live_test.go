@@ -155,12 +155,13 @@ func TestWriteBack(t *testing.T) {
 	}
 }
 
-// TestRetry: a row that failed with an outage is reprocessed by a retry
-// request once the provider is back, and its errors row is resolved.
+// TestRetry: a row that failed (a 4xx: an answer about the row, not an
+// outage, which parks rows and heals by itself) is reprocessed by a retry
+// request once the provider answers it, and its errors row is resolved.
 func TestRetry(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)
-	ai.Set(0, func(aiRequest) (int, string) { return http.StatusServiceUnavailable, "down for maintenance" })
+	ai.Set(0, func(aiRequest) (int, string) { return http.StatusBadRequest, "image refused for now" })
 	s.model(t, "vision", ai, `{"max_retries": 0}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	s.start(t, s.config(t))
@@ -196,7 +197,7 @@ func TestRetry(t *testing.T) {
 func TestRetryManyRows(t *testing.T) {
 	s := newSource(t)
 	ai := newFakeAI(t)
-	ai.Set(0, func(aiRequest) (int, string) { return http.StatusServiceUnavailable, "down" })
+	ai.Set(0, func(aiRequest) (int, string) { return http.StatusBadRequest, "image refused for now" })
 	s.model(t, "vision", ai, `{"max_retries": 0, "max_concurrency": 16}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	_, stop := s.start(t, s.config(t))

@@ -67,8 +67,9 @@ type Metrics struct {
 		rules, models map[string]time.Time // since when
 	}
 
-	status atomic.Pointer[func() Status]
-	slot   atomic.Pointer[func(context.Context) (Slot, error)]
+	status  atomic.Pointer[func() Status]
+	outages outages // the models' circuits and the parked rows
+	slot    atomic.Pointer[func(context.Context) (Slot, error)]
 }
 
 // New returns Metrics registered on a new registry, with the Go runtime and
@@ -107,7 +108,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.dropped, m.rowsWritten, m.batches, m.pruned, m.slotGaps, laneCollector{m}, modelCollector{m},
+		m.changes, m.calls, m.latency, m.retries, m.cacheHits, m.errors, m.dropped, m.rowsWritten, m.batches, m.pruned, m.slotGaps, laneCollector{m}, modelCollector{m}, outageCollector{m},
 		gauge("streaming", "1 while the replication stream is streaming, else 0.", func(s Status) float64 { return b2f(s.Streaming) }),
 		gauge("leader", "1 while this process holds the slot's leader lock, 0 while it waits as a standby.", func(s Status) float64 { return b2f(s.Leader) }),
 		gauge("replication_lag_bytes", "Server WAL end minus the LSN confirmed to the slot.", func(s Status) float64 { return float64(s.LagBytes()) }),

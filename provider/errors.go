@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -55,6 +56,10 @@ type Error struct {
 	// not a failure of the row: the Retrier sends the request again without
 	// spending a retry.
 	RateLimited bool
+	// Responded marks a failure after the server's answer began (its
+	// status came, its body was cut): the server is up, whatever the
+	// request's fate (see Unreachable).
+	Responded bool
 }
 
 func (e *Error) Error() string {
@@ -76,6 +81,22 @@ func (e *Error) Unwrap() error { return e.Err }
 func Retryable(err error) bool {
 	var pe *Error
 	return errors.As(err, &pe) && pe.Kind == Transient
+}
+
+// Unreachable reports whether err is a failure that says the provider is
+// not answering at all, rather than anything about the request: no answer
+// (a refused or reset connection, a timeout, any I/O error: Status 0) or a
+// 5xx that is not a rate limit. A body cut after the status came is not. A model whose requests all fail so is in an
+// outage; see internal/circuit. A cancelled request is not unreachable.
+func Unreachable(err error) bool {
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Kind != Transient || pe.RateLimited || pe.Responded {
+		return false
+	}
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	return pe.Status == 0 || pe.Status >= 500 || pe.Status == 408
 }
 
 // StatusKind classifies an HTTP status per the provider contract: 408, 409, 429 and 5xx are

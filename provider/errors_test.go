@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -84,5 +85,38 @@ func TestRateLimitedStatus(t *testing.T) {
 		if got := QuotaExhausted(tt.status, tt.code); got != tt.quota {
 			t.Errorf("QuotaExhausted(%d, %q) = %v, want %v", tt.status, tt.code, got, tt.quota)
 		}
+	}
+}
+
+// TestUnreachable: what says a model is not answering at all, as opposed to
+// an answer about the request.
+func TestUnreachable(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "refused", err: &Error{Kind: Transient, Message: "dial tcp 127.0.0.1:1: connect: connection refused"}, want: true},
+		{name: "timeout", err: &Error{Kind: Transient, Message: "timeout", Err: context.DeadlineExceeded}, want: true},
+		{name: "503", err: &Error{Kind: Transient, Status: 503}, want: true},
+		{name: "500", err: &Error{Kind: Transient, Status: 500}, want: true},
+		{name: "408", err: &Error{Kind: Transient, Status: 408}, want: true},
+		{name: "409", err: &Error{Kind: Transient, Status: 409}, want: false},
+		{name: "429", err: &Error{Kind: Transient, Status: 429, RateLimited: true}, want: false},
+		{name: "503 with Retry-After", err: &Error{Kind: Transient, Status: 503, RetryAfter: time.Second, RateLimited: true}, want: false},
+		{name: "400", err: &Error{Kind: Permanent, Status: 400}, want: false},
+		{name: "500 image refused", err: &Error{Kind: Permanent, Status: 500}, want: false},
+		{name: "bad response", err: &Error{Kind: BadResponse}, want: false},
+		{name: "cancelled", err: &Error{Kind: Transient, Err: context.Canceled}, want: false},
+		{name: "not a provider error", err: errors.New("x"), want: false},
+		{name: "a body cut after its status", err: &Error{Kind: Transient, Message: "unexpected EOF", Responded: true}, want: false},
+		{name: "wrapped", err: fmt.Errorf("call: %w", &Error{Kind: Transient, Status: 502}), want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Unreachable(tc.err); got != tc.want {
+				t.Errorf("Unreachable(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }

@@ -71,6 +71,7 @@ func (r Retrier) Do(ctx context.Context, call func(ctx context.Context) error) e
 			return stopped(err, last, attempt-1)
 		}
 		err := call(ctx)
+		stop := ContextTrace(ctx).attempt(err)
 		if err == nil {
 			return nil
 		}
@@ -81,7 +82,7 @@ func (r Retrier) Do(ctx context.Context, call func(ctx context.Context) error) e
 		e := *pe // never mutate the callee's value
 		e.Attempts = attempt
 		last = &e
-		if e.Kind != Transient {
+		if e.Kind != Transient || stop {
 			return last
 		}
 		if err := ctx.Err(); err != nil {

@@ -203,3 +203,38 @@ func TestRetrierRateLimitedBackstop(t *testing.T) {
 		t.Fatalf("err %v, waits %v: want success after %d rate limits with 2 backoffs", err, waits, 2*pacedBackstop+1)
 	}
 }
+
+// TestRetrierAttemptHook: the trace sees every request's outcome, and a
+// hook that says stop ends the retries at once with that failure (the
+// model's circuit opened: the row parks rather than spending its retries).
+func TestRetrierAttemptHook(t *testing.T) {
+	down := &Error{Kind: Transient, Message: "dial tcp: connection refused"}
+	tests := []struct {
+		name      string
+		errs      []error
+		stopAfter int // the hook says stop from this request on; 0 = never
+		wantCalls int
+		wantSeen  int
+		wantErr   bool
+	}{
+		{name: "never stops", errs: []error{down, down}, wantCalls: 3, wantSeen: 3},
+		{name: "stops at the first", errs: []error{down, down, down}, stopAfter: 1, wantCalls: 1, wantSeen: 1, wantErr: true},
+		{name: "stops at the second", errs: []error{down, down, down}, stopAfter: 2, wantCalls: 2, wantSeen: 2, wantErr: true},
+		{name: "a success is reported and returned", errs: nil, stopAfter: 1, wantCalls: 1, wantSeen: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec recorder
+			call, calls := script(tc.errs...)
+			seen := 0
+			ctx := WithTrace(context.Background(), &Trace{Attempt: func(error) bool {
+				seen++
+				return tc.stopAfter > 0 && seen >= tc.stopAfter
+			}})
+			err := Retrier{MaxRetries: 4, Sleep: rec.sleep}.Do(ctx, call)
+			if *calls != tc.wantCalls || seen != tc.wantSeen || (err != nil) != tc.wantErr {
+				t.Fatalf("calls %d, seen %d, err %v; want %d, %d, err %v", *calls, seen, err, tc.wantCalls, tc.wantSeen, tc.wantErr)
+			}
+		})
+	}
+}

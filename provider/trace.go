@@ -16,6 +16,11 @@ type Trace struct {
 	// Paced is called when a request met a rate limit and goes again at the
 	// model's pace, without spending a retry.
 	Paced func(err error)
+	// Attempt is called after each request with its outcome (nil: it
+	// succeeded). When it returns true after a failed request, the Retrier
+	// stops and returns that failure without retrying (the model's circuit
+	// opened, or the request was its probe).
+	Attempt func(err error) (stop bool)
 }
 
 type traceKey struct{}
@@ -41,4 +46,8 @@ func (t *Trace) paced(err error) {
 	if t != nil && t.Paced != nil {
 		t.Paced(err)
 	}
+}
+
+func (t *Trace) attempt(err error) bool {
+	return t != nil && t.Attempt != nil && t.Attempt(err)
 }

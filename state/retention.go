@@ -69,6 +69,9 @@ func Prune(ctx context.Context, conn *pgx.Conn, rules []string) (Pruned, error) 
   SELECT ctid FROM pgimageai.batch_answers WHERE NOT rule = ANY($2) AND rule NOT IN (SELECT side_rule FROM pgimageai.switches) LIMIT $1))`},
 		{"errors_resolved", `UPDATE pgimageai.errors SET resolved_at = now() WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM pgimageai.errors WHERE resolved_at IS NULL AND NOT rule = ANY($2) AND rule NOT IN (SELECT side_rule FROM pgimageai.switches) LIMIT $1))`},
+		// Rows parked for a rule that is gone are sent to nothing.
+		{"parked", `DELETE FROM pgimageai.parked WHERE ctid = ANY(ARRAY(
+  SELECT ctid FROM pgimageai.parked WHERE NOT rule = ANY($2) AND rule NOT IN (SELECT side_rule FROM pgimageai.switches) LIMIT $1))`},
 		// After errors_resolved: the counts of those rules are 0 now.
 		{"error_counts", `DELETE FROM pgimageai.error_counts WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM pgimageai.error_counts WHERE open = 0 AND NOT rule = ANY($2) AND rule NOT IN (SELECT side_rule FROM pgimageai.switches) LIMIT $1))`},

@@ -42,11 +42,14 @@ func TestPrune(t *testing.T) {
 	exec(`INSERT INTO pgimageai.results (rule, source_key, input_key) VALUES ('kept@b', '{"id":1}', '\x00')`)
 	exec(`INSERT INTO pgimageai.errors (rule, source_table, source_key, reason, detail) VALUES ('kept@b', 'public.t', '{"id":5}', 'bad_response', 'side')`)
 
+	exec(`INSERT INTO pgimageai.parked (rule, source_key, source_table, model, lsn) VALUES
+  ('gone', '{"id":1}', 'public.t', 'm', '0/1'), ('kept', '{"id":1}', 'public.t', 'm', '0/1')`)
+
 	pruned, err := state.Prune(ctx, conn, []string{"kept"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := state.Pruned{"errors": 1, "usage": 1, "own_xacts": 1, "model_pace": 0, "results": 1500, "batch_answers": 1, "errors_resolved": 1, "error_counts": 1}
+	want := state.Pruned{"errors": 1, "usage": 1, "own_xacts": 1, "model_pace": 0, "results": 1500, "batch_answers": 1, "errors_resolved": 1, "error_counts": 1, "parked": 1}
 	for k, n := range want {
 		if pruned[k] != n {
 			t.Errorf("pruned %s: %d, want %d (all: %v)", k, pruned[k], n, pruned)
@@ -73,6 +76,8 @@ func TestPrune(t *testing.T) {
 		{"SELECT count(*) FROM pgimageai.results WHERE rule = 'kept@b'", 1},
 		{"SELECT count(*) FROM pgimageai.errors WHERE rule = 'kept@b' AND resolved_at IS NULL", 1},
 		{"SELECT count(*) FROM pgimageai.batch_answers WHERE rule = 'kept'", 1},
+		{"SELECT count(*) FROM pgimageai.parked WHERE rule = 'kept'", 1},
+		{"SELECT count(*) FROM pgimageai.parked", 1},
 		{"SELECT count(*) FROM pgimageai.error_counts WHERE rule = 'gone'", 0},
 		{"SELECT open FROM pgimageai.error_counts WHERE rule = 'kept'", 1},
 	}

@@ -24,6 +24,21 @@ type batch struct {
 	errorsN int
 	capped  []capped  // the errors rows, each of which the cap may refuse
 	run     resultRun // results not yet turned into ops
+	parked  Parked    // rules that may have parked rows; nil = none
+}
+
+// mayPark reports whether some rule of rules may have parked rows, whose
+// parked row a write for them must then delete.
+func (b *batch) mayPark(rules ...string) bool {
+	if b.parked == nil {
+		return false
+	}
+	for _, r := range rules {
+		if b.parked.Maybe(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // add appends the ops of one item.
@@ -35,14 +50,23 @@ func (b *batch) add(it *work.Item) {
 	case work.Move:
 		b.ops = append(b.ops, sink.Move{Target: it.Dest.Target, OldKey: it.Old.Key, NewKey: it.Row.Key},
 			state.RekeyErrors{SourceTable: it.Dest.SourceTable, OldKey: it.Old.JSON, NewKey: it.Row.JSON, Rules: it.Dest.Rules})
+		if b.mayPark(it.Dest.Rules...) {
+			b.ops = append(b.ops, state.RekeyParked{Rules: it.Dest.Rules, OldKey: it.Old.JSON, NewKey: it.Row.JSON})
+		}
 		b.count("move")
 	case work.Delete:
 		b.ops = append(b.ops, sink.Delete{Target: it.Dest.Target, Key: it.Row.Key},
 			state.ForgetRow{SourceTable: it.Dest.SourceTable, Key: it.Row.JSON, Rules: it.Dest.Rules})
+		if b.mayPark(it.Dest.Rules...) {
+			b.ops = append(b.ops, state.UnparkRows{Rules: it.Dest.Rules, Key: it.Row.JSON})
+		}
 		b.count("delete")
 	case work.Truncate:
 		b.ops = append(b.ops, sink.Truncate{Target: it.Dest.Target}, state.ForgetRow{SourceTable: it.Dest.SourceTable, Rules: it.Dest.Rules})
 		b.ops = append(b.ops, it.Ops...) // the bookkeeping of a new source table's emptying, in its transaction
+		if b.mayPark(it.Dest.Rules...) {
+			b.ops = append(b.ops, state.UnparkRows{Rules: it.Dest.Rules})
+		}
 		b.count("truncate")
 	case work.Result:
 		b.result(it)
@@ -52,6 +76,11 @@ func (b *batch) add(it *work.Item) {
 		b.ops = append(b.ops, state.Resolve{Rule: it.Rule.Name, Key: it.Row.JSON})
 	case work.Forget:
 		b.ops = append(b.ops, state.ForgetRow{SourceTable: it.Dest.SourceTable, Key: it.Row.JSON, Rules: it.Dest.Rules})
+		if b.mayPark(it.Dest.Rules...) {
+			b.ops = append(b.ops, state.UnparkRows{Rules: it.Dest.Rules, Key: it.Row.JSON})
+		}
+	case work.Unpark:
+		b.ops = append(b.ops, state.Unpark{Rule: it.Rule.Name, Keys: []string{string(it.Row.JSON)}})
 	case work.Switch, work.DropShadow:
 		b.ops = append(b.ops, it.Ops...)
 		b.count(it.Kind.String())
@@ -69,7 +98,12 @@ func (b *batch) count(op string) {
 // failure), and the errors row or the resolution of earlier ones.
 func (b *batch) result(it *work.Item) {
 	if it.Call != nil && it.Call.Unchanged {
-		return // the stored result is this input's: nothing to write
+		// The stored result is this input's: nothing to write, but the row
+		// waits no longer.
+		if b.mayPark(it.Rule.Name) {
+			b.ops = append(b.ops, state.Unpark{Rule: it.Rule.Name, Keys: []string{string(it.Row.JSON)}})
+		}
+		return
 	}
 	var res functions.Result
 	var err error
@@ -77,6 +111,23 @@ func (b *batch) result(it *work.Item) {
 		res = functions.Result{Null: true}
 	} else {
 		res, err = it.Call.Result, it.Call.Err
+	}
+	if p := work.ParkedBy(err); p != nil {
+		// The model is down: the row waits in pgimageai.parked, the target
+		// row keeps what it holds, and the lane's checkpoint moves past it.
+		b.flush()
+		b.ops = append(b.ops, state.Park{Rule: it.Rule.Name, SourceTable: it.Dest.SourceTable, Key: it.Row.JSON,
+			Model: it.Rule.Model, LSN: it.LSN, Cause: p.Cause, Replay: it.Replay})
+		if b.parked != nil {
+			b.parked.Parking(it.Rule.Name)
+		}
+		b.count("park")
+		return
+	}
+	if b.mayPark(it.Rule.Name) {
+		// Whatever this writes is newer than what parked: the row waits no
+		// longer.
+		b.ops = append(b.ops, state.Unpark{Rule: it.Rule.Name, Keys: []string{string(it.Row.JSON)}})
 	}
 	if err == nil && !res.Null && it.Dest.Target.Dim > 0 && len(res.Vector) != it.Dest.Target.Dim {
 		err = &functions.Error{Reason: functions.BadResponse, ImageBytes: it.Call.Size, ImageHead: it.Call.Head,

@@ -274,7 +274,7 @@ func (l *lane) write(ctx context.Context, items []work.Item) error {
 		l.stat.oldest.Store(items[0].Txn.CommitTime().UnixNano())
 	}
 	defer l.stat.writing.Store(0)
-	var b batch
+	b := batch{parked: l.ls.cfg.Parked}
 	for i := range items {
 		b.add(&items[i])
 	}
@@ -597,6 +597,19 @@ type Config struct {
 	// Idle is how long a lane with nothing to write keeps its target
 	// connection; 0 = for good.
 	Idle time.Duration
+	// Parked is told of the rows that park and asked which rules may have
+	// parked rows; nil = rows never park.
+	Parked Parked
+}
+
+// Parked is what a lane tells and asks of the rows parked while their
+// model is down (bridge/park.Rules). It must be safe for concurrent use.
+type Parked interface {
+	// Maybe reports whether some row of rule may be parked: a write for
+	// a row of it then deletes the row's parked row.
+	Maybe(rule string) bool
+	// Parking is told that a row of rule parks, before its write.
+	Parking(rule string)
 }
 
 // Targets is what a lane asks of the rules that write its target, answered

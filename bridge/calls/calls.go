@@ -20,6 +20,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/internal/circuit"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
@@ -63,6 +64,7 @@ type Caller struct {
 	metrics *metrics.Metrics
 	ctx     context.Context // calls outlive a graceful stop's cancellation
 	rows    Follower
+	breaker *circuit.Breaker // the models' circuits, by models.name; nil = none
 	count   Counters
 	live    atomic.Pointer[func(*rules.Rule) bool] // nil: every rule is live
 }
@@ -85,6 +87,11 @@ func New(ctx context.Context, c Cost, m *metrics.Metrics, rows Follower) *Caller
 	return &Caller{Cost: c, metrics: m, ctx: ctx, rows: rows}
 }
 
+// SetBreaker sets the models' circuits (by models.name): a call of a model
+// that is down is not made and its row parks (work.Parked), and a call's
+// requests report to it. Set before the first Start.
+func (cl *Caller) SetBreaker(b *circuit.Breaker) { cl.breaker = b }
+
 // Counters returns the calls' counts.
 func (cl *Caller) Counters() *Counters { return &cl.count }
 
@@ -100,6 +107,20 @@ func (cl *Caller) Counters() *Counters { return &cl.count }
 // cost.Lookups): a match makes no call; at a busy row, an earlier change of
 // the same input still waiting makes none either: c follows its call.
 func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, img []byte, prompt string, fresh bool) (*work.Call, error) {
+	return cl.start(ctx, r, look, img, prompt, fresh, false)
+}
+
+// Replay is Start for a parked row sent again. Its model answered since the
+// row parked (or the call is its probe), so a row whose requests all fail
+// while the model's circuit stays closed is the row's own failure: once
+// its retries are spent it is a provider_error, not parked again — a row
+// whose image makes the server fail never keeps itself, and its model,
+// parked.
+func (cl *Caller) Replay(ctx context.Context, r *rules.Rule, look *cost.Lookup, img []byte, prompt string) (*work.Call, error) {
+	return cl.start(ctx, r, look, img, prompt, false, true)
+}
+
+func (cl *Caller) start(ctx context.Context, r *rules.Rule, look *cost.Lookup, img []byte, prompt string, fresh, replay bool) (*work.Call, error) {
 	c := work.NewCall(len(img), magic.Head(img, 16))
 	_, err := r.Fn.Check(img)
 	if err == nil {
@@ -154,11 +175,19 @@ func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 			return
 		}
 		c.Result, c.Hit, c.Err = cl.Cache.Do(cl.ctx, k, func() (functions.Result, error) {
+			permit := cl.breaker.Allow(r.Model)
+			if permit == circuit.Park {
+				cl.metrics.Call(r.Name, r.Model, outcomeParked, 0)
+				return functions.Result{Null: true}, &work.Parked{Model: r.Model, Cause: cl.cause(r.Model)} // not cached
+			}
 			if err := cl.Daily.Reserve(r.Model, r.Cap); err != nil {
+				if permit == circuit.Probe {
+					cl.breaker.Report(r.Model, "", circuit.Unknown, "", true, 0, false)
+				}
 				return functions.Result{Null: true}, err // not cached: not permanent
 			}
 			cl.count.Calls.Add(1)
-			res, err := cl.call(r, img, prompt)
+			res, err := cl.call(r, k, img, prompt, permit, replay)
 			cl.Daily.Settle(r.Model, r.Cap, err == nil, int64(res.Usage.PromptTokens+res.Usage.CompletionTokens))
 			return res, err
 		})
@@ -171,14 +200,74 @@ func (cl *Caller) Start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 	return c, nil
 }
 
-// call calls r's function at the provider, observing it for metrics.
-func (cl *Caller) call(r *rules.Rule, img []byte, prompt string) (functions.Result, error) {
-	ctx := cl.ctx
-	if m := cl.metrics; m != nil {
-		ctx = provider.WithTrace(ctx, &provider.Trace{Retry: func(int, error, time.Duration) { m.Retry(r.Model) }})
+// outcomeParked is the calls metric's outcome of a call whose row parked.
+const outcomeParked = "parked"
+
+// cause is what the last failed request of model said, while it is down.
+func (cl *Caller) cause(model string) string {
+	if cl.breaker == nil {
+		return ""
 	}
+	for _, ep := range cl.breaker.Endpoints() {
+		if ep.Name == model {
+			return ep.Cause
+		}
+	}
+	return ""
+}
+
+// call calls r's function at the provider, observing it for metrics, and
+// reporting each of its requests to the model's circuit (permit is what
+// the circuit allowed: a call, or its probe). A call whose requests found
+// the model unreachable is given up at once when the circuit is open (or
+// it was the probe): its row parks rather than spending its retries; one
+// whose retries are spent parks too unless the model answered other rows
+// meanwhile, or the row is a replay (see Replay): then it is the row's
+// provider_error.
+func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, permit circuit.Permit, replay bool) (functions.Result, error) {
+	ctx := cl.ctx
+	tr := &provider.Trace{}
+	if m := cl.metrics; m != nil {
+		tr.Retry = func(int, error, time.Duration) { m.Retry(r.Model) }
+	}
+	var mark uint64
+	reported := false // a request of the call was reported
+	if br := cl.breaker; br != nil {
+		mark = br.Mark(r.Model)
+		since := mark // the answers when the request began (or its retry's wait)
+		row := string(k[:])
+		probe := permit == circuit.Probe
+		tr.Attempt = func(err error) bool {
+			o := circuit.Answered
+			switch {
+			case err != nil && cl.ctx.Err() != nil:
+				o = circuit.Unknown
+			case provider.Unreachable(err):
+				o = circuit.Unreachable
+			}
+			cause := ""
+			if err != nil {
+				cause = err.Error()
+			}
+			st := br.Report(r.Model, row, o, cause, probe, since, replay)
+			stop := probe || st == circuit.Down
+			probe, reported, since = false, true, br.Mark(r.Model)
+			return stop
+		}
+	}
+	ctx = provider.WithTrace(ctx, tr)
 	t0 := time.Now()
 	res, err := r.Fn.CallPrompt(ctx, img, true, prompt)
+	if permit == circuit.Probe && !reported {
+		// A provider that made no request through a Retrier (or none at
+		// all): the probe showed nothing; another goes soon.
+		cl.breaker.Report(r.Model, "", circuit.Unknown, "", true, 0, false)
+	}
+	if err != nil && cl.ctx.Err() == nil && cl.breaker != nil && provider.Unreachable(err) &&
+		(permit == circuit.Probe || cl.breaker.State(r.Model) == circuit.Down || !replay && cl.breaker.Spent(r.Model, mark, err.Error())) {
+		cl.metrics.Call(r.Name, r.Model, outcomeParked, time.Since(t0))
+		return functions.Result{Null: true}, &work.Parked{Model: r.Model, Cause: err.Error(), Err: err}
+	}
 	outcome := "ok"
 	switch {
 	case err != nil && cl.ctx.Err() != nil:

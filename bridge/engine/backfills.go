@@ -301,7 +301,7 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 		if !ok || e.bf.since.streamedSince(r.Name, row.KeyJSON) {
 			continue
 		}
-		it, err := e.resultItem(ctx, r, row, false)
+		it, err := e.resultItem(ctx, r, row, false, false)
 		if err != nil {
 			return err
 		}
@@ -336,8 +336,9 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 }
 
 // resultItem starts the function call of a row read from the source.
-// fresh: see calls.Caller.Start.
-func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row, fresh bool) (work.Item, error) {
+// fresh: see calls.Caller.Start; replay: the row was parked (see
+// calls.Caller.Replay).
+func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row, fresh, replay bool) (work.Item, error) {
 	it := work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: work.Row{Key: row.Key, JSON: row.KeyJSON}}
 	if r.Template != nil {
 		e.memo.set(r.Name, row.KeyJSON, row.Prompt)
@@ -355,7 +356,12 @@ func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row
 		if it.Call = e.calls.Answered(r, row.Img, row.Prompt, row.Answer, look); it.Call != nil { // a batch answer
 			break
 		}
-		if it.Call, err = e.calls.Start(ctx, r, look, row.Img, row.Prompt, fresh); err != nil {
+		if replay {
+			it.Call, err = e.calls.Replay(ctx, r, look, row.Img, row.Prompt)
+		} else {
+			it.Call, err = e.calls.Start(ctx, r, look, row.Img, row.Prompt, fresh)
+		}
+		if err != nil {
 			return work.Item{}, err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/backfill"
 	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/park"
 	"github.com/pgimageai/pgimageai/bridge/reconcile"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/switchover"
@@ -82,6 +83,7 @@ type Deps struct {
 	Resume    Resume
 	SourceDSN string // for the backfill workers' connections
 	TargetDSN string
+	Parked    *park.Drainer // whose markers place pages of parked rows; nil = none
 }
 
 // ruleView is the valid rules, swapped whole at each configuration change
@@ -91,6 +93,7 @@ type Deps struct {
 type ruleView struct {
 	set     *rules.Set
 	current atomic.Pointer[rules.Set]
+	models  atomic.Pointer[map[string]string] // current's models by rule, for other goroutines
 	live    *rules.Live
 	tables  Tables
 	// retyped is the last relation whose key types made the rules compile
@@ -127,10 +130,11 @@ type Engine struct {
 	calls   *calls.Caller
 	metrics *metrics.Metrics
 	lanes   *apply.Lanes
-	bf      backfills    // the running backfills, coordinated on the engine's goroutine
-	sw      switches     // the version switches: watchers and markers
-	wt      watch        // what pgoutput does not send: partitions, new source tables (watch.go)
-	memo    promptMemo   // last prompt per rule and row, for prompt templates
+	bf      backfills  // the running backfills, coordinated on the engine's goroutine
+	sw      switches   // the version switches: watchers and markers
+	wt      watch      // what pgoutput does not send: partitions, new source tables (watch.go)
+	memo    promptMemo // last prompt per rule and row, for prompt templates
+	parked  *park.Drainer
 	changes atomic.Int64 // row changes read
 	// retryBudgets is set when a UTC day began: the rows refused for a
 	// spent budget are to be retried (see RetryExhausted).
@@ -140,7 +144,7 @@ type Engine struct {
 // New returns the Engine of d, with no rules until Load. Backfill workers
 // run under ctx, which outlives a graceful stop's cancellation.
 func New(ctx context.Context, d Deps) *Engine {
-	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics,
+	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics, parked: d.Parked,
 		pos: stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
 		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx),
 		sw:  switches{co: switchover.NewCoordinator(ctx, d.Log, d.SourceDSN, d.TargetDSN), switched: map[string]bool{}},
@@ -210,6 +214,11 @@ func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
 			// Only a marker the engine placed itself does anything.
 			return e.newTableMarker(ctx, ev)
 		}
+		if ev.Prefix == park.Prefix {
+			// Only a marker the Drainer placed itself does anything; its
+			// ID is a secret nonce.
+			return e.unpark(ctx, ev)
+		}
 		if ev.Prefix == backfill.Prefix {
 			// Only a marker of a page the bridge read itself does
 			// anything; its ID holds a secret nonce (see page).
@@ -229,6 +238,8 @@ func (e *Engine) Handle(ctx context.Context, ev replication.Event) error {
 func (e *Engine) swap(set *rules.Set) {
 	e.rules.set = set
 	e.rules.current.Store(set)
+	models := set.RuleModels() // a copy: the set's own maps are the engine goroutine's
+	e.rules.models.Store(&models)
 }
 
 // TargetRules returns the valid rules that write target table lane. It is
@@ -250,6 +261,16 @@ func (e *Engine) Live(r *rules.Rule) bool {
 	}
 	cur := s.Named(r.Name)
 	return cur != nil && cur.Fingerprint == r.Fingerprint
+}
+
+// RuleModels returns the models.name each valid rule calls, by rule, as
+// of the last configuration change. It is safe for concurrent use; the map
+// is not to be changed.
+func (e *Engine) RuleModels() map[string]string {
+	if m := e.rules.models.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // Governors returns the governor of each model the valid rules call, by

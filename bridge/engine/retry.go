@@ -126,7 +126,7 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 					if !ok {
 						continue
 					}
-					it, err := e.resultItem(ctx, r, row, true)
+					it, err := e.resultItem(ctx, r, row, true, false)
 					if err != nil {
 						return err
 					}

@@ -88,3 +88,12 @@ func (s *Set) Sides() []*Rule {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// RuleModels returns the models.name each of the set's rules calls, by rule.
+func (s *Set) RuleModels() map[string]string {
+	ms := make(map[string]string, len(s.byName))
+	for name, r := range s.byName {
+		ms[name] = r.Model
+	}
+	return ms
+}

@@ -21,6 +21,7 @@ const (
 	Forget                     // write-back: forget a deleted row's stored inputs and open errors (or the table's: a truncate)
 	Switch                     // switch a rule's live column to its new version (Ops), in a transaction of its own
 	DropShadow                 // drop given-up side work: a shadow column and its rows (Ops)
+	Unpark                     // forget a parked row whose source row is gone (a replay found none)
 )
 
 func (k Kind) String() string {
@@ -43,6 +44,8 @@ func (k Kind) String() string {
 		return "switch"
 	case DropShadow:
 		return "drop_shadow"
+	case Unpark:
+		return "unpark"
 	}
 	return "invalid"
 }
@@ -74,6 +77,9 @@ type Item struct {
 	Waits    []*Call                // Move: the calls it must not be written before
 	Progress state.BackfillProgress // Backfill
 	Ops      []sink.Op              // Switch, DropShadow: the statements, with their bookkeeping; Truncate: bookkeeping written with it
+	// Replay: a parked row sent again (after its model came back, or as
+	// its probe); parked again, it keeps its place in the order of arrival.
+	Replay bool
 
 	Pos  state.Position // where in the stream; a lane's checkpoint after writing it
 	Txn  *track.Txn     // its source transaction, for confirming the slot

@@ -32,6 +32,7 @@ type config struct {
 	FailoverWait time.Duration          // how long run waits for a failover of the source to settle
 	Revalidate   time.Duration          // how often run reads the followed tables' replica identities again
 	ReadColumns  bool                   // publish only the columns rules read (--publish-columns read)
+	ProbeMax     time.Duration          // the longest wait between two probes of a model that is down
 	KeyEnv       *provider.KeyEnvPolicy // which variables api_key_env may name
 	Query        queryFlags             // flags of status, errors and retry (commandflags.go)
 	Console      consoleSettings        // of console and run --console-addr (console.go)
@@ -41,6 +42,7 @@ type config struct {
 	failoverWait string // as given
 	revalidate   string // as given
 	publishCols  string // as given
+	probeMax     string // as given
 	keyEnvAllow  string // as given
 	slotDefault  bool   // no --slot or PGIMAGEAI_SLOT: resolveSlot decides
 	trustTables  string // as given
@@ -95,6 +97,7 @@ func (c *config) settings() []setting {
 		{"revalidate-interval", "PGIMAGEAI_REVALIDATE_INTERVAL", "5s", "how often the followed tables' replica identities are read again; a table whose identity no longer carries a key leaves the publication within it", &c.revalidate},
 		{"publish-columns", "PGIMAGEAI_PUBLISH_COLUMNS", "all", "which columns of source tables the publication carries: all, or read (only those rules read: keys, image and prompt template columns; PostgreSQL 15+; the application cannot drop or retype a listed column)", &c.publishCols},
 		{"trust-tables", "PGIMAGEAI_TRUST_TABLES", "", "tables whose owners' code (a write-back table's triggers, rules and functions; the functions of its columns' domains) the bridge may run as its role: comma-separated, e.g. public.photos (default: none; a rule on such a table is an invalid_rule)", &c.trustTables},
+		{"probe-max", "PGIMAGEAI_PROBE_MAX", "30s", "the longest wait between two probes of a model that is down (from 1s, doubled after each failed probe)", &c.probeMax},
 		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
 	}
 }
@@ -169,6 +172,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 		c.ReadColumns = true
 	default:
 		return c, fmt.Errorf("%w: --publish-columns must be all or read, got %q", errUsage, c.publishCols)
+	}
+	if c.ProbeMax, err = time.ParseDuration(c.probeMax); err != nil || c.ProbeMax < time.Second {
+		return c, fmt.Errorf("%w: --probe-max must be a duration of at least 1s such as 30s, got %q", errUsage, c.probeMax)
 	}
 	if err := checkLoopback(c.PprofAddr); err != nil {
 		return c, fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)

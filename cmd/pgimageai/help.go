@@ -55,7 +55,7 @@ var connection = []string{"dsn", "target-dsn", "group", "slot", "publication"}
 // is read from its environment variable by every command all the same.
 var uses = map[string][]string{
 	"migrate":      connection,
-	"run":          append(append([]string{}, connection...), "metrics-addr", "pprof-addr", "log-format", "byte-budget", "stall-after", "failover-wait", "revalidate-interval", "publish-columns", "key-env-allow", "trust-tables", "console-addr", "console-token-env"),
+	"run":          append(append([]string{}, connection...), "metrics-addr", "pprof-addr", "log-format", "byte-budget", "stall-after", "failover-wait", "probe-max", "revalidate-interval", "publish-columns", "key-env-allow", "trust-tables", "console-addr", "console-token-env"),
 	"status":       connection,
 	"errors":       connection,
 	"retry":        connection,

@@ -79,6 +79,11 @@ func TestParseConfig(t *testing.T) {
 			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", ReadColumns: true, publishCols: "read"}, ""},
 		{"bad publish columns", nil, map[string]string{"PGIMAGEAI_PUBLISH_COLUMNS": "some"}, config{}, "--publish-columns must be all or read"},
 		{"zero revalidate interval", []string{"--revalidate-interval", "0"}, nil, config{}, "--revalidate-interval must be a duration from 100ms to 1h"},
+		{"probe max", []string{"--probe-max", "5s"}, nil,
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", ProbeMax: 5 * time.Second, probeMax: "5s"}, ""},
+		{"probe max by env", nil, map[string]string{"PGIMAGEAI_PROBE_MAX": "2m"},
+			config{Slot: "pgimageai", Publication: "pgimageai", Group: "default", LogFormat: "text", ByteBudget: 256 << 20, byteBudget: "256MiB", ProbeMax: 2 * time.Minute, probeMax: "2m"}, ""},
+		{"probe max under a second", []string{"--probe-max", "500ms"}, nil, config{}, "--probe-max must be a duration of at least 1s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,6 +120,9 @@ func TestParseConfig(t *testing.T) {
 			}
 			if tc.want.publishCols == "" {
 				tc.want.publishCols = "all"
+			}
+			if tc.want.probeMax == "" {
+				tc.want.ProbeMax, tc.want.probeMax = 30*time.Second, "30s"
 			}
 			if got != tc.want {
 				t.Fatalf("got %+v; want %+v", got, tc.want)

@@ -125,6 +125,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Env:         os.LookupEnv,
 		Limits:      bridge.Limits{ByteBudget: c.ByteBudget, ReadColumnsOnly: c.ReadColumns},
 		Timing:      bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait, RevalidateInterval: c.Revalidate},
+		Outage:      bridge.Outage{ProbeMax: c.ProbeMax},
 		Logger:      log,
 		Metrics:     m,
 		Version:     versionName(),

@@ -26,6 +26,7 @@ type statusReport struct {
 	Usage      []usageRow      // the last usageDays UTC days, newest first
 	Budgets    []budgetStatus  // the models with a daily cap, by name
 	Models     []modelPace     // the pacing of the models, as the slot's leader last stored it
+	Outages    outageStatus    // the models seen down and the parked rows
 	Gaps       []slotGap       // changes the slot skipped: not cleaned yet, or of the last week
 	Versions   []resultVersion // stored results by rule and version (side rules aside)
 	Switches   []switchStatus  // running switches, by rule
@@ -217,6 +218,9 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 	}
 	if r.Models, err = state.ModelPaces(ctx, target.conn, slot); err != nil {
 		return r, target.explain("read model pacing", err)
+	}
+	if r.Outages, err = readOutages(ctx, target, slot); err != nil {
+		return r, err
 	}
 	if r.Gaps, err = readGaps(ctx, target, slot); err != nil {
 		return r, err

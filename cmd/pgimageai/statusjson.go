@@ -24,6 +24,8 @@ type (
 		Usage       []usageJSON     `json:"usage"`
 		Budgets     []budgetJSON    `json:"budgets"`
 		Models      []modelJSON     `json:"models"`
+		Outages     []outageJSON    `json:"model_outages"`
+		Parked      []parkedJSON    `json:"parked"`
 		Gaps        []gapJSON       `json:"slot_gaps"`
 		// Versions are the stored results by rule and version; Switches
 		// the running switches, History the last that ended.
@@ -219,6 +221,7 @@ func statusDocument(r statusReport) statusJSON {
 		}
 		doc.Rules = append(doc.Rules, j)
 	}
+	doc.Outages, doc.Parked = outagesJSON(r.Outages)
 	doc.Models = []modelJSON{}
 	for _, m := range r.Models {
 		doc.Models = append(doc.Models, modelJSON{Model: m.Model, InFlight: m.InFlight, Concurrency: m.Limit, Ceiling: m.Ceil,

@@ -38,6 +38,7 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 		writeModelsTable(&buf, r.Models)
 		buf.WriteByte('\n')
 	}
+	writeOutagesTable(&buf, r.Outages)
 	writeBackfillsTable(&buf, r.Backfills)
 	buf.WriteByte('\n')
 	if len(r.Batches) > 0 {

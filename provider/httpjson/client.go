@@ -131,7 +131,7 @@ func (c *Client) exchange(ctx context.Context, url string, payload []byte, out a
 		// The status decides; the start of the body gives the message.
 		raw, err := io.ReadAll(&provider.BoundedBody{R: resp.Body, Limit: provider.MaxErrorBytes, Truncate: true})
 		if err != nil {
-			return c.ioError(ctx, actx, "reading the answer failed", err)
+			return responded(c.ioError(ctx, actx, "reading the answer failed", err))
 		}
 		msg := BodyMessage(raw)
 		if msg == "" {
@@ -155,7 +155,7 @@ func (c *Client) exchange(ctx context.Context, url string, payload []byte, out a
 		return c.wrap(tl)
 	}
 	if err != nil {
-		return c.ioError(ctx, actx, "reading the answer failed", err)
+		return responded(c.ioError(ctx, actx, "reading the answer failed", err))
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return c.wrap(&provider.Error{Kind: provider.BadResponse,
@@ -178,6 +178,13 @@ func (c *Client) ioError(ctx, attempt context.Context, what string, err error) *
 			Message: fmt.Sprintf("no answer within the timeout of %s", c.timeout)})
 	}
 	return c.wrap(&provider.Error{Kind: provider.Transient, Message: what + ": " + err.Error(), Err: err})
+}
+
+// responded marks e as the failure of a request the server answered (its
+// status came; the body did not): the server is not unreachable.
+func responded(e *provider.Error) *provider.Error {
+	e.Responded = true
+	return e
 }
 
 // stopped is the error of an attempt that ended because ctx did.

@@ -77,6 +77,7 @@ func (p *Provider) classify(ctx, attempt context.Context, ex *exchange, err erro
 		e.Kind = provider.Transient
 		e.Message = "request failed: " + ex.ioErr.Error()
 		e.Err = err
+		e.Responded = ex.status != 0 // the answer began: its body was cut
 	case ex.sent:
 		e.Kind = provider.BadResponse
 		e.Message = "invalid response: " + err.Error()

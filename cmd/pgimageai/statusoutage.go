@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/pgimageai/pgimageai/state"
+)
+
+// modelHealth is one model's circuit as the slot's leader last changed it,
+// with the rows parked for it.
+type modelHealth struct {
+	state.ModelHealth
+	Parked       int64     // rows of its rules parked
+	OldestParked time.Time // zero when none
+}
+
+// outageStatus is what status says of outages: each model the leader saw
+// go down (or any with parked rows), and the parked rows per rule.
+type outageStatus struct {
+	Models []modelHealth       // by model
+	Parked []state.ParkedCount // by rule
+}
+
+// readOutages reads the models' circuits of slot and the parked rows.
+func readOutages(ctx context.Context, target *database, slot string) (outageStatus, error) {
+	var o outageStatus
+	hs, err := state.ModelHealths(ctx, target.conn, slot)
+	if err != nil {
+		return o, target.explain("read the models' health", err)
+	}
+	if o.Parked, err = state.ParkedCounts(ctx, target.conn, nil); err != nil {
+		return o, target.explain("count the parked rows", err)
+	}
+	byModel := map[string]*modelHealth{}
+	for _, h := range hs {
+		byModel[h.Model] = &modelHealth{ModelHealth: h}
+	}
+	for _, c := range o.Parked {
+		m := byModel[c.Model]
+		if m == nil {
+			m = &modelHealth{ModelHealth: state.ModelHealth{Model: c.Model}}
+			byModel[c.Model] = m
+		}
+		m.Parked += c.Rows
+		if m.OldestParked.IsZero() || c.Oldest.Before(m.OldestParked) {
+			m.OldestParked = c.Oldest
+		}
+	}
+	for _, m := range byModel {
+		o.Models = append(o.Models, *m)
+	}
+	sort.Slice(o.Models, func(i, j int) bool { return o.Models[i].Model < o.Models[j].Model })
+	return o, nil
+}
+
+// healthState names a model's state for status.
+func healthState(m modelHealth) string {
+	switch {
+	case m.Down:
+		return "down"
+	case m.Since.IsZero():
+		return "up" // never seen down: rows parked under another slot's outage, or by hand
+	case m.Parked > 0:
+		return "up, sending parked rows"
+	}
+	return "up"
+}
+
+// writeOutagesTable shows each model seen down: since when, why, the rows
+// parked for it and the oldest; nothing when no model was ever down and no
+// row is parked.
+func writeOutagesTable(buf *bytes.Buffer, o outageStatus) {
+	if len(o.Models) == 0 {
+		return
+	}
+	buf.WriteString("Model outages\n")
+	t := newTable(buf)
+	t.row("MODEL", "STATE", "SINCE", "PARKED", "OLDEST PARKED", "LAST OUTAGE", "CAUSE")
+	for _, m := range o.Models {
+		since, oldest, last := "-", "-", "-"
+		if !m.Since.IsZero() {
+			since = utcTime(m.Since)
+		}
+		if !m.OldestParked.IsZero() {
+			oldest = utcTime(m.OldestParked)
+		}
+		if !m.Down && !m.DownSince.IsZero() {
+			last = m.Since.Sub(m.DownSince).Round(time.Second).String() + ", " + strconv.Itoa(m.Probes) + " probes"
+		}
+		t.row(m.Model, healthState(m), since, strconv.FormatInt(m.Parked, 10), oldest, last, truncateText(m.Cause, 60))
+	}
+	t.flush()
+	buf.WriteByte('\n')
+}
+
+// outageJSON is a model's circuit in status --format json.
+type outageJSON struct {
+	Model        string  `json:"model"`
+	State        string  `json:"state"` // up, down
+	Since        *string `json:"since"` // down: since when; up: since when again; null: never seen down
+	DownSince    *string `json:"last_down_since"`
+	Cause        *string `json:"cause"`
+	Probes       int     `json:"probes"`
+	ParkedRows   int64   `json:"parked_rows"`
+	OldestParked *string `json:"oldest_parked"`
+}
+
+// parkedJSON is a rule's parked rows in status --format json.
+type parkedJSON struct {
+	Rule   string `json:"rule"`
+	Model  string `json:"model"`
+	Rows   int64  `json:"rows"`
+	Oldest string `json:"oldest"`
+}
+
+// outagesJSON is the outages part of status --format json.
+func outagesJSON(o outageStatus) ([]outageJSON, []parkedJSON) {
+	ts := func(t time.Time) *string {
+		if t.IsZero() {
+			return nil
+		}
+		s := t.UTC().Format(time.RFC3339)
+		return &s
+	}
+	models := []outageJSON{}
+	for _, m := range o.Models {
+		j := outageJSON{Model: m.Model, State: "up", Since: ts(m.Since), DownSince: ts(m.DownSince), Probes: m.Probes,
+			ParkedRows: m.Parked, OldestParked: ts(m.OldestParked)}
+		if m.Down {
+			j.State = "down"
+		}
+		if m.Cause != "" {
+			c := m.Cause
+			j.Cause = &c
+		}
+		models = append(models, j)
+	}
+	parked := []parkedJSON{}
+	for _, c := range o.Parked {
+		parked = append(parked, parkedJSON{Rule: c.Rule, Model: c.Model, Rows: c.Rows, Oldest: c.Oldest.UTC().Format(time.RFC3339)})
+	}
+	return models, parked
+}
