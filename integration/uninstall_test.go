@@ -208,6 +208,12 @@ func TestUninstall(t *testing.T) {
 	if n := count("SELECT count(*) FROM public.captions"); n != 1 {
 		t.Fatalf("the results table holds %d rows after --drop-schema, want 1", n)
 	}
+	// Run again, with nothing left to drop (no schema, no leaders table): it
+	// says so and succeeds.
+	out, errOut, code = cli(t, nil, "uninstall", dsn, "--drop-schema", "--yes")
+	if code != 0 || !strings.Contains(out, "does not exist") {
+		t.Fatalf("uninstall a second time: exit %d\n%s%s", code, out, errOut)
+	}
 	// Installed again from scratch, it works.
 	if _, err := migrations.Apply(context.Background(), s.conn); err != nil {
 		t.Fatal(err)

@@ -111,3 +111,37 @@ func queryN(t *testing.T, conn *pgx.Conn, sql string) int {
 	}
 	return n
 }
+
+// TestForgetKeysUnparks: the rows reconciliation removes as gone lose their
+// parked rows too, in the same transaction; other rules' and keys' stay.
+func TestForgetKeysUnparks(t *testing.T) {
+	conn := migrated(t)
+	ctx := context.Background()
+	b := &pgx.Batch{}
+	for _, p := range []state.Park{
+		{Rule: "a", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Model: "vision", LSN: 100, Cause: "refused"},
+		{Rule: "a", SourceTable: "public.photos", Key: []byte(`{"id": 2}`), Model: "vision", LSN: 100, Cause: "refused"},
+		{Rule: "b", SourceTable: "public.photos", Key: []byte(`{"id": 1}`), Model: "vision", LSN: 100, Cause: "refused"},
+	} {
+		p.Queue(b)
+	}
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		return state.ForgetKeys(ctx, tx, []string{"a"}, []string{`{"id": 1}`})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := state.ParkedPage(ctx, conn, []string{"a", "b"}, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, r := range rows {
+		got += r.Rule + string(r.Key) + " "
+	}
+	if got != `a{"id": 2} b{"id": 1} ` {
+		t.Fatalf("parked after ForgetKeys: %q", got)
+	}
+}

@@ -37,7 +37,7 @@ WHERE EXISTS (SELECT FROM pgimageai.errors e WHERE e.rule = $1 AND e.source_key 
 }
 
 // ForgetKeys resolves the open row errors (invalid_rule aside) and forgets
-// the stored inputs of rules for the source rows keyed keys (source_key
+// the stored inputs and parked rows of rules for the source rows keyed keys (source_key
 // JSON), whose target rows reconciliation deleted: their source rows are
 // gone. Run it in the transaction of that delete.
 func ForgetKeys(ctx context.Context, tx pgx.Tx, rules, keys []string) error {
@@ -50,6 +50,10 @@ WHERE rule = ANY($1) AND source_key = ANY($2::jsonb[]) AND resolved_at IS NULL A
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM pgimageai.results WHERE rule = ANY($1) AND source_key = ANY($2::jsonb[])`, rules, keys); err != nil {
 		return fmt.Errorf("forget the inputs of deleted rows: %w", err)
+	}
+	// A row parked while its model is down is gone with its source row.
+	if _, err := tx.Exec(ctx, `DELETE FROM pgimageai.parked WHERE rule = ANY($1) AND source_key = ANY($2::jsonb[])`, rules, keys); err != nil {
+		return fmt.Errorf("forget the parked rows of deleted rows: %w", err)
 	}
 	return nil
 }
@@ -194,4 +198,15 @@ type RuleSources struct {
 func (o RuleSources) Queue(b *pgx.Batch) {
 	b.Queue(`INSERT INTO pgimageai.rule_sources (rule, source_oid) SELECT r, $2 FROM unnest($1::text[]) AS r
 ON CONFLICT (rule) DO UPDATE SET source_oid = EXCLUDED.source_oid, updated_at = now()`, o.Rules, o.OID)
+}
+
+// DeleteBackfills deletes the backfill states of rules in a lane's
+// transaction, in the lane's order: after the progress of a backfill that
+// was routed before it (which would otherwise land on the state of the
+// backfill started anew), before the new backfill's own progress. A rule
+// without a state backfills from its first row at the next start.
+type DeleteBackfills struct{ Rules []string }
+
+func (o DeleteBackfills) Queue(b *pgx.Batch) {
+	b.Queue("DELETE FROM pgimageai.backfills WHERE rule = ANY($1)", o.Rules)
 }

@@ -341,7 +341,9 @@ func (e *Engine) newTableMarker(ctx context.Context, m *replication.Message) err
 	names := rulesOf(rs, rs[0].Target)
 	if pos, ok := e.admit(lane, 0); ok {
 		it := work.Item{Kind: work.Truncate, Dest: work.Dest{Target: rs[0].Target, Rules: names, SourceTable: rs[0].Source.String()}, LSN: m.LSN,
-			Ops: []sink.Op{state.RuleSources{Rules: names, OID: rs[0].Source.OID}}}
+			// The old table's backfill state goes in the lane's order too: its
+			// progress routed before the marker must not land on the new one's.
+			Ops: []sink.Op{state.RuleSources{Rules: names, OID: rs[0].Source.OID}, state.DeleteBackfills{Rules: names}}}
 		if err := e.emit(ctx, pos, it); err != nil {
 			return err
 		}

@@ -172,7 +172,22 @@ type Holder struct {
 // an older pgimageai holds that lock, the claim is rolled back. It returns
 // the squatters: sessions of other roles that hold that lock. The advisory
 // lock is session-level: taken, it outlives the transaction.
+//
+// On a schema older than pgimageai.leaders (not migrated yet: pgimageai
+// uninstall or recover-slot after an upgrade, before migrate), only the
+// advisory lock is taken, as older versions did.
 func claim(ctx context.Context, conn *pgx.Conn, slot string) (bool, []Holder, error) {
+	var rows bool
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass('pgimageai.leaders') IS NOT NULL").Scan(&rows); err != nil {
+		return false, nil, fmt.Errorf("look for pgimageai.leaders: %w", err)
+	}
+	if !rows {
+		var locked bool
+		if err := conn.QueryRow(ctx, leaderLockSQL, slot).Scan(&locked); err != nil {
+			return false, nil, fmt.Errorf("take the leader lock of slot %s: %w", slot, err)
+		}
+		return locked, nil, nil
+	}
 	var ok bool
 	var squatters []Holder
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

@@ -29,6 +29,9 @@ type Config struct {
 	Rule     string // only this rule; "" = every enabled rule of Group
 	DryRun   bool
 	Page     int // keys per page; 0 = DefaultPage
+	// Trusted are the tables whose owners' code the rules may run (run's
+	// --trust-tables): the rules compile as the bridge compiles them.
+	Trusted []string
 }
 
 // Outcome is what reconciling one rule found and did, or why it was not
@@ -61,7 +64,7 @@ func Rules(ctx context.Context, src, tgt *pgx.Conn, c Config) ([]Outcome, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	set, invalid, err := rules.Compile(ctx, log, c.Registry, c.Env, src, tgt, c.Group)
+	set, invalid, err := rules.Compile(ctx, log, c.Registry, c.Env, src, tgt, c.Group, c.Trusted)
 	if err != nil {
 		return nil, err
 	}

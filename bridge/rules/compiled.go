@@ -27,7 +27,7 @@ func (s *Set) All() []*Rule {
 // or the invalid_rule rows: what a command that works on the rules'
 // tables (pgimageai reconcile) needs of them. Lookups go to src, targets
 // are ensured on tgt.
-func Compile(ctx context.Context, log *slog.Logger, reg *provider.Registry, env provider.Env, src, tgt *pgx.Conn, group string) (*Set, []InvalidRule, error) {
+func Compile(ctx context.Context, log *slog.Logger, reg *provider.Registry, env provider.Env, src, tgt *pgx.Conn, group string, trusted []string) (*Set, []InvalidRule, error) {
 	cfg, err := loadConfig(ctx, src, GroupOrDefault(group))
 	if err != nil {
 		return nil, nil, err
@@ -36,7 +36,7 @@ func Compile(ctx context.Context, log *slog.Logger, reg *provider.Registry, env 
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &compiler{log: log, reg: reg, env: env, providers: map[string]cachedProvider{}}
+	c := &compiler{log: log, reg: reg, env: env, providers: map[string]cachedProvider{}, trusted: trusted}
 	valid, invalid, _, err := c.compileAll(ctx, cfg, others, src, tgt)
 	if err != nil {
 		return nil, nil, err

@@ -62,7 +62,7 @@ var uses = map[string][]string{
 	"switch":       connection,
 	"estimate":     append(append([]string{}, connection...), "key-env-allow"),
 	"recover-slot": append(append([]string{}, connection...), "log-format"),
-	"reconcile":    append(append([]string{}, connection...), "key-env-allow"),
+	"reconcile":    append(append([]string{}, connection...), "key-env-allow", "trust-tables"),
 	"demo":         {"log-format", "byte-budget", "key-env-allow"},
 	"health":       {"metrics-addr"},
 	"uninstall":    connection,

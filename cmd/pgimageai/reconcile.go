@@ -20,6 +20,7 @@ func reconcileCommand(ctx context.Context, c config, stdout, _ io.Writer) error 
 	defer closeAll()
 	out, err := reconcile.Rules(ctx, source.conn, target.conn, reconcile.Config{
 		Registry: registry(c.KeyEnv), Env: os.LookupEnv, Group: c.Group, Rule: c.Query.Rule, DryRun: c.Query.DryRun,
+		Trusted: c.trustedTables(),
 	})
 	for _, o := range out {
 		fmt.Fprintln(stdout, o.String(c.Query.DryRun))

@@ -14,7 +14,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE
      pgimageai.own_xacts, pgimageai.results, pgimageai.backfill_batches, pgimageai.batch_answers,
      pgimageai.batch_cleanup, pgimageai.model_pace, pgimageai.lane_pending, pgimageai.created_targets, pgimageai.slot_gaps,
      pgimageai.error_counts, pgimageai.versions, pgimageai.rule_versions, pgimageai.switches,
-     pgimageai.switch_history
+     pgimageai.switch_history, pgimageai.leaders, pgimageai.rule_sources, pgimageai.parked, pgimageai.model_health
   TO pgimageai_bridge;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgimageai TO pgimageai_bridge;
 -- sources: read
