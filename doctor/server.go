@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/internal/bytesize"
 	"github.com/pgimageai/pgimageai/replication"
 )
 
@@ -157,13 +158,13 @@ func (s server) slotChecks(cfg Config) []Check {
 		out = append(out, fail(area, "wal_status", "lost: the server removed WAL the slot needed",
 			"run pgimageai recover-slot: it re-creates the slot and every rule backfills"))
 	case s.Slot.WALStatus == "unreserved":
-		out = append(out, fail(area, "wal_status", fmt.Sprintf("unreserved: %s retained, past max_slot_wal_keep_size; the next checkpoint invalidates it", bytesText(s.Slot.RetainedBytes)),
+		out = append(out, fail(area, "wal_status", fmt.Sprintf("unreserved: %s retained, past max_slot_wal_keep_size; the next checkpoint invalidates it", bytesize.Format(s.Slot.RetainedBytes)),
 			"start pgimageai run (or let it catch up) now, or raise max_slot_wal_keep_size"))
 	case !s.Slot.Active:
-		out = append(out, warn(area, "retained WAL", fmt.Sprintf("%s retained, and no pgimageai run streams it", bytesText(s.Slot.RetainedBytes)),
+		out = append(out, warn(area, "retained WAL", fmt.Sprintf("%s retained, and no pgimageai run streams it", bytesize.Format(s.Slot.RetainedBytes)),
 			"start pgimageai run; to take the bridge away, pgimageai uninstall drops the slot"))
 	default:
-		out = append(out, pass(area, "retained WAL", fmt.Sprintf("%s retained, streaming (wal_status %s)", bytesText(s.Slot.RetainedBytes), s.Slot.WALStatus)))
+		out = append(out, pass(area, "retained WAL", fmt.Sprintf("%s retained, streaming (wal_status %s)", bytesize.Format(s.Slot.RetainedBytes), s.Slot.WALStatus)))
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgimageai/pgimageai/internal/bytesize"
 	"io"
 	"strings"
 
@@ -105,9 +106,9 @@ func uninstallText(p bridge.UninstallPlan, dropping bool) string {
 		case !g.SlotFound:
 			fmt.Fprintf(&b, "slot %s (group %s): does not exist\n", g.Slot, g.Group)
 		case g.SlotActive:
-			fmt.Fprintf(&b, "slot %s (group %s): %s; it is active (a pgimageai run streams it: stop it first); it retains %s of WAL\n", g.Slot, g.Group, verb, bytesText(g.RetainedBytes))
+			fmt.Fprintf(&b, "slot %s (group %s): %s; it is active (a pgimageai run streams it: stop it first); it retains %s of WAL\n", g.Slot, g.Group, verb, bytesize.Format(g.RetainedBytes))
 		default:
-			fmt.Fprintf(&b, "slot %s (group %s): %s; it retains %s of WAL\n", g.Slot, g.Group, verb, bytesText(g.RetainedBytes))
+			fmt.Fprintf(&b, "slot %s (group %s): %s; it retains %s of WAL\n", g.Slot, g.Group, verb, bytesize.Format(g.RetainedBytes))
 		}
 		if g.PublicationFound {
 			fmt.Fprintf(&b, "publication %s: %s\n", g.Publication, verb)
@@ -140,18 +141,4 @@ func uninstallText(p bridge.UninstallPlan, dropping bool) string {
 		fmt.Fprintf(&b, "target table %s (created by the bridge): kept; DROP TABLE %s; removes it\n", t, t)
 	}
 	return b.String()
-}
-
-// bytesText is n bytes for a person: 0 B, 12.0 KiB, 3.5 MiB, 1.2 GiB.
-func bytesText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
