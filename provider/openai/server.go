@@ -59,8 +59,8 @@ type server struct {
 	client *http.Client
 
 	mu      sync.Mutex
-	known   bool      // /props and /metrics were asked
-	nextTry time.Time // when to ask again after no answer at all
+	known   atomic.Bool // /props and /metrics were asked
+	nextTry time.Time   // when to ask again after no answer at all
 	metrics atomic.Bool
 	polling atomic.Bool
 	polled  atomic.Int64 // Unix nanoseconds of the last read of /metrics
@@ -91,10 +91,13 @@ func (s *server) check(ctx context.Context, gov *pace.Governor) {
 // discovered asks the server what it exposes, once, and reports whether
 // that is known.
 func (s *server) discovered(ctx context.Context, gov *pace.Governor) bool {
+	if s.known.Load() {
+		return true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.known || time.Now().Before(s.nextTry) {
-		return s.known
+	if s.known.Load() || time.Now().Before(s.nextTry) {
+		return s.known.Load()
 	}
 	var pr struct {
 		TotalSlots int `json:"total_slots"`
@@ -104,7 +107,7 @@ func (s *server) discovered(ctx context.Context, gov *pace.Governor) bool {
 		s.nextTry = time.Now().Add(retryDiscovery) // not up yet
 		return false
 	}
-	s.known = true
+	defer s.known.Store(true)
 	if status == http.StatusOK && json.Unmarshal(body, &pr) == nil && pr.TotalSlots > 0 {
 		gov.ServerSlots(pr.TotalSlots)
 		return true

@@ -225,17 +225,19 @@ func (c *concurrency) slots(n int) {
 	}
 }
 
-// queued takes the server's waiting requests at one look: while any wait,
-// the limit comes down to what the server runs of ours (the requests in
-// flight less those waiting), and it grows again, a window at a time, once
-// none do.
-func (c *concurrency) queued(waiting int) {
+// queued takes the server's waiting requests at one look at now: while
+// any wait, the limit comes down to what the server runs of ours (the
+// requests in flight less those waiting), at most once a window, as for a
+// 429; it grows again, a window at a time, once none wait.
+func (c *concurrency) queued(now time.Time, waiting int) {
 	if c.fixed || waiting < 0 {
 		return
 	}
 	c.srv.queue, c.srv.waiting = true, waiting
-	if waiting > 0 {
-		c.limit = max(1, min(c.limit, float64(c.inFlight-waiting)))
-		c.by = ByQueue
+	if waiting == 0 || !c.lastCut.IsZero() && now.Sub(c.lastCut) < max(minWindow, time.Duration(c.lat.rtt*float64(time.Second))) {
+		return
 	}
+	c.lastCut = now
+	c.limit = max(1, min(c.limit, float64(c.inFlight-waiting)))
+	c.by = ByQueue
 }

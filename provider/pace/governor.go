@@ -90,18 +90,6 @@ func (g *Governor) Limit() int {
 	return g.conc.allowed()
 }
 
-// StartFrom sets the concurrency limit to n (within the ceiling), keeping
-// slow start: a better start than the default when nothing better is known.
-func (g *Governor) StartFrom(n int) {
-	if g.cfg.Fixed {
-		return
-	}
-	g.mu.Lock()
-	g.conc.limit = float64(min(max(n, 1), g.cfg.Ceiling))
-	g.broadcast()
-	g.mu.Unlock()
-}
-
 // ServerSlots says that the model's server serves n requests at once (a
 // llama-server's total_slots, tools/server/README.md "GET /props"): the
 // limit becomes two requests a slot, within the ceiling, and latency no
@@ -119,8 +107,9 @@ func (g *Governor) ServerSlots(n int) {
 // limit is what the server runs of ours; once none do, it grows back by
 // doubling a window. Latency no longer moves it.
 func (g *Governor) ServerQueue(waiting int) {
+	now := g.now()
 	g.mu.Lock()
-	g.conc.queued(waiting)
+	g.conc.queued(now, waiting)
 	g.broadcast()
 	g.mu.Unlock()
 }

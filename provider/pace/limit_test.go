@@ -185,15 +185,19 @@ func TestLimitFollowsServerQueue(t *testing.T) {
 	if c.allowed() != 64 {
 		t.Fatalf("limit %d before any queue, want the ceiling", c.allowed())
 	}
-	c.queued(24) // 64 in flight, 24 of them waiting at the server
+	c.queued(s.now, 24) // 64 in flight, 24 of them waiting at the server
 	if c.allowed() != 40 || c.by != ByQueue {
 		t.Fatalf("limit %d by %q with 24 waiting, want 40 by %q", c.allowed(), c.by, ByQueue)
 	}
+	c.queued(s.now.Add(time.Millisecond), 24) // the next look, within the window: one cut a window
+	if c.allowed() != 40 {
+		t.Fatalf("limit %d after a second look within the window, want 40", c.allowed())
+	}
 	s.run(2 * time.Second)
 	if c.allowed() != 40 {
-		t.Fatalf("limit %d while the server still says 24 wait, want 40 held", c.allowed())
+		t.Fatalf("limit %d 2 s on, want 40 held: no growth while requests wait", c.allowed())
 	}
-	c.queued(0)
+	c.queued(s.now, 0)
 	s.run(2 * time.Second)
 	if c.allowed() != 64 || c.by != ByCeiling {
 		t.Fatalf("limit %d by %q once none wait, want 64 by %q", c.allowed(), c.by, ByCeiling)
