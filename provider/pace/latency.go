@@ -13,9 +13,9 @@ import "math"
 // A window with no more in flight than that re-learns it, whether latency
 // rose or fell: what the same or a lower concurrency meets is the model's
 // own (longer answers, a slower model, another client), not queueing that
-// this limit caused. A window with more in flight than baseN that is more
-// than tolerance slower per token (and minQueueing slower per answer) is
-// queueing: the limit comes down in proportion (to the concurrency the
+// this limit caused. Two windows in a row with more in flight than baseN
+// that are more than tolerance slower per token (and minQueueing slower
+// per answer) are queueing: the limit comes down in proportion (to the concurrency the
 // server serves without it), to grow again, doubling, from there. A probe, now and then, runs
 // one window at half the limit: when latency falls by a third with it, the
 // baseline had learned queueing, and the limit stays down.
@@ -27,6 +27,7 @@ type latency struct {
 	baseN   int
 	rtt     float64 // the last window's mean answer time, seconds (for cut)
 	settle  bool    // the limit just rose: the next window's queue is still the old limit's
+	suspect bool    // the last window looked like queueing: a second in a row is
 	windows int     // since the last probe
 	every   int     // windows between probes
 	probe   probe
@@ -46,6 +47,15 @@ func (l *latency) adapt(c *concurrency, perTok, rtt float64, peak int) bool {
 		return l.endProbe(c, perTok, rtt, peak)
 	}
 	queueing := l.base > 0 && peak > l.baseN && perTok > tolerance*l.base && rtt-l.baseRTT >= minQueueing.Seconds()
+	if queueing && !l.suspect {
+		// One window is not a verdict: a burst of this process's own
+		// work (a garbage collection, a neighbour on the CPU) slows
+		// every answer of a loopback server for a moment. The limit
+		// holds; a second such window in a row is queueing.
+		l.suspect, l.settle = true, false
+		return false
+	}
+	l.suspect = false
 	if l.settle && !queueing {
 		// The first window after the limit rose: its requests met the
 		// queue of the lower limit, and say nothing of the new one yet;
