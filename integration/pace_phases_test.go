@@ -174,9 +174,8 @@ func constantAnswer(d time.Duration, tokens int) func(int) (time.Duration, int) 
 // 200 ms, then alternating between 100 ms and 3 s per row. In each slow
 // phase the requests in flight at the server reach the ceiling within 10
 // round trips of its start and average ≥ 0.75 of it (31 and 28 of 32 in
-// the runs here) (before, the limit
-// learned a 1 ms baseline in the backlog and fell to 1-4 in flight against
-// it, for good). The throughput itself is BenchmarkProviderBound's: a
+// the runs here). Before, the limit learned a 1 ms baseline in the
+// backlog and fell to 1-4 in flight against it, for good. The throughput itself is BenchmarkProviderBound's: a
 // timed test on a shared machine asserts none.
 func TestLimitHoldsWhenModelSlows(t *testing.T) {
 	const ceiling = 32
