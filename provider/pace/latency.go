@@ -15,10 +15,12 @@ import "math"
 // own (longer answers, a slower model, another client), not queueing that
 // this limit caused. Two windows in a row with more in flight than baseN
 // that are more than tolerance slower per token (and minQueueing slower
-// per answer) are queueing: the limit comes down in proportion (to the concurrency the
-// server serves without it), to grow again, doubling, from there. A probe, now and then, runs
-// one window at half the limit: when latency falls by a third with it, the
-// baseline had learned queueing, and the limit stays down.
+// per answer) are queueing: the limit comes down in proportion (to the
+// concurrency the server serves without it), to grow again, doubling,
+// from there. A probe, now and then, runs one window at half the limit:
+// when latency falls by a third with it, the baseline had learned
+// queueing, and the limit stays down. At a limit of 1 no probe is needed:
+// every window re-learns the baseline, and the limit doubles from it.
 //
 // It is not safe for concurrent use: the Governor's lock guards it.
 type latency struct {
