@@ -53,9 +53,9 @@ func watchPace(ctx context.Context, w paceWatch) (stop func()) {
 				switch {
 				case m.RateLimited && !limited[m.Name]:
 					w.log.Warn("model rate-limited: its requests wait for the provider's pace; no row fails for it",
-						"model", m.Name, "pace", m.Pace(), "rate_limited_last_minute", m.Limited, "concurrency", m.Limit)
+						"model", m.Name, "pace", m.Pace(), "rate_limited_last_minute", m.Limited, "concurrency", m.Concurrency())
 				case !m.RateLimited && limited[m.Name]:
-					w.log.Info("model no longer rate-limited", "model", m.Name, "pace", m.Pace(), "concurrency", m.Limit)
+					w.log.Info("model no longer rate-limited", "model", m.Name, "pace", m.Pace(), "concurrency", m.Concurrency())
 				}
 			}
 			clear(limited)
@@ -64,7 +64,7 @@ func watchPace(ctx context.Context, w paceWatch) (stop func()) {
 			}
 			rows := make([]state.ModelPace, len(ms))
 			for i, m := range ms {
-				rows[i] = state.ModelPace{Model: m.Name, InFlight: m.InFlight, Limit: m.Limit, Ceil: m.Ceiling, Pace: m.Pace(),
+				rows[i] = state.ModelPace{Model: m.Name, InFlight: m.InFlight, Limit: m.Limit, Ceil: m.Ceiling, LimitBy: string(m.LimitBy), Pace: m.Pace(),
 					Limited1m: m.Limited, Answered1m: m.Answered, Waited: m.Waited, RateLimited: m.RateLimited}
 			}
 			var held []state.LanePending

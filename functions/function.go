@@ -39,6 +39,7 @@ type Function struct {
 	gov    *pace.Governor        // nil: the provider paces nothing
 	batch  provider.BatchAPI     // nil unless backfills go through a batch API
 	norm   normalize.Settings    // what an image is made into before the call
+	input  string                // norm.Fingerprint(), computed once: it changes only with the configuration
 }
 
 // Bind checks a rule's arguments against the function's signature and the
@@ -54,6 +55,7 @@ func Bind(name Name, model string, p provider.Provider, opts provider.Options, p
 		opts = o.Options()
 	}
 	f := &Function{name: name, model: model, opts: opts, norm: opts.Normalization(p)}
+	f.input = f.norm.Fingerprint()
 	f.mem, _ = p.(provider.MemoryCoster)
 	f.par, _ = p.(provider.Parallel)
 	if pp, ok := p.(provider.Paced); ok {
@@ -122,7 +124,9 @@ func (f *Function) CallMemory(img []byte) int64 {
 // normalisation's version. A cache of results keys on it beside the
 // (function, model, prompt, image bytes): a changed setting is a changed
 // input.
-func (f *Function) InputVersion() string { return f.norm.Fingerprint() }
+// It is computed once, when the function is bound: work.KeyFor asks for it
+// on every row.
+func (f *Function) InputVersion() string { return f.input }
 
 // Parallelism is how many calls of the function's model can usefully run at
 // once: the provider's provider.Parallel (which may follow the model's

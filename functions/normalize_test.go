@@ -157,3 +157,29 @@ func jpegOf(t testing.TB, w, h int) []byte {
 	}
 	return b.Bytes()
 }
+
+// TestInputVersionIsTheFingerprint: the version a function gives is its
+// settings' fingerprint, computed once when it was bound.
+func TestInputVersionIsTheFingerprint(t *testing.T) {
+	f, err := Bind(Complete, "m", sized{textOnly{&fake{}}, normalize.OpenAIHigh}, opts(t, `{"jpeg_quality": 70}`), ptr("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.InputVersion(), f.norm.Fingerprint(); got != want || got == "" {
+		t.Fatalf("input version %q, want the settings' fingerprint %q", got, want)
+	}
+}
+
+// BenchmarkInputVersion is what work.KeyFor pays per row for the
+// function's input version (a fmt.Sprintf and a SHA-256 when it was
+// computed per call, about 6 µs).
+func BenchmarkInputVersion(b *testing.B) {
+	f, err := Bind(Complete, "m", sized{textOnly{&fake{}}, normalize.OpenAIHigh}, opts(b, ""), ptr("p"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = f.InputVersion()
+	}
+}

@@ -53,6 +53,12 @@ func newFakeAI(tb testing.TB) *fakeAI {
 func (f *fakeAI) BaseURL() string { return f.Server.URL + "/v1" }
 
 func (f *fakeAI) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && (r.URL.Path == "/props" || r.URL.Path == "/metrics") {
+		// A loopback server is self-hosted: the provider asks it of its
+		// queue (llama.cpp's /props, vLLM's /metrics). This one has none.
+		http.NotFound(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	var req aiRequest
 	req.Path = r.URL.Path

@@ -16,7 +16,7 @@ var (
 	modelInFlight = prometheus.NewDesc(Namespace+"_model_requests_in_flight",
 		"Requests of a model in flight.", []string{"model"}, nil)
 	modelLimit = prometheus.NewDesc(Namespace+"_model_concurrency_limit",
-		"The adaptive limit of a model's requests in flight (at most max_concurrency).", []string{"model"}, nil)
+		"The adaptive limit of a model's requests in flight (at most max_concurrency), by why it is there (ceiling, server slots, server queue, latency per token, 429 backoff, slow start, adaptive_concurrency false).", []string{"model", "by"}, nil)
 	modelPace = prometheus.NewDesc(Namespace+"_model_pace_requests_per_second",
 		"The pace of a model's requests (0 = not paced), by what set it (x-ratelimit, ratelimit, retry-after, 429s, requests_per_minute).", []string{"model", "by"}, nil)
 	modelAllowed = prometheus.NewDesc(Namespace+"_model_allowed_requests_per_second",
@@ -45,7 +45,7 @@ func (c modelCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{m.Name}, labels...)...)
 		}
 		gauge(modelInFlight, float64(m.InFlight))
-		gauge(modelLimit, float64(m.Limit))
+		gauge(modelLimit, float64(m.Limit), string(m.LimitBy))
 		gauge(modelPace, m.Rate, string(m.By))
 		gauge(modelAllowed, m.Allowed)
 		gauge(modelRateLimited, b2f(m.RateLimited))

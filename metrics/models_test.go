@@ -13,13 +13,13 @@ import (
 
 func TestModelSeries(t *testing.T) {
 	m := New()
-	models := []Model{{Name: "vision", Snapshot: pace.Snapshot{Limit: 6, Ceiling: 64, InFlight: 5, Rate: 19.4, By: pace.ByHeaders,
+	models := []Model{{Name: "vision", Snapshot: pace.Snapshot{Limit: 6, Ceiling: 64, LimitBy: pace.ByBackoff, InFlight: 5, Rate: 19.4, By: pace.ByHeaders,
 		Allowed: 20, RateLimited: true, Total429: 7, Waited: 90 * time.Second}}}
 	m.SetStatus(func() Status { return Status{Models: models} })
 	want := `
-# HELP pgimageai_model_concurrency_limit The adaptive limit of a model's requests in flight (at most max_concurrency).
+# HELP pgimageai_model_concurrency_limit The adaptive limit of a model's requests in flight (at most max_concurrency), by why it is there (ceiling, server slots, server queue, latency per token, 429 backoff, slow start, adaptive_concurrency false).
 # TYPE pgimageai_model_concurrency_limit gauge
-pgimageai_model_concurrency_limit{model="vision"} 6
+pgimageai_model_concurrency_limit{by="429 backoff",model="vision"} 6
 # HELP pgimageai_model_pace_requests_per_second The pace of a model's requests (0 = not paced), by what set it (x-ratelimit, ratelimit, retry-after, 429s, requests_per_minute).
 # TYPE pgimageai_model_pace_requests_per_second gauge
 pgimageai_model_pace_requests_per_second{by="x-ratelimit",model="vision"} 19.4

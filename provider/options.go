@@ -36,7 +36,13 @@ type Options struct {
 	// AdaptiveConcurrency false keeps max_concurrency requests in flight
 	// whatever the latency and the 429s; default true.
 	AdaptiveConcurrency *bool `json:"adaptive_concurrency,omitempty"`
-	MaxImageBytes       int64 `json:"max_image_bytes,omitempty"` // default 20 MiB
+	// SelfHosted says the model's server is the operator's (llama.cpp,
+	// vLLM, Ollama): its concurrency follows the server's queue, else the
+	// latency per output token; a hosted API's stays at max_concurrency,
+	// lowered by 429s only. Unset, the provider decides (llamacpp and vllm:
+	// true; openai: true for a loopback or private base_url).
+	SelfHosted    *bool `json:"self_hosted,omitempty"`
+	MaxImageBytes int64 `json:"max_image_bytes,omitempty"` // default 20 MiB
 	// MaxPromptBytes bounds a call's prompt as rendered from its
 	// template; default 64 KiB. A longer one is a too_large row, sent
 	// nowhere.
@@ -116,11 +122,25 @@ func (o Options) Validate() error {
 // Governor returns a new governor of the model's requests (provider/pace):
 // max_concurrency is the ceiling of its adaptive concurrency,
 // requests_per_minute and tokens_per_minute the ceilings of its pace. Call
-// it on options WithDefaults.
+// it on options WithDefaults. A hosted model (self_hosted unset or false)
+// starts at the ceiling; a self-hosted one from pace.DefaultStart.
 func (o Options) Governor() *pace.Governor {
+	mode := pace.Hosted
+	if o.SelfHosted != nil && *o.SelfHosted {
+		mode = pace.SelfHosted
+	}
 	return pace.New(pace.Config{Ceiling: o.MaxConcurrency, Start: min(pace.DefaultStart, o.MaxConcurrency),
 		RequestsPerMinute: o.RequestsPerMinute, TokensPerMinute: o.TokensPerMinute,
-		Fixed: o.AdaptiveConcurrency != nil && !*o.AdaptiveConcurrency})
+		Fixed: o.AdaptiveConcurrency != nil && !*o.AdaptiveConcurrency, Mode: mode})
+}
+
+// SelfHostedOr returns o with self_hosted set to def when the operator did
+// not set it.
+func (o Options) SelfHostedOr(def bool) Options {
+	if o.SelfHosted == nil {
+		o.SelfHosted = &def
+	}
+	return o
 }
 
 // Allows reports whether format f is among the allowed formats. Call it on

@@ -13,6 +13,7 @@ import (
 type ModelPace struct {
 	Model                 string
 	InFlight, Limit, Ceil int
+	LimitBy               string // why the limit is where it is (pace.Why)
 	Pace                  string
 	Limited1m, Answered1m int
 	Waited                time.Duration
@@ -29,12 +30,13 @@ func WriteModelPace(ctx context.Context, conn *pgx.Conn, slot string, models []M
 		for i, m := range models {
 			names[i] = m.Model
 			if _, err := tx.Exec(ctx, `INSERT INTO pgimageai.model_pace AS p
-  (slot, model, in_flight, concurrency, ceiling, pace, limited_1m, answered_1m, waited_s, rate_limited, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+  (slot, model, in_flight, concurrency, ceiling, pace, limited_1m, answered_1m, waited_s, rate_limited, updated_at, concurrency_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now(), $11)
 ON CONFLICT (slot, model) DO UPDATE SET in_flight = excluded.in_flight, concurrency = excluded.concurrency,
+  concurrency_by = excluded.concurrency_by,
   ceiling = excluded.ceiling, pace = excluded.pace, limited_1m = excluded.limited_1m, answered_1m = excluded.answered_1m,
   waited_s = excluded.waited_s, rate_limited = excluded.rate_limited, updated_at = excluded.updated_at`,
-				slot, m.Model, m.InFlight, m.Limit, m.Ceil, m.Pace, m.Limited1m, m.Answered1m, m.Waited.Seconds(), m.RateLimited); err != nil {
+				slot, m.Model, m.InFlight, m.Limit, m.Ceil, m.Pace, m.Limited1m, m.Answered1m, m.Waited.Seconds(), m.RateLimited, m.LimitBy); err != nil {
 				return err
 			}
 		}
@@ -49,13 +51,13 @@ ON CONFLICT (slot, model) DO UPDATE SET in_flight = excluded.in_flight, concurre
 
 // ModelPaces reads the pacing slot's leader last stored, by model name.
 func ModelPaces(ctx context.Context, conn *pgx.Conn, slot string) ([]ModelPace, error) {
-	rows, _ := conn.Query(ctx, `SELECT model, in_flight, concurrency, ceiling, pace, limited_1m, answered_1m, waited_s, rate_limited, updated_at,
+	rows, _ := conn.Query(ctx, `SELECT model, in_flight, concurrency, concurrency_by, ceiling, pace, limited_1m, answered_1m, waited_s, rate_limited, updated_at,
   extract(epoch FROM now() - updated_at)::float8
 FROM pgimageai.model_pace WHERE slot = $1 ORDER BY model`, slot)
 	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ModelPace, error) {
 		var m ModelPace
 		var waited, age float64
-		err := row.Scan(&m.Model, &m.InFlight, &m.Limit, &m.Ceil, &m.Pace, &m.Limited1m, &m.Answered1m, &waited, &m.RateLimited, &m.UpdatedAt, &age)
+		err := row.Scan(&m.Model, &m.InFlight, &m.Limit, &m.LimitBy, &m.Ceil, &m.Pace, &m.Limited1m, &m.Answered1m, &waited, &m.RateLimited, &m.UpdatedAt, &age)
 		m.Waited = time.Duration(waited * float64(time.Second))
 		m.Age = time.Duration(age * float64(time.Second))
 		return m, err

@@ -30,7 +30,7 @@ type Version struct {
 // answers: changing them is no new version.
 var pacingOptions = map[string]bool{
 	"timeout": true, "max_retries": true, "max_concurrency": true, "requests_per_minute": true,
-	"tokens_per_minute": true, "adaptive_concurrency": true, "max_calls_per_day": true,
+	"tokens_per_minute": true, "adaptive_concurrency": true, "self_hosted": true, "max_calls_per_day": true,
 	"max_tokens_per_day": true, "price_per_1m_input_tokens": true, "price_per_1m_output_tokens": true,
 	"batch_api": true, "batch_max_bytes": true, "batch_max_requests": true, "batch_poll_interval": true,
 	"batch_size": true, "batch_wait": true, "max_image_bytes": true, "max_decoded_bytes": true,

@@ -22,7 +22,7 @@ func TestVersionOf(t *testing.T) {
 	}{
 		{name: "same", m: base, prompt: &prompt},
 		{name: "pacing and cost", m: with(func(m *provider.Model) {
-			m.Options = json.RawMessage(`{"max_concurrency":2,"detail":"low","requests_per_minute":60,"price_per_1m_input_tokens":0.15,"batch_api":true,"timeout":"5s"}`)
+			m.Options = json.RawMessage(`{"max_concurrency":2,"detail":"low","requests_per_minute":60,"price_per_1m_input_tokens":0.15,"batch_api":true,"timeout":"5s","self_hosted":true,"adaptive_concurrency":false}`)
 		}), prompt: &prompt},
 		{name: "key variable and row name", m: with(func(m *provider.Model) { m.APIKeyEnv, m.Name = "OTHER", "m2" }), prompt: &prompt},
 		{name: "options spacing", m: with(func(m *provider.Model) { m.Options = json.RawMessage(`{ "detail" : "low" }`) }), prompt: &prompt},

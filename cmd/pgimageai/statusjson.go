@@ -37,6 +37,7 @@ type (
 		Model         string  `json:"model"`
 		InFlight      int     `json:"in_flight"`
 		Concurrency   int     `json:"concurrency"`
+		ConcurrencyBy string  `json:"concurrency_by"`
 		Ceiling       int     `json:"max_concurrency"`
 		Pace          string  `json:"pace"`
 		RateLimited1m int     `json:"rate_limited_last_minute"`
@@ -224,7 +225,7 @@ func statusDocument(r statusReport) statusJSON {
 	doc.Outages, doc.Parked = outagesJSON(r.Outages)
 	doc.Models = []modelJSON{}
 	for _, m := range r.Models {
-		doc.Models = append(doc.Models, modelJSON{Model: m.Model, InFlight: m.InFlight, Concurrency: m.Limit, Ceiling: m.Ceil,
+		doc.Models = append(doc.Models, modelJSON{Model: m.Model, InFlight: m.InFlight, Concurrency: m.Limit, ConcurrencyBy: m.LimitBy, Ceiling: m.Ceil,
 			Pace: m.Pace, RateLimited1m: m.Limited1m, Answered1m: m.Answered1m, WaitedSeconds: m.Waited.Seconds(),
 			RateLimited: m.RateLimited, Stale: m.Age > paceStale, UpdatedAt: m.UpdatedAt.UTC().Format(time.RFC3339)})
 	}

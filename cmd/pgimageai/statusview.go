@@ -211,7 +211,7 @@ func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
 }
 
 // writeModelsTable shows each model's pacing: calls in flight of the adaptive
-// limit and its ceiling, the pace and what set it, 429s in the last minute
+// limit and its ceiling and why the limit is there, the pace and what set it, 429s in the last minute
 // and the time requests waited; pacing older than paceStale is marked.
 func writeModelsTable(buf *bytes.Buffer, models []modelPace) {
 	buf.WriteString("Model pacing\n")
@@ -225,7 +225,11 @@ func writeModelsTable(buf *bytes.Buffer, models []modelPace) {
 		case m.RateLimited:
 			st = "rate-limited"
 		}
-		t.row(m.Model, strconv.Itoa(m.InFlight), fmt.Sprintf("%d of %d", m.Limit, m.Ceil), m.Pace,
+		limit := fmt.Sprintf("%d of %d", m.Limit, m.Ceil)
+		if m.LimitBy != "" {
+			limit += ", " + m.LimitBy
+		}
+		t.row(m.Model, strconv.Itoa(m.InFlight), limit, m.Pace,
 			strconv.Itoa(m.Limited1m), m.Waited.Round(time.Second).String(), st, utcTime(m.UpdatedAt))
 	}
 	t.flush()

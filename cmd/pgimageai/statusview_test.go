@@ -377,7 +377,7 @@ func TestWriteStatusGroups(t *testing.T) {
 func TestWriteStatusModels(t *testing.T) {
 	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	r := statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Models: []modelPace{
-		{Model: "gpt", InFlight: 5, Limit: 6, Ceil: 64, Pace: "19.4 of 20 req/s, by x-ratelimit", Limited1m: 3, Answered1m: 1160,
+		{Model: "gpt", InFlight: 5, Limit: 6, Ceil: 64, LimitBy: "429 backoff", Pace: "19.4 of 20 req/s, by x-ratelimit", Limited1m: 3, Answered1m: 1160,
 			Waited: 95 * time.Second, RateLimited: true, UpdatedAt: at, Age: 2 * time.Second},
 		{Model: "old", Limit: 8, Ceil: 64, Pace: "not paced", UpdatedAt: at, Age: time.Hour},
 	}}
@@ -386,9 +386,9 @@ func TestWriteStatusModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `Model pacing
-  MODEL  IN FLIGHT  LIMIT    PACE                              429s/MIN  WAITED  STATE                         UPDATED
-  gpt    5          6 of 64  19.4 of 20 req/s, by x-ratelimit  3         1m35s   rate-limited                  2026-12-04T10:00:00Z
-  old    0          8 of 64  not paced                         0         0s      stale (no leader storing it)  2026-12-04T10:00:00Z
+  MODEL  IN FLIGHT  LIMIT                 PACE                              429s/MIN  WAITED  STATE                         UPDATED
+  gpt    5          6 of 64, 429 backoff  19.4 of 20 req/s, by x-ratelimit  3         1m35s   rate-limited                  2026-12-04T10:00:00Z
+  old    0          8 of 64               not paced                         0         0s      stale (no leader storing it)  2026-12-04T10:00:00Z
 `
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("status lacks the pacing table:\n%s\nwant:\n%s", b.String(), want)
@@ -399,7 +399,7 @@ func TestWriteStatusModels(t *testing.T) {
 		t.Fatalf("models = %#v", doc["models"])
 	}
 	gpt := models[0].(map[string]any)
-	if gpt["pace"] != "19.4 of 20 req/s, by x-ratelimit" || gpt["concurrency"] != 6.0 || gpt["max_concurrency"] != 64.0 ||
+	if gpt["pace"] != "19.4 of 20 req/s, by x-ratelimit" || gpt["concurrency"] != 6.0 || gpt["concurrency_by"] != "429 backoff" || gpt["max_concurrency"] != 64.0 ||
 		gpt["rate_limited_last_minute"] != 3.0 || gpt["waited_seconds"] != 95.0 || gpt["rate_limited"] != true || gpt["stale"] != false {
 		t.Errorf("gpt = %#v", gpt)
 	}

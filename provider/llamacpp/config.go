@@ -83,6 +83,7 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		c.Formats = DefaultFormats
 	}
 	c.EmbedConfig = c.EmbedConfig.WithDefaults(DefaultBatchSize)
+	c.Options = c.Options.SelfHostedOr(true) // llama-server is the operator's
 	if c.Text == "" {
 		c.Text = DefaultText
 	}

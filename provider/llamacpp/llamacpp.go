@@ -109,12 +109,13 @@ func (p *Provider) requestShape(ctx context.Context) (shape, marker string) {
 	return p.shape, p.marker
 }
 
-// startFrom starts the model's concurrency from the server's total_slots,
-// once: what it serves at once is a better start than the default. (With
-// request_shape set, /props is not asked and the default start stays.)
+// startFrom sets the model's concurrency from the server's total_slots,
+// once: what it serves at once (pace.Governor.ServerSlots). (With
+// request_shape set, /props is not asked and the latency per request
+// governs.)
 func (p *Provider) startFrom(pr props) {
 	if !p.slots && pr.TotalSlots > 0 {
-		p.Pace().StartFrom(pr.TotalSlots)
+		p.Pace().ServerSlots(pr.TotalSlots)
 	}
 	p.slots = true
 }

@@ -250,15 +250,15 @@ func TestMarkerOfARestartedServer(t *testing.T) {
 }
 
 // TestConcurrencyStartsFromTotalSlots: GET /props' total_slots (the
-// server's --parallel; tools/server/README.md, "GET /props") is where the
-// model's adaptive concurrency starts, within max_concurrency.
+// server's --parallel; tools/server/README.md, "GET /props") sets the
+// model's concurrency: two requests a slot, within max_concurrency.
 func TestConcurrencyStartsFromTotalSlots(t *testing.T) {
 	for _, tt := range []struct {
 		options string
 		slots   int
 		want    int
 	}{
-		{options: `{"batch_size":1}`, slots: 3, want: 3},
+		{options: `{"batch_size":1}`, slots: 3, want: 6},
 		{options: `{"batch_size":1,"max_concurrency":2}`, slots: 3, want: 2},
 		{options: `{"batch_size":1,"adaptive_concurrency":false,"max_concurrency":5}`, slots: 3, want: 5},
 	} {

@@ -65,7 +65,7 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := p.Options()
-	if p.timeout != 60*time.Second || *o.MaxRetries != 4 || o.MaxConcurrency != 64 || p.gov.Limit() != 8 || o.MaxImageBytes != 20<<20 ||
+	if p.timeout != 60*time.Second || *o.MaxRetries != 4 || o.MaxConcurrency != 64 || p.gov.Limit() != 64 || p.server != nil || o.MaxImageBytes != 20<<20 ||
 		p.retrier.MaxRetries != 4 || len(o.Formats) != 4 {
 		t.Fatalf("defaults: timeout %v, options %+v, retries %d", p.timeout, o, p.retrier.MaxRetries)
 	}

@@ -40,6 +40,7 @@ type Provider struct {
 	// random per provider, so no prompt can contain it.
 	placeholder string
 	batch       *batchClient // the Batch API (batch.go); nil unless batch_api
+	server      *server      // a self-hosted server's queue signal (server.go); nil for a hosted API
 }
 
 var _ provider.TextGenerator = (*Provider)(nil)
@@ -65,6 +66,8 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 		return nil, err
 	}
 
+	cfg.Options = cfg.Options.SelfHostedOr(isSelfHosted(base))
+
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = cfg.MaxConcurrency // keep connections of concurrent requests alive
 	// A request of a small image leaves in one write: headers and body
@@ -86,6 +89,9 @@ func New(m provider.Model, env provider.Env) (*Provider, error) {
 	}
 	if cfg.BatchAPI {
 		p.batch = newBatchClient(cfg, base, key)
+	}
+	if *cfg.SelfHosted {
+		p.server = newServer(base, key)
 	}
 	return p, nil
 }
@@ -177,6 +183,9 @@ func (p *Provider) request(dataURL, prompt string) goopenai.ChatCompletionReques
 // per-request timeout, and the classification of its outcome, which goes
 // back to the governor.
 func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionRequest, fix wireFix, image *spliced, prompt string) (provider.Completion, error) {
+	if p.server != nil {
+		p.server.check(ctx, p.gov)
+	}
 	ticket, err := p.gov.Acquire(ctx, p.tokens(image, prompt))
 	if err != nil {
 		return provider.Completion{}, &provider.Error{Kind: provider.Transient, Message: err.Error(), Err: err}
@@ -194,7 +203,7 @@ func (p *Provider) attempt(ctx context.Context, req goopenai.ChatCompletionReque
 			TimedOut: ex.status == 0 && ctx.Err() == nil && actx.Err() != nil})
 		return provider.Completion{}, e
 	}
-	ticket.Done(pace.Outcome{Header: ex.header, Status: ex.status})
+	ticket.Done(pace.Outcome{Header: ex.header, Status: ex.status, Tokens: resp.Usage.CompletionTokens})
 	if n := resp.Usage.PromptTokens; n > 0 {
 		p.prompt.Store(int64(n))
 	}

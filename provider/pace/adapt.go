@@ -1,86 +1,132 @@
 package pace
 
 import (
-	"math"
 	"time"
+)
+
+// Mode says what a model's concurrency limit follows.
+type Mode uint8
+
+// The modes of a limit.
+const (
+	// Hosted is a hosted API (OpenAI, Cohere, Voyage, Jina, …): the limit
+	// stays at the ceiling, and only the provider's own word lowers it — a
+	// 429, or a 503 with Retry-After. Its latency is no congestion signal:
+	// it is dominated by how many tokens the model writes, and a hosted API
+	// says plainly when it is overloaded.
+	Hosted Mode = iota
+	// SelfHosted is a server of the operator's (llama.cpp, vLLM, Ollama):
+	// the limit follows the server's own queue signal once the provider
+	// gives one (ServerSlots, ServerQueue) and, until then, the latency per
+	// output token (see latency).
+	SelfHosted
+)
+
+// String names the mode as docs and logs do.
+func (m Mode) String() string {
+	if m == SelfHosted {
+		return "self-hosted"
+	}
+	return "hosted"
+}
+
+// Why says why a model's limit is where it is.
+type Why string
+
+// The reasons of a limit.
+const (
+	ByNoReason  Why = ""
+	ByCeiling   Why = "ceiling"                    // nothing said overload
+	ByFixed     Why = "adaptive_concurrency false" // the operator fixed it
+	ByBackoff   Why = "429 backoff"                // cut by 429s (or 503s with Retry-After), growing back
+	BySlots     Why = "server slots"               // the server's slot count (llama.cpp /props total_slots)
+	ByQueue     Why = "server queue"               // the server's waiting requests (vLLM num_requests_waiting)
+	ByLatency   Why = "latency per token"          // requests queued at the server, seen in the latency per output token
+	BySlowStart Why = "slow start"                 // growing from its start, nothing said overload yet
 )
 
 // Tuning of the concurrency limit.
 const (
-	// tolerance is how much slower than its baseline a window may be before
-	// the limit comes down: Netflix's Gradient2 default.
+	// tolerance is how much slower (per output token) than its baseline a
+	// window may be before it counts as queueing: Netflix's Gradient2
+	// default.
 	tolerance = 1.5
-	// smoothing is the weight of a window's new limit against the old one.
-	smoothing = 0.2
-	// baselineDown is how fast the baseline latency follows a faster window.
-	// It never follows a slower one, so that queueing cannot become the new
-	// normal; a probe window resets it (probeEvery).
-	baselineDown = 0.5
-	// probeEvery is how many windows pass between two probes: a window at
-	// half the limit whose mean latency becomes the baseline. Latency that a
-	// lower limit does not lower is the model's own (longer answers, a
-	// slower provider), not queueing, and the limit recovers; a probe costs
-	// about 1/probeEvery/2 of the throughput.
+	// minQueueing is the least rise of the mean answer time that counts as
+	// queueing, whatever the ratio: a server answering in 1 ms that takes 2
+	// ms at twice the requests is not overloaded in any sense that matters
+	// (this process's own CPU, shared with the server on loopback, is then
+	// what queues), and a limit lowered for it would have to grow back when
+	// the model's answers get longer.
+	minQueueing = 20 * time.Millisecond
+	// probeEvery is how many windows pass between two probes at first: a
+	// window at half the limit. Latency that falls by a third with half the
+	// requests in flight is queueing that the baseline learned; latency that
+	// does not is the model's own. A probe that found none is made half as
+	// often next time, up to probeMax windows apart.
 	probeEvery = 16
-	firstProbe = 4   // windows before the first probe
-	probeMax   = 128 // the longest interval between probes, in windows
+	probeMax   = 128
 	// minWindow and minSamples bound a window, so that one fast answer is not
 	// a verdict.
 	minWindow  = 50 * time.Millisecond
 	minSamples = 3
 	// cutFactor is what a 429 leaves of the limit, at most once a window.
 	cutFactor = 0.75
+	// slotsHeadroom is the limit over a server's slots: one request waiting
+	// per slot, so that a slot that finishes does not wait for the network
+	// to hand it the next request (llama-server defers what finds no free
+	// slot to its queue: tools/server/README.md, "--parallel").
+	slotsHeadroom = 2
 )
 
-// concurrency is the adaptive limit of requests in flight: a gradient
-// limiter in the manner of Netflix's concurrency-limits (Gradient2). Each
-// window of answers (about one round trip) compares its mean latency with a
-// long-term baseline: gradient = clamp(tolerance × baseline / mean, 0.5, 1).
-// A gradient of 1 (latency holds) lets the limit grow by √limit when the
-// window used the limit fully; below 1 (latency climbs: requests queue at the
-// server) it shrinks in proportion. Until latency first climbs or a 429
-// comes, the limit doubles each full window (slow start).
+// concurrency is the limit of a model's requests in flight (see Mode).
+// Whatever moves it, it grows back by doubling every window that used it
+// fully once nothing says overload: from 1 to a ceiling of 64 in 6 windows.
 //
 // It is not safe for concurrent use: the Governor's lock guards it.
 type concurrency struct {
 	limit    float64 // requests allowed in flight, 1..ceiling
 	ceiling  float64
 	inFlight int
+	mode     Mode
+	fixed    bool // the limit stays at the ceiling
+	by       Why
 	win      window
-
-	baseline  float64 // latency without queueing, seconds; 0 = none yet
-	slowStart bool
-	lastCut   time.Time
-	probe     probe
-	steady    bool // the last window's latency held (no queueing seen)
-	fixed     bool // the limit stays at the ceiling
+	lastCut  time.Time
+	lat      latency
+	srv      server
 }
 
 // window is the answers of one round trip, as they come.
 type window struct {
 	start   time.Time // only requests sent after it count
 	samples int
-	sum     float64 // of their latencies, in seconds
+	rtt     float64 // the sum of their answer times, in seconds
+	tokens  float64 // the sum of their output tokens (1 for an answer that reports none)
 	peak    int     // most requests in flight meanwhile
 }
 
 // reset starts a new window at now, with inFlight requests out.
 func (w *window) reset(now time.Time, inFlight int) { *w = window{start: now, peak: inFlight} }
 
-// probe is the state of the periodic baseline probe.
-type probe struct {
-	windows int     // since the last probe
-	every   int     // windows between probes; 0 = probeEvery
-	saved   float64 // the limit to return to; 0 = not probing
+// server is what a self-hosted server says of its own queue.
+type server struct {
+	slots   int // its slots (llama.cpp total_slots); 0 = not said
+	queue   bool
+	waiting int // its requests waiting, at the last look (vLLM num_requests_waiting)
 }
 
-func newConcurrency(start, ceiling int, now time.Time, fixed bool) concurrency {
+func newConcurrency(start, ceiling int, now time.Time, mode Mode, fixed bool) concurrency {
 	ceiling = max(ceiling, 1)
-	if fixed {
-		start = ceiling
+	c := concurrency{ceiling: float64(ceiling), mode: mode, fixed: fixed, win: window{start: now}, lat: latency{every: probeEvery}}
+	switch {
+	case fixed:
+		c.limit, c.by = c.ceiling, ByFixed
+	case mode == Hosted:
+		c.limit, c.by = c.ceiling, ByCeiling
+	default:
+		c.limit, c.by = float64(min(max(start, 1), ceiling)), BySlowStart
 	}
-	return concurrency{limit: float64(min(max(start, 1), ceiling)), ceiling: float64(ceiling), win: window{start: now}, slowStart: true,
-		probe: probe{windows: probeEvery - firstProbe}, fixed: fixed}
+	return c
 }
 
 // allowed is the whole number of requests the limit lets in flight.
@@ -92,69 +138,64 @@ func (c *concurrency) take() {
 	c.win.peak = max(c.win.peak, c.inFlight)
 }
 
-// sample records the latency of one answer to a request sent at sent and,
-// at a window's end, adapts the limit. Only requests sent within the window
-// count: those sent before went out under another limit (and, before a
-// probe or after slow start doubled, queued behind it).
-func (c *concurrency) sample(now, sent time.Time, rtt time.Duration) {
+// sample records the answer to a request sent at sent, after rtt, with
+// tokens output tokens (0 = not reported), and at a window's end adapts the
+// limit. Only requests sent within the window count: those sent before went
+// out under another limit.
+func (c *concurrency) sample(now, sent time.Time, rtt time.Duration, tokens int) {
 	if c.fixed || sent.Before(c.win.start) {
 		return
 	}
 	c.win.samples++
-	c.win.sum += rtt.Seconds()
-	mean := c.win.sum / float64(c.win.samples)
-	length := max(minWindow, time.Duration(mean*float64(time.Second)))
-	if c.win.samples < minSamples || now.Sub(c.win.start) < length {
+	c.win.rtt += rtt.Seconds()
+	c.win.tokens += float64(max(tokens, 1))
+	mean := c.win.rtt / float64(c.win.samples)
+	if c.win.samples < minSamples || now.Sub(c.win.start) < max(minWindow, time.Duration(mean*float64(time.Second))) {
 		return
 	}
-	if mean <= 0 { // a clock that did not move: no verdict
-		c.win.reset(now, c.inFlight)
-		return
+	if mean > 0 { // a clock that did not move gives no verdict
+		c.adapt(mean)
 	}
-	c.adapt(now, mean)
 	c.win.reset(now, c.inFlight)
 }
 
-// adapt ends a window whose mean latency was mean seconds.
-func (c *concurrency) adapt(now time.Time, mean float64) {
-	switch {
-	case c.probe.saved > 0: // a probe window ends: its latency is the baseline
-		// A baseline that held (within a tenth) is probed half as often
-		// next time, up to probeMax windows apart; one that moved, again
-		// after probeEvery.
-		every := probeEvery
-		if c.steady && c.baseline > 0 && math.Abs(mean-c.baseline) <= c.baseline/10 {
-			every = min(2*max(c.probe.every, probeEvery), probeMax)
-		}
-		c.baseline, c.limit, c.probe = mean, c.probe.saved, probe{every: every}
-		return
-	case c.baseline == 0:
-		c.baseline = mean
-	case mean < c.baseline:
-		c.baseline += (mean - c.baseline) * baselineDown
-	}
-	if c.probe.windows++; c.probe.windows >= max(c.probe.every, probeEvery) && c.limit >= 2 {
-		c.probe.saved, c.limit, c.slowStart = c.limit, c.limit/2, false
-		return
-	}
-	gradient := max(0.5, min(1, tolerance*c.baseline/mean))
-	c.steady = gradient == 1
+// adapt ends a window whose mean answer time was mean seconds.
+func (c *concurrency) adapt(mean float64) {
+	c.lat.rtt = mean
 	full := c.win.peak >= c.allowed() // the window used the whole limit
-	if c.slowStart {
-		if gradient < 1 {
-			c.slowStart = false
-		} else {
-			if full {
-				c.limit = min(2*c.limit, c.ceiling)
-			}
-			return
+	switch {
+	case c.srv.slots > 0:
+		c.grow(full, float64(min(c.srv.slots*slotsHeadroom, int(c.ceiling))), BySlots)
+	case c.srv.queue:
+		if c.srv.waiting == 0 {
+			c.grow(full, c.ceiling, ByQueue)
+		}
+	case c.mode == Hosted:
+		c.grow(full, c.ceiling, ByBackoff)
+	default:
+		if c.lat.adapt(c, c.win.rtt/c.win.tokens, mean, c.win.peak) {
+			before := c.limit
+			c.grow(full, c.ceiling, ByLatency)
+			c.lat.settle = c.limit > before
 		}
 	}
-	next := c.limit * gradient
-	if full && gradient == 1 {
-		next += math.Sqrt(c.limit)
+}
+
+// grow doubles a limit below top when the window used it fully, and says
+// why it is where it is: by, when top is below the ceiling.
+func (c *concurrency) grow(full bool, top float64, by Why) {
+	if c.limit > top {
+		c.limit = top
 	}
-	c.limit = max(1, min(c.ceiling, c.limit*(1-smoothing)+next*smoothing))
+	if full && c.limit < top {
+		c.limit = min(top, 2*c.limit)
+	}
+	if c.limit >= top {
+		c.by = ByCeiling
+		if top < c.ceiling {
+			c.by = by // the server's own signal holds it below the ceiling
+		}
+	}
 }
 
 // cut lowers the limit after a 429, once a window: the answers of requests
@@ -163,10 +204,40 @@ func (c *concurrency) cut(now time.Time) {
 	if c.fixed {
 		return
 	}
-	c.slowStart = false
-	if !c.lastCut.IsZero() && now.Sub(c.lastCut) < max(minWindow, time.Duration(c.baseline*float64(time.Second))) {
+	if !c.lastCut.IsZero() && now.Sub(c.lastCut) < max(minWindow, time.Duration(c.lat.rtt*float64(time.Second))) {
 		return
 	}
 	c.lastCut = now
 	c.limit = max(1, c.limit*cutFactor)
+	c.by = ByBackoff
+}
+
+// slots sets the server's slot count: the limit is slotsHeadroom requests
+// a slot (within the ceiling), and grows back to it after a 429.
+func (c *concurrency) slots(n int) {
+	if c.fixed || n <= 0 {
+		return
+	}
+	c.srv.slots = n
+	c.limit, c.by = float64(min(n*slotsHeadroom, int(c.ceiling))), BySlots
+	if c.limit == c.ceiling {
+		c.by = ByCeiling
+	}
+}
+
+// queued takes the server's waiting requests at one look at now: while
+// any wait, the limit comes down to what the server runs of ours (the
+// requests in flight less those waiting), at most once a window, as for a
+// 429; it grows again, a window at a time, once none wait.
+func (c *concurrency) queued(now time.Time, waiting int) {
+	if c.fixed || waiting < 0 {
+		return
+	}
+	c.srv.queue, c.srv.waiting = true, waiting
+	if waiting == 0 || !c.lastCut.IsZero() && now.Sub(c.lastCut) < max(minWindow, time.Duration(c.lat.rtt*float64(time.Second))) {
+		return
+	}
+	c.lastCut = now
+	c.limit = max(1, min(c.limit, float64(c.inFlight-waiting)))
+	c.by = ByQueue
 }

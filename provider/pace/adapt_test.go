@@ -19,7 +19,7 @@ func simulate(c *concurrency, slots int, service time.Duration, noise float64, r
 		for range l {
 			rtt := time.Duration(float64(service) * queued * (1 + noise*rng.Float64()))
 			now = now.Add(rtt / time.Duration(l))
-			c.sample(now, now.Add(-rtt), rtt)
+			c.sample(now, now.Add(-rtt), rtt, 0)
 		}
 	}
 	return c.limit
@@ -41,7 +41,7 @@ func TestConcurrencyFollowsServerSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newConcurrency(tt.start, tt.ceiling, time.Unix(0, 0), false)
+			c := newConcurrency(tt.start, tt.ceiling, time.Unix(0, 0), SelfHosted, false)
 			got := simulate(&c, tt.slots, 100*time.Millisecond, tt.noise, 400, rand.New(rand.NewPCG(1, 2)))
 			if got < tt.lo || got > tt.hi {
 				t.Fatalf("limit %.1f after 400 windows, want %v..%v", got, tt.lo, tt.hi)
@@ -51,13 +51,13 @@ func TestConcurrencyFollowsServerSlots(t *testing.T) {
 }
 
 func TestConcurrencyAppLimitedDoesNotGrow(t *testing.T) {
-	c := newConcurrency(4, 64, time.Unix(0, 0), false)
+	c := newConcurrency(4, 64, time.Unix(0, 0), SelfHosted, false)
 	now := time.Unix(0, 0)
 	for range 200 {
 		c.inFlight, c.win.peak = 1, 1 // the caller never has more than one request
 		for range 4 {
 			now = now.Add(25 * time.Millisecond)
-			c.sample(now, now.Add(-100*time.Millisecond), 100*time.Millisecond)
+			c.sample(now, now.Add(-100*time.Millisecond), 100*time.Millisecond, 0)
 		}
 	}
 	if c.limit != 4 {
@@ -66,8 +66,8 @@ func TestConcurrencyAppLimitedDoesNotGrow(t *testing.T) {
 }
 
 func TestConcurrencyCutOncePerWindow(t *testing.T) {
-	c := newConcurrency(16, 64, time.Unix(0, 0), false)
-	c.baseline = 0.1
+	c := newConcurrency(16, 64, time.Unix(0, 0), SelfHosted, false)
+	c.lat.rtt = 0.1
 	now := time.Unix(10, 0)
 	for range 10 { // ten 429s of one burst
 		c.cut(now)
@@ -89,7 +89,7 @@ func TestConcurrencyCutOncePerWindow(t *testing.T) {
 }
 
 func TestConcurrencyFixed(t *testing.T) {
-	c := newConcurrency(2, 24, time.Unix(0, 0), true)
+	c := newConcurrency(2, 24, time.Unix(0, 0), SelfHosted, true)
 	got := simulate(&c, 2, 100*time.Millisecond, 0, 100, rand.New(rand.NewPCG(1, 2)))
 	c.cut(time.Unix(1000, 0))
 	if got != 24 || c.limit != 24 {

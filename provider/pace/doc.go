@@ -11,10 +11,13 @@
 //   - a 429, or a 503 with Retry-After, pauses the whole model (for the
 //     server's Retry-After, else until the bucket the headers describe
 //     refills, else a growing backoff), cuts the pace and the concurrency;
-//   - latency: the concurrency limit grows while latency holds and shrinks
-//     when it climbs (a gradient limiter in the manner of Netflix's
-//     concurrency-limits: the short-term latency against a long-term
-//     baseline).
+//   - the concurrency limit follows what the server says, never the length
+//     of its answers (Mode): a hosted API runs at the ceiling, cut by its
+//     429s only; a self-hosted server by its own slots or queue
+//     (ServerSlots, ServerQueue) and, where it gives neither, by its
+//     latency per output token against a baseline re-learned at the same
+//     or a lower concurrency (latency.go). Whatever lowered it, the limit
+//     doubles back every window that used it fully.
 //
 // The package sits below the providers (provider/openai, provider/httpjson)
 // and imports nothing of ours; the bridge reads Snapshot for status, metrics

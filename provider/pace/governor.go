@@ -41,6 +41,9 @@ type Config struct {
 	// Fixed keeps Ceiling requests in flight whatever the latency and the
 	// 429s (adaptive_concurrency false); the pace still follows the provider.
 	Fixed bool
+	// Mode is what the limit follows: Hosted (the ceiling, lowered by 429s
+	// only) or SelfHosted (the server's queue, else latency per token).
+	Mode Mode
 	// Now is the clock; nil = time.Now. Tests set it.
 	Now func() time.Time
 }
@@ -71,7 +74,7 @@ func New(cfg Config) *Governor {
 	return &Governor{
 		cfg:  cfg,
 		now:  now,
-		conc: newConcurrency(cfg.Start, cfg.Ceiling, t, cfg.Fixed),
+		conc: newConcurrency(cfg.Start, cfg.Ceiling, t, cfg.Mode, cfg.Fixed),
 		rate: newPacer(cfg.RequestsPerMinute, cfg.TokensPerMinute),
 		seen: stats{since: t},
 	}
@@ -87,15 +90,26 @@ func (g *Governor) Limit() int {
 	return g.conc.allowed()
 }
 
-// StartFrom sets the concurrency limit to n (within the ceiling), keeping
-// slow start: what a server says it can serve at once (llama.cpp's
-// total_slots) is a better start than the default.
-func (g *Governor) StartFrom(n int) {
-	if g.cfg.Fixed {
-		return
-	}
+// ServerSlots says that the model's server serves n requests at once (a
+// llama-server's total_slots, tools/server/README.md "GET /props"): the
+// limit becomes two requests a slot, within the ceiling, and latency no
+// longer moves it; a 429 still cuts it, and it grows back to that.
+func (g *Governor) ServerSlots(n int) {
 	g.mu.Lock()
-	g.conc.limit = float64(min(max(n, 1), g.cfg.Ceiling))
+	g.conc.slots(n)
+	g.broadcast()
+	g.mu.Unlock()
+}
+
+// ServerQueue says how many requests the model's server holds waiting at
+// this moment (vLLM's vllm:num_requests_waiting gauge of /metrics,
+// https://docs.vllm.ai/en/latest/usage/metrics.html): while any wait, the
+// limit is what the server runs of ours; once none do, it grows back by
+// doubling a window. Latency no longer moves it.
+func (g *Governor) ServerQueue(waiting int) {
+	now := g.now()
+	g.mu.Lock()
+	g.conc.queued(now, waiting)
 	g.broadcast()
 	g.mu.Unlock()
 }
@@ -115,6 +129,7 @@ type Outcome struct {
 	Status   int         // the HTTP status; 0 when no answer came
 	Limited  bool        // a 429, or a 503 with Retry-After: the server asked to slow down
 	TimedOut bool        // no answer within the model's timeout: as slow as it gets
+	Tokens   int         // the answer's output (completion) tokens; 0 = not reported
 }
 
 // Acquire waits until the model may send a request estimated at tokens
@@ -195,7 +210,7 @@ func (t *Ticket) Done(o Outcome) {
 func (g *Governor) done(t *Ticket, o Outcome) {
 	now := g.now()
 	var st State
-	if o.Header != nil {
+	if o.Header != nil && (o.Limited || mayLimit(o.Header)) {
 		st = ParseHeaders(o.Header, now)
 	}
 	g.mu.Lock()
@@ -208,11 +223,11 @@ func (g *Governor) done(t *Ticket, o Outcome) {
 		g.rate.limited(now, st, g.seen.answerRate(now))
 		g.seen.limited(now)
 	case o.Status >= 200 && o.Status <= 299:
-		g.conc.sample(now, t.sent, now.Sub(t.sent))
+		g.conc.sample(now, t.sent, now.Sub(t.sent), o.Tokens)
 		g.rate.answered(now)
 		g.seen.answered(now)
 	case o.TimedOut:
-		g.conc.sample(now, t.sent, now.Sub(t.sent))
+		g.conc.sample(now, t.sent, now.Sub(t.sent), 0)
 	}
 	g.broadcast()
 }
@@ -223,6 +238,9 @@ func (g *Governor) done(t *Ticket, o Outcome) {
 func (g *Governor) broadcast() { g.wakeLocked() }
 
 func (g *Governor) wakeLocked() {
+	if len(g.wait.q) == 0 {
+		return
+	}
 	for len(g.wait.q) > 0 && g.conc.inFlight+g.wait.woken < g.conc.allowed() {
 		close(g.wait.q[0])
 		g.wait.q[0] = nil

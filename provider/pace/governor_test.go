@@ -192,16 +192,16 @@ func TestPauseHasAFloor(t *testing.T) {
 	}
 }
 
-func TestStartFromKeepsAFixedLimit(t *testing.T) {
-	g := New(Config{Ceiling: 16, Fixed: true})
-	g.StartFrom(2)
-	if l := g.Limit(); l != 16 {
-		t.Fatalf("limit %d, want the fixed 16", l)
+func TestServerSlotsKeepAFixedLimit(t *testing.T) {
+	g := New(Config{Ceiling: 16, Fixed: true, Mode: SelfHosted})
+	g.ServerSlots(2)
+	if s := g.Snapshot(); s.Limit != 16 || s.LimitBy != ByFixed {
+		t.Fatalf("limit %s, want the fixed 16", s.Concurrency())
 	}
-	a := New(Config{Ceiling: 16})
-	a.StartFrom(4)
-	if l := a.Limit(); l != 4 {
-		t.Fatalf("limit %d, want the server's 4", l)
+	a := New(Config{Ceiling: 16, Mode: SelfHosted})
+	a.ServerSlots(4)
+	if s := a.Snapshot(); s.Limit != 8 || s.LimitBy != BySlots || s.Concurrency() != "8 of 16, server slots" {
+		t.Fatalf("limit %s, want two a slot of the server's 4", s.Concurrency())
 	}
 }
 

@@ -177,3 +177,17 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// mayLimit reports whether h may hold any header ParseHeaders reads, by the
+// canonical keys net/http gives an answer's headers: a cheap test, so that
+// an answer without any (llama.cpp, vLLM, a loopback server) is not parsed.
+// ParseHeaders reads the limit of each bucket first, and a bucket without
+// it is unknown, so these five keys are enough.
+func mayLimit(h http.Header) bool {
+	for _, k := range [...]string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Limit-Tokens", "Ratelimit-Limit", "Retry-After", "Retry-After-Ms"} {
+		if _, ok := h[k]; ok {
+			return true
+		}
+	}
+	return false
+}

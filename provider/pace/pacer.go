@@ -32,7 +32,7 @@ type pacer struct {
 	nextReq     time.Time
 	nextTok     time.Time
 	pausedUntil time.Time
-	early       []start // starts before the provider's rates were known
+	early       starts // starts before the provider's rates were known, within the last burst
 }
 
 // start is one request's start and its estimated tokens.
@@ -121,10 +121,7 @@ func (p *pacer) reserve(now time.Time, tokens float64) time.Time {
 		p.nextTok = later(p.nextTok, at).Add(seconds(tokens / rt))
 	}
 	if p.reqs == 0 && p.toks == 0 {
-		if len(p.early) == maxEarly {
-			p.early = append(p.early[:0], p.early[maxEarly/2:]...)
-		}
-		p.early = append(p.early, start{at, tokens})
+		p.early.push(now, start{at, tokens})
 	}
 	return at
 }
@@ -132,13 +129,64 @@ func (p *pacer) reserve(now time.Time, tokens float64) time.Time {
 // spent is what the starts before the rates were known took of the burst
 // that ends at now: the requests and the tokens.
 func (p *pacer) spent(now time.Time) (reqs, tokens float64) {
-	for _, s := range p.early {
-		if now.Sub(s.at) < burst {
-			reqs++
-			tokens += s.tokens
+	p.early.expire(now)
+	return float64(p.early.n), p.early.tokens
+}
+
+// starts is a ring of the starts of the last burst, oldest first, with the
+// sum of their tokens: what every answer asks of it costs O(1) amortised
+// (a start leaves it once), where a walk over up to maxEarly starts of a
+// server that never sends rate-limit headers cost microseconds an answer.
+// Starts come in the order of their times (reserve runs under the
+// Governor's lock and gives each a start no earlier than the one before,
+// or than now); so do the times expire is called with, to within the
+// moment between a clock's reading and the lock.
+type starts struct {
+	buf    []start // the ring; len = its capacity, up to maxEarly
+	head   int     // the oldest
+	n      int
+	tokens float64
+}
+
+// push adds s, first dropping what is older than a burst at now, and the
+// oldest when maxEarly are held.
+func (r *starts) push(now time.Time, s start) {
+	r.expire(now)
+	if r.n == len(r.buf) {
+		if len(r.buf) == maxEarly {
+			r.pop()
+		} else {
+			r.grow()
 		}
 	}
-	return reqs, tokens
+	r.buf[(r.head+r.n)%len(r.buf)] = s
+	r.n++
+	r.tokens += s.tokens
+}
+
+// expire drops the starts a burst or more before now.
+func (r *starts) expire(now time.Time) {
+	for r.n > 0 && now.Sub(r.buf[r.head].at) >= burst {
+		r.pop()
+	}
+}
+
+func (r *starts) pop() {
+	r.tokens -= r.buf[r.head].tokens
+	r.buf[r.head] = start{}
+	r.head = (r.head + 1) % len(r.buf)
+	if r.n--; r.n == 0 {
+		r.tokens = 0 // no rounding left over
+	}
+}
+
+// grow doubles the ring's capacity (to maxEarly at most), oldest first.
+func (r *starts) grow() {
+	buf := make([]start, min(max(2*len(r.buf), 16), maxEarly))
+	for i := range r.n {
+		buf[i] = r.buf[(r.head+i)%len(r.buf)]
+	}
+	r.buf, r.head = buf, 0
 }
 
 // burst is how far a pace from the provider's headers may run ahead.
@@ -181,7 +229,7 @@ func (p *pacer) learn(now time.Time, s State) {
 		p.nextTok = later(p.nextTok, now.Add(seconds(tokens/(p.toks*margin))))
 	}
 	if p.reqs > 0 || p.toks > 0 {
-		p.early = nil
+		p.early = starts{}
 	}
 }
 

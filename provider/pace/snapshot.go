@@ -66,6 +66,7 @@ func (s *stats) answerRate(now time.Time) float64 {
 type Snapshot struct {
 	Limit    int // requests allowed in flight now
 	Ceiling  int // max_concurrency
+	LimitBy  Why // why the limit is where it is
 	InFlight int
 	// Rate is the pace of requests per second (0 = not paced) and By what set it.
 	Rate float64
@@ -94,7 +95,7 @@ func (g *Governor) Snapshot() Snapshot {
 		by = tby
 	}
 	s := Snapshot{
-		Limit: g.conc.allowed(), Ceiling: g.cfg.Ceiling, InFlight: g.conc.inFlight,
+		Limit: g.conc.allowed(), Ceiling: g.cfg.Ceiling, LimitBy: g.conc.by, InFlight: g.conc.inFlight,
 		Rate: rate, By: by, Allowed: g.rate.reqs, TokenRate: tok,
 		Total429: g.seen.total429, Waited: time.Duration(g.seen.waitedNs),
 		RateLimited: !g.seen.last429.IsZero() && now.Sub(g.seen.last429) < recovered,
@@ -112,6 +113,15 @@ func (s *stats) waited(d time.Duration) {
 		return
 	}
 	s.waitedNs += int64(d)
+}
+
+// Concurrency says the limit in words: "32 of 32, ceiling", "8 of 64,
+// server slots", "3 of 64, 429 backoff".
+func (s Snapshot) Concurrency() string {
+	if s.LimitBy == ByNoReason {
+		return fmt.Sprintf("%d of %d", s.Limit, s.Ceiling)
+	}
+	return fmt.Sprintf("%d of %d, %s", s.Limit, s.Ceiling, s.LimitBy)
 }
 
 // Pace says the pace in words: "19.4 of 20 req/s, by x-ratelimit",

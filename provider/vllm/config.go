@@ -40,6 +40,6 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	c.Options = c.Options.WithDefaults()
+	c.Options = c.Options.WithDefaults().SelfHostedOr(true) // a vLLM server is the operator's
 	return c, nil
 }
