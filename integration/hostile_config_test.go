@@ -334,7 +334,19 @@ VALUES ($1, 'public.photos', 'img', 'AI_IMAGE_COMPLETE', $2, $1, 'public.out', $
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (1, $1)", pngImage(t, 1))
 	s.sync(t, 30*time.Second)
 
-	// Each way of echoing the key ended where it should, scrubbed.
+	// Each way of echoing the key ended where it should, scrubbed. A 5xx row
+	// may first be parked — two rows failing at once, with no answer between,
+	// look like an outage — and becomes its provider_error when it alone keeps
+	// failing once it is sent again: wait for the errors rows.
+	waitFor(t, 90*time.Second, "every errors row", func() bool {
+		want := 0
+		for _, r := range rules {
+			if r.reason != "" {
+				want++
+			}
+		}
+		return queryInt(t, s.conn, "SELECT count(DISTINCT rule) FROM pgimageai.errors WHERE resolved_at IS NULL") >= want
+	})
 	for _, r := range rules {
 		var reason, detail string
 		err := s.conn.QueryRow(context.Background(), `SELECT reason, detail FROM pgimageai.errors WHERE rule = $1 AND resolved_at IS NULL`, r.prompt).Scan(&reason, &detail)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -199,10 +200,20 @@ func TestMetricsAndHealth(t *testing.T) {
 // freeAddr returns a loopback address with a port nobody listens on.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		// The kernel may hand the port just closed out again: never twice
+		// in one test binary, so that two processes of a test never collide.
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
+
+// handedOut are the addresses freeAddr returned.
+var handedOut sync.Map

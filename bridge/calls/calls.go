@@ -13,6 +13,7 @@ package calls
 import (
 	"bytes"
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -231,6 +232,10 @@ func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, per
 		tr.Retry = func(int, error, time.Duration) { m.Retry(r.Model) }
 	}
 	var mark uint64
+	// The attempt hook may run on several goroutines at once: a batching
+	// provider sends the halves of a refused batch concurrently, each with
+	// the context (and so the Trace) of the call that started the batch.
+	var mu sync.Mutex
 	reported := false // a request of the call was reported
 	if br := cl.breaker; br != nil {
 		mark = br.Mark(r.Model)
@@ -238,6 +243,8 @@ func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, per
 		row := string(k[:])
 		probe := permit == circuit.Probe
 		tr.Attempt = func(err error) bool {
+			mu.Lock()
+			defer mu.Unlock()
 			o := circuit.Answered
 			switch {
 			case err != nil && cl.ctx.Err() != nil:
@@ -258,7 +265,10 @@ func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, per
 	ctx = provider.WithTrace(ctx, tr)
 	t0 := time.Now()
 	res, err := r.Fn.CallPrompt(ctx, img, true, prompt)
-	if permit == circuit.Probe && !reported {
+	mu.Lock()
+	done := reported
+	mu.Unlock()
+	if permit == circuit.Probe && !done {
 		// A provider that made no request through a Retrier (or none at
 		// all): the probe showed nothing; another goes soon.
 		cl.breaker.Report(r.Model, "", circuit.Unknown, "", true, 0, false)
