@@ -14,6 +14,7 @@ import (
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/state"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // ErrNoRule: the page names a rule that pgimageai.rules does not have.
@@ -47,7 +48,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, who ident) {
 	b.Nav, b.Refresh = "overview", int(s.cfg.Refresh/time.Second)
 	v := overviewView{Base: b, Overview: ov, PaceStale: paceStale}
 	for _, bf := range ov.Backfills {
-		if bf.State == "done" {
+		if bf.State == string(value.BackfillDone) {
 			continue
 		}
 		bv := backfillView{BackfillRow: bf, Rate: s.rates.progress("backfill:"+bf.Rule, bf.RowsDone, now)}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/internal/bytesize"
 	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Platform is a managed PostgreSQL service, told by the roles it creates;
@@ -154,10 +155,10 @@ func (s server) slotChecks(cfg Config) []Check {
 	case s.SlotDatabase != s.Database:
 		out = append(out, fail(area, "exists", fmt.Sprintf("it belongs to database %s", s.SlotDatabase),
 			"give this database's bridge a slot of its own (--slot), or leave --slot unset: the default carries the database"))
-	case s.Slot.WALStatus == "lost":
+	case s.Slot.WALStatus == value.WALLost:
 		out = append(out, fail(area, "wal_status", "lost: the server removed WAL the slot needed",
 			"run pgimageai recover-slot: it re-creates the slot and every rule backfills"))
-	case s.Slot.WALStatus == "unreserved":
+	case s.Slot.WALStatus == value.WALUnreserved:
 		out = append(out, fail(area, "wal_status", fmt.Sprintf("unreserved: %s retained, past max_slot_wal_keep_size; the next checkpoint invalidates it", bytesize.Format(s.Slot.RetainedBytes)),
 			"start pgimageai run (or let it catch up) now, or raise max_slot_wal_keep_size"))
 	case !s.Slot.Active:

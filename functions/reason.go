@@ -5,29 +5,24 @@ import (
 	"fmt"
 
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/value"
 )
 
-// Reason is a reason code of the function semantics, stored in pgimageai.errors.reason.
-type Reason string
+// Reason is a reason code of the function semantics, stored in
+// pgimageai.errors.reason (value.Reason, named here for the callers).
+type Reason = value.Reason
 
-// The reason codes.
+// The reason codes (value holds them, with the store's).
 const (
-	EmptyImage        Reason = "empty_image"
-	UnknownFormat     Reason = "unknown_format"
-	TooLarge          Reason = "too_large"
-	UnsupportedFormat Reason = "unsupported_format"
-	ProviderError     Reason = "provider_error"
-	BadResponse       Reason = "bad_response"
-	InvalidRule       Reason = "invalid_rule"
-	// BudgetExhausted: the model's max_calls_per_day or max_tokens_per_day
-	// is spent for the UTC day; no call was made. Retried by itself after
-	// the day rolls over, or by pgimageai retry --reason budget_exhausted.
-	BudgetExhausted Reason = "budget_exhausted"
-	// TargetRefused: the target table refused a change whatever it held —
-	// a delete or move that a constraint forbids (another table's foreign
-	// key), a NULL that a NOT NULL column refuses; the target row is left
-	// as it was and the stream goes on.
-	TargetRefused Reason = "target_refused"
+	EmptyImage        = value.EmptyImage
+	UnknownFormat     = value.UnknownFormat
+	TooLarge          = value.TooLarge
+	UnsupportedFormat = value.UnsupportedFormat
+	ProviderError     = value.ProviderError
+	BadResponse       = value.BadResponse
+	InvalidRule       = value.InvalidRule
+	BudgetExhausted   = value.BudgetExhausted
+	TargetRefused     = value.TargetRefused
 )
 
 // Error is a function failure with its reason code. Detail is human readable

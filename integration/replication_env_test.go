@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/replication"
@@ -90,7 +89,7 @@ func (e *replEnv) confirmed(t testing.TB) replication.LSN {
 	if err := e.conn.QueryRow(context.Background(), "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", e.slot).Scan(&s); err != nil {
 		t.Fatal(err)
 	}
-	lsn, err := pglogrepl.ParseLSN(s)
+	lsn, err := replication.ParseLSN(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,7 @@ func (e *replEnv) currentLSN(t testing.TB) replication.LSN {
 	if err := e.conn.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
 		t.Fatal(err)
 	}
-	lsn, err := pglogrepl.ParseLSN(s)
+	lsn, err := replication.ParseLSN(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Slot is the replication slot as pg_replication_slots shows it, read at scrape time.
@@ -18,7 +20,7 @@ type Slot struct {
 }
 
 // walStatuses are the values of pg_replication_slots.wal_status (PostgreSQL 13+).
-var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
+var walStatuses = value.WALStatuses
 
 // slotScrapeTimeout bounds the query of one scrape: a slow source must not hold up
 // /metrics.

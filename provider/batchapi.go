@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // BatchAPI is the capability of a provider to run a backfill's calls as one
@@ -66,7 +68,7 @@ type BatchJob struct {
 // Final reports whether the batch will not change any more.
 func (j BatchJob) Final() bool {
 	switch j.Status {
-	case "completed", "failed", "expired", "cancelled":
+	case value.BatchCompleted, value.BatchFailed, value.BatchExpired, value.BatchCancelled:
 		return true
 	}
 	return false

@@ -2,9 +2,9 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/pgimageai/pgimageai/provider/pace"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Image is a validated image handed to a provider: its bytes and media type
@@ -76,14 +76,7 @@ type Paced interface {
 type Provider any
 
 // Model is one row of pgimageai.models.
-type Model struct {
-	Name      string          // models.name, what rules reference
-	Provider  string          // registry name, e.g. "openai", "local"
-	BaseURL   string          // "" = the provider's default
-	Model     string          // the provider's model id, e.g. "gpt-4o-mini"
-	APIKeyEnv string          // NAME of the environment variable holding the key; "" = no key
-	Options   json.RawMessage // models.options; nil or {} = defaults
-}
+type Model = value.Model
 
 // Env looks up an environment variable; os.LookupEnv in production, a map in tests.
 type Env func(name string) (string, bool)

@@ -3,12 +3,13 @@ package replication
 import (
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // LSN is a WAL position.
-type LSN = pglogrepl.LSN
+type LSN = value.LSN
 
 // Op is the kind of a row change.
 type Op uint8
@@ -175,3 +176,6 @@ func (*Change) event()  {}
 func (*Message) event() {}
 func (Commit) event()   {}
 func (Reset) event()    {}
+
+// ParseLSN parses PostgreSQL's XXX/XXX text form of an LSN.
+func ParseLSN(s string) (LSN, error) { return value.ParseLSN(s) }

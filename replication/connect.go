@@ -75,7 +75,7 @@ func (ss *session) connect(ctx context.Context) (LSN, error) {
 	if err != nil {
 		return 0, err
 	}
-	err = pglogrepl.StartReplication(ctx, conn, cfg.Slot, start, pglogrepl.StartReplicationOptions{
+	err = pglogrepl.StartReplication(ctx, conn, cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: pluginArgs("'" + pub + "'"),
 	})

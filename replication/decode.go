@@ -42,9 +42,9 @@ func (d *decoder) decode(lsn LSN, data []byte) (Event, error) {
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
 		d.xid = m.Xid
-		return Begin{XID: m.Xid, FinalLSN: m.FinalLSN, CommitTime: m.CommitTime.UTC()}, nil
+		return Begin{XID: m.Xid, FinalLSN: LSN(m.FinalLSN), CommitTime: m.CommitTime.UTC()}, nil
 	case *pglogrepl.CommitMessage:
-		return Commit{XID: d.xid, CommitLSN: m.CommitLSN, EndLSN: m.TransactionEndLSN, CommitTime: m.CommitTime.UTC()}, nil
+		return Commit{XID: d.xid, CommitLSN: LSN(m.CommitLSN), EndLSN: LSN(m.TransactionEndLSN), CommitTime: m.CommitTime.UTC()}, nil
 	case *pglogrepl.RelationMessage:
 		d.relation(m)
 		return nil, nil
@@ -54,7 +54,7 @@ func (d *decoder) decode(lsn LSN, data []byte) (Event, error) {
 		return d.truncate(lsn, m)
 	case *pglogrepl.LogicalDecodingMessage:
 		return &Message{
-			LSN:           m.LSN,
+			LSN:           LSN(m.LSN),
 			Transactional: m.Transactional,
 			Prefix:        m.Prefix,
 			Content:       append([]byte(nil), m.Content...), // pglogrepl aliases its input here

@@ -126,15 +126,16 @@ func (ss *session) handle(ctx context.Context, msg pgproto3.BackendMessage) erro
 			if err != nil {
 				return fmt.Errorf("%w: %v", ErrProtocol, err)
 			}
-			ss.p.receive(ka.ServerWALEnd)
-			ss.s.sawWALEnd(ka.ServerWALEnd)
+			walEnd := LSN(ka.ServerWALEnd)
+			ss.p.receive(walEnd)
+			ss.s.sawWALEnd(walEnd)
 			var advanced bool
 			if hook := ss.s.cfg.Idle; hook != nil {
-				if ss.p.idleFor(ka.ServerWALEnd, ss.s.ackedLSN()) {
-					hook(ka.ServerWALEnd)
+				if ss.p.idleFor(walEnd, ss.s.ackedLSN()) {
+					hook(walEnd)
 				}
 			} else {
-				advanced = ss.p.idle(ka.ServerWALEnd, ss.s.ackedLSN())
+				advanced = ss.p.idle(walEnd, ss.s.ackedLSN())
 			}
 			if ss.serverStopping(ka) {
 				return errServerStopping
@@ -148,9 +149,10 @@ func (ss *session) handle(ctx context.Context, msg pgproto3.BackendMessage) erro
 			if err != nil {
 				return fmt.Errorf("%w: %v", ErrProtocol, err)
 			}
-			ss.p.receive(max(xld.WALStart, xld.ServerWALEnd))
-			ss.s.sawWALEnd(max(xld.WALStart, xld.ServerWALEnd))
-			ev, err := ss.dec.decode(xld.WALStart, xld.WALData)
+			start, end := LSN(xld.WALStart), LSN(xld.ServerWALEnd)
+			ss.p.receive(max(start, end))
+			ss.s.sawWALEnd(max(start, end))
+			ev, err := ss.dec.decode(start, xld.WALData)
 			if err != nil {
 				return err
 			}
@@ -189,12 +191,13 @@ const (
 // slot still holds the unacked transactions and Run skips those it emitted
 // when they come again.
 func (ss *session) serverStopping(ka pglogrepl.PrimaryKeepaliveMessage) bool {
-	if !ka.ReplyRequested || time.Since(ss.lastStatus) > stoppingWindow || ka.ServerWALEnd != ss.pingEnd {
-		ss.pings, ss.pingEnd = 0, ka.ServerWALEnd
+	walEnd := LSN(ka.ServerWALEnd)
+	if !ka.ReplyRequested || time.Since(ss.lastStatus) > stoppingWindow || walEnd != ss.pingEnd {
+		ss.pings, ss.pingEnd = 0, walEnd
 		return false
 	}
 	ss.pings++
-	return ss.pings >= stoppingPings && ss.p.confirmed < ka.ServerWALEnd
+	return ss.pings >= stoppingPings && ss.p.confirmed < walEnd
 }
 
 // event applies the skip rules of progress and emits ev.
@@ -311,9 +314,9 @@ func (ss *session) status(ctx context.Context, force bool) error {
 		return errors.New("replication: no position to confirm")
 	}
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, ss.conn, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: ss.p.write(lsn),
-		WALFlushPosition: lsn,
-		WALApplyPosition: lsn,
+		WALWritePosition: pglogrepl.LSN(ss.p.write(lsn)),
+		WALFlushPosition: pglogrepl.LSN(lsn),
+		WALApplyPosition: pglogrepl.LSN(lsn),
 		ClientTime:       time.Now(),
 		ReplyRequested:   time.Since(ss.lastRecv) >= ss.s.cfg.StatusInterval,
 	})

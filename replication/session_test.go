@@ -37,7 +37,7 @@ func TestServerStopping(t *testing.T) {
 	ss := &session{p: newProgress(0x400)}
 	for i := 0; i < 3*stoppingPings; i++ {
 		ss.lastStatus = time.Now()
-		if ss.serverStopping(pglogrepl.PrimaryKeepaliveMessage{ServerWALEnd: LSN(0x500 + i), ReplyRequested: true}) {
+		if ss.serverStopping(pglogrepl.PrimaryKeepaliveMessage{ServerWALEnd: pglogrepl.LSN(0x500 + i), ReplyRequested: true}) {
 			t.Fatal("a moving WAL end is a server still at work, not one waiting to stop")
 		}
 	}

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgimageai/pgimageai/internal/pgerr"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Plugin is the output plugin of every slot this package creates or uses.
@@ -72,12 +72,12 @@ func parseSlot(js []byte) (Slot, error) {
 	}
 	var err error
 	if r.RestartLSN != nil {
-		if s.RestartLSN, err = pglogrepl.ParseLSN(*r.RestartLSN); err != nil {
+		if s.RestartLSN, err = ParseLSN(*r.RestartLSN); err != nil {
 			return Slot{}, fmt.Errorf("slot %s restart_lsn: %w", r.Name, err)
 		}
 	}
 	if r.ConfirmedFlushLSN != nil {
-		if s.ConfirmedFlushLSN, err = pglogrepl.ParseLSN(*r.ConfirmedFlushLSN); err != nil {
+		if s.ConfirmedFlushLSN, err = ParseLSN(*r.ConfirmedFlushLSN); err != nil {
 			return Slot{}, fmt.Errorf("slot %s confirmed_flush_lsn: %w", r.Name, err)
 		}
 	}
@@ -102,7 +102,7 @@ func (s Slot) check(db string) error {
 		return slotInvalidated(s.Name, fmt.Sprintf("was invalidated (invalidation_reason %s)", s.InvalidationReason))
 	case s.Conflicting:
 		return slotInvalidated(s.Name, "was invalidated by a conflict with recovery")
-	case s.WALStatus == "lost":
+	case s.WALStatus == value.WALLost:
 		return slotInvalidated(s.Name, "lost WAL it needs (wal_status lost; see max_slot_wal_keep_size)")
 	case s.ConfirmedFlushLSN == 0:
 		return slotInvalidated(s.Name, "has no confirmed_flush_lsn")

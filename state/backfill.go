@@ -6,12 +6,14 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Backfill is a row of pgimageai.backfills: how far the backfill of a rule
 // got, for what the rule computed (its fingerprint).
 type Backfill struct {
-	State       string // running or done
+	State       value.BackfillState
 	Fingerprint string
 	LastKey     []byte // source_key JSON of the last row processed; nil before the first page
 	StopKey     []byte // the greatest key when it started; nil for an empty table
@@ -35,10 +37,10 @@ func LoadBackfill(ctx context.Context, conn *pgx.Conn, rule string) (b Backfill,
 // table, done at once), with an estimate of the rows from table's
 // pg_class.reltuples.
 func StartBackfill(ctx context.Context, conn *pgx.Conn, rule, fingerprint string, stop []byte, table uint32) error {
-	state := "running"
+	state := value.BackfillRunning
 	var stopKey any
 	if stop == nil {
-		state = "done"
+		state = value.BackfillDone
 	} else {
 		stopKey = string(stop)
 	}

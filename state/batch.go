@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // BackfillBatch is a row of pgimageai.backfill_batches: one batch of a
@@ -36,7 +38,7 @@ type BackfillBatch struct {
 
 // Refused is the status of a batch that the provider refused to take (its
 // upload or its creation, for good): its rows get synchronous calls.
-const Refused = "refused"
+const Refused = value.BatchRefused
 
 // LoadBatches returns the batches of rule's backfill, in order.
 func LoadBatches(ctx context.Context, conn *pgx.Conn, rule string) ([]BackfillBatch, error) {

@@ -9,26 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/value"
 )
 
-// Position is a place in the stream: the commit LSN of a source transaction
-// and the ordinal of a change inside it. Positions order the changes of a
-// lane, so that a lane's checkpoint can point inside a big transaction.
-type Position struct {
-	Commit replication.LSN // Begin.FinalLSN of the transaction
-	Ord    int64           // change ordinal inside it
-}
-
-// Less reports whether p comes before q.
-func (p Position) Less(q Position) bool {
-	return p.Commit < q.Commit || (p.Commit == q.Commit && p.Ord < q.Ord)
-}
-
-// IsZero reports whether p is the zero position, before any change.
-func (p Position) IsZero() bool { return p == Position{} }
-
-func (p Position) String() string { return fmt.Sprintf("%s#%d", p.Commit, p.Ord) }
+// Position is a place in the stream (value.Position, named here for the
+// callers).
+type Position = value.Position
 
 // ErrFenced reports a write behind the stored checkpoint of its lane or
 // slot: another instance applied those changes and more (a leader replaced
@@ -73,7 +59,7 @@ func Fenced(tag pgconn.CommandTag, slot, lane string, pos Position) error {
 
 // StoreCheckpoint stores lsn as the slot's checkpoint: every lane has made
 // durable what comes before it. A greater stored checkpoint is ErrFenced.
-func StoreCheckpoint(ctx context.Context, conn *pgx.Conn, slot string, lsn replication.LSN) error {
+func StoreCheckpoint(ctx context.Context, conn *pgx.Conn, slot string, lsn value.LSN) error {
 	tag, err := conn.Exec(ctx, checkpointSQL, slot, lsn)
 	if err != nil {
 		return fmt.Errorf("store checkpoint %s of slot %s: %w", lsn, slot, err)
@@ -85,7 +71,7 @@ func StoreCheckpoint(ctx context.Context, conn *pgx.Conn, slot string, lsn repli
 }
 
 // LoadCheckpoint returns the slot's stored checkpoint, or 0 when there is none.
-func LoadCheckpoint(ctx context.Context, conn *pgx.Conn, slot string) (replication.LSN, error) {
+func LoadCheckpoint(ctx context.Context, conn *pgx.Conn, slot string) (value.LSN, error) {
 	cp, _, err := ReadCheckpoint(ctx, conn, slot)
 	return cp.LSN, err
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/migrations"
-	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 func TestMain(m *testing.M) { os.Exit(integration.Main(m)) }
@@ -35,7 +35,7 @@ func migrated(t *testing.T) *pgx.Conn {
 func TestLaneCheckpointFence(t *testing.T) {
 	conn := migrated(t)
 	ctx := context.Background()
-	at := func(lsn replication.LSN, ord int64) state.Position { return state.Position{Commit: lsn, Ord: ord} }
+	at := func(lsn value.LSN, ord int64) state.Position { return state.Position{Commit: lsn, Ord: ord} }
 	store := func(lane string, pos state.Position) error {
 		b := &pgx.Batch{}
 		state.QueueLaneCheckpoint(b, "s", lane, pos, time.Unix(1700000000, 0))
@@ -90,9 +90,9 @@ func TestSlotCheckpointFence(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name   string
-		lsn    replication.LSN
+		lsn    value.LSN
 		fenced bool
-		stored replication.LSN
+		stored value.LSN
 	}{
 		{"first", 0x2000, false, 0x2000},
 		{"behind", 0x1000, true, 0x2000},

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // RuleRow is one row of pgimageai.rules.
@@ -23,10 +23,10 @@ type RuleRow struct {
 
 // Models reads every row of pgimageai.models. Options are re-encoded the way
 // options read from the WAL are, so that an unchanged model compares equal.
-func Models(ctx context.Context, conn *pgx.Conn) ([]provider.Model, error) {
+func Models(ctx context.Context, conn *pgx.Conn) ([]value.Model, error) {
 	rows, _ := conn.Query(ctx, `SELECT name, provider, coalesce(base_url, ''), model, coalesce(api_key_env, ''), options FROM pgimageai.models`)
-	models, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (provider.Model, error) {
-		var m provider.Model
+	models, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (value.Model, error) {
+		var m value.Model
 		var opts map[string]any
 		if err := r.Scan(&m.Name, &m.Provider, &m.BaseURL, &m.Model, &m.APIKeyEnv, &opts); err != nil {
 			return m, err

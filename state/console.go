@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // What the web console (package console) reads beside the reports of
@@ -95,11 +95,11 @@ WHERE resolved_at IS NULL AND reason <> 'invalid_rule' AND rule = $1 AND source_
 }
 
 // RequestRetryRow is RequestRetry of the one source row keyed key of rule.
-func RequestRetryRow(ctx context.Context, conn *pgx.Conn, rule, key string) (replication.LSN, error) {
+func RequestRetryRow(ctx context.Context, conn *pgx.Conn, rule, key string) (value.LSN, error) {
 	if _, err := conn.Exec(ctx, "INSERT INTO pgimageai.retry_requests (rule, source_key) VALUES ($1, $2::jsonb)", rule, key); err != nil {
 		return 0, fmt.Errorf("insert retry request: %w", err)
 	}
-	var lsn replication.LSN
+	var lsn value.LSN
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()").Scan(&lsn); err != nil {
 		return 0, fmt.Errorf("read WAL position: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Gaps in the stream: a slot that skipped changes (pgimageai.slot_gaps).
@@ -30,9 +30,9 @@ type Gap struct {
 	Slot       string
 	DetectedAt time.Time
 	Cause      string
-	Checkpoint replication.LSN // where the bridge had stopped
-	SlotLSN    replication.LSN // where the slot stood, or was created
-	Rules      []string        // the enabled rules that backfill
+	Checkpoint value.LSN // where the bridge had stopped
+	SlotLSN    value.LSN // where the slot stood, or was created
+	Rules      []string  // the enabled rules that backfill
 	// OrphansDeleted counts the target rows deleted because their source
 	// row was gone; nil until CleanedAt is set.
 	OrphansDeleted *int64

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // The ops below implement sink.Op: each queues its statement on the batch of
@@ -25,7 +25,7 @@ type Error struct {
 	Detail      string
 	ImageBytes  *int   // nil when there was no image
 	ImageHead   []byte // first 16 bytes
-	LSN         replication.LSN
+	LSN         value.LSN
 	// InputKey identifies the call of a permanent failure, so that a
 	// restart does not pay for it again; nil otherwise.
 	InputKey []byte
@@ -335,9 +335,9 @@ func (o BackfillProgress) Queue(b *pgx.Batch) {
 WHERE rule = $1 AND seq = $2 AND fingerprint = $5`, o.Rule, o.Part, last, o.PartDone, o.Fingerprint)
 		return
 	}
-	state := "running"
+	state := value.BackfillRunning
 	if o.Done {
-		state = "done"
+		state = value.BackfillDone
 	}
 	b.Queue(`INSERT INTO pgimageai.backfills AS b (rule, state, last_key, rows_done, fingerprint, finished_at)
 VALUES ($1, $2, $3, $4, $5, CASE WHEN $2 = 'done' THEN now() END)

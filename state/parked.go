@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Park parks a row of Rule whose call was not made, or not finished,
@@ -21,7 +21,7 @@ type Park struct {
 	SourceTable string
 	Key         []byte // source_key JSON
 	Model       string // models.name
-	LSN         replication.LSN
+	LSN         value.LSN
 	Cause       string
 	Replay      bool
 }
@@ -150,9 +150,9 @@ type ModelHealth struct {
 
 // WriteModelHealth stores a model's circuit for slot.
 func WriteModelHealth(ctx context.Context, conn *pgx.Conn, slot string, h ModelHealth) error {
-	st := "up"
+	st := value.EndpointUp
 	if h.Down {
-		st = "down"
+		st = value.EndpointDown
 	}
 	var downSince any
 	if !h.DownSince.IsZero() {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // What reconciliation (pgimageai reconcile, and the bridge after partition
@@ -13,7 +15,7 @@ import (
 
 // Queued is the state of a backfill that reconciliation queued over a range
 // of keys: the bridge picks it up at its next check (QueuedBackfills).
-const Queued = "queued"
+const Queued = value.BackfillQueued
 
 // OpenErrorKeys returns which of keys (source_key JSON) have an open errors
 // row of rule: a row whose result is NULL for a reason the errors table
@@ -95,7 +97,7 @@ func (o QueueOutcome) String() string {
 // the finished backfill are given up, so that a Batch API backfill of the
 // range collects afresh.
 func QueueBackfill(ctx context.Context, conn *pgx.Conn, rule, fingerprint string, prev Backfill, last, stop []byte) (QueueOutcome, error) {
-	if prev.Fingerprint != fingerprint || (prev.State != "done" && prev.State != Queued) {
+	if prev.Fingerprint != fingerprint || (prev.State != value.BackfillDone && prev.State != Queued) {
 		return QueueRunning, nil
 	}
 	var lastKey any

@@ -9,8 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgimageai/pgimageai/functions"
-	"github.com/pgimageai/pgimageai/replication"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // What `pgimageai status`, `errors` and `retry` read and write: the reports
@@ -18,7 +17,7 @@ import (
 
 // Checkpoint is the slot's stored checkpoint.
 type Checkpoint struct {
-	LSN       replication.LSN
+	LSN       value.LSN
 	UpdatedAt time.Time
 	// BoundsSlot: it was stored by a bridge that confirms the slot only up
 	// to its stored checkpoint, so the slot is never ahead of it unless it
@@ -68,7 +67,7 @@ FROM pgimageai.rules ORDER BY name`)
 
 // InvalidDetails returns the detail of every open invalid_rule error, by rule.
 func InvalidDetails(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {
-	rows, _ := conn.Query(ctx, `SELECT rule, detail FROM pgimageai.errors WHERE reason = $1 AND resolved_at IS NULL`, functions.InvalidRule)
+	rows, _ := conn.Query(ctx, `SELECT rule, detail FROM pgimageai.errors WHERE reason = $1 AND resolved_at IS NULL`, value.InvalidRule)
 	invalid := map[string]string{}
 	var rule, detail string
 	_, err := pgx.ForEachRow(rows, []any{&rule, &detail}, func() error {
@@ -105,9 +104,9 @@ func RuleGroups(ctx context.Context, conn *pgx.Conn) ([]GroupCount, error) {
 // write one target table have applied the stream.
 type LaneRow struct {
 	Lane       string
-	LSN        replication.LSN // commit LSN of the last source transaction applied (in part or whole)
-	Ord        int64           // change ordinal inside it
-	CommitTime *time.Time      // its source commit time
+	LSN        value.LSN  // commit LSN of the last source transaction applied (in part or whole)
+	Ord        int64      // change ordinal inside it
+	CommitTime *time.Time // its source commit time
 	UpdatedAt  time.Time
 	// Delay is the target's now() minus CommitTime, when known.
 	Delay *time.Duration
@@ -167,7 +166,7 @@ func Backfills(ctx context.Context, conn *pgx.Conn) ([]BackfillRow, error) {
 // ErrorCount is the number of open errors of one rule with one reason.
 type ErrorCount struct {
 	Rule   string
-	Reason functions.Reason
+	Reason value.Reason
 	Count  int64
 }
 
@@ -192,17 +191,17 @@ type OpenError struct {
 	Rule        string
 	SourceTable string
 	SourceKey   json.RawMessage // e.g. {"id": 42}; {} for invalid_rule
-	Reason      functions.Reason
+	Reason      value.Reason
 	Detail      string
-	ImageBytes  *int32           // nil where there was no image
-	LSN         *replication.LSN // nil where there was no change (invalid_rule)
+	ImageBytes  *int32     // nil where there was no image
+	LSN         *value.LSN // nil where there was no change (invalid_rule)
 	Attempts    int32
 	CreatedAt   time.Time
 }
 
 // OpenErrors reads the open errors of rule with reason ("" matches all),
 // newest first, at most limit of them (0 = all), and how many match in all.
-func OpenErrors(ctx context.Context, conn *pgx.Conn, rule string, reason functions.Reason, limit int) (errs []OpenError, matching int64, err error) {
+func OpenErrors(ctx context.Context, conn *pgx.Conn, rule string, reason value.Reason, limit int) (errs []OpenError, matching int64, err error) {
 	var lim *int
 	if limit > 0 {
 		lim = &limit
@@ -230,11 +229,11 @@ LIMIT $3`, rule, string(reason), lim)
 
 // CountRetryable counts the open errors, invalid_rule ones aside, of rule
 // with reason ("" matches all).
-func CountRetryable(ctx context.Context, conn *pgx.Conn, rule string, reason functions.Reason) (int64, error) {
+func CountRetryable(ctx context.Context, conn *pgx.Conn, rule string, reason value.Reason) (int64, error) {
 	var n int64
 	err := conn.QueryRow(ctx, `SELECT count(*) FROM pgimageai.errors
 WHERE resolved_at IS NULL AND reason <> $1 AND ($2::text = '' OR rule = $2) AND ($3::text = '' OR reason = $3)`,
-		string(functions.InvalidRule), rule, string(reason)).Scan(&n)
+		string(value.InvalidRule), rule, string(reason)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count open errors: %w", err)
 	}
@@ -245,7 +244,7 @@ WHERE resolved_at IS NULL AND reason <> $1 AND ($2::text = '' OR rule = $2) AND 
 // pgimageai.retry_requests and returns the WAL position right after its
 // commit: the bridge sees it there, in commit order with the changes around
 // it.
-func RequestRetry(ctx context.Context, conn *pgx.Conn, rule string, reason functions.Reason) (replication.LSN, error) {
+func RequestRetry(ctx context.Context, conn *pgx.Conn, rule string, reason value.Reason) (value.LSN, error) {
 	nullable := func(s string) any {
 		if s == "" {
 			return nil
@@ -255,7 +254,7 @@ func RequestRetry(ctx context.Context, conn *pgx.Conn, rule string, reason funct
 	if _, err := conn.Exec(ctx, "INSERT INTO pgimageai.retry_requests (rule, reason) VALUES ($1, $2)", nullable(rule), nullable(string(reason))); err != nil {
 		return 0, fmt.Errorf("insert retry request: %w", err)
 	}
-	var lsn replication.LSN
+	var lsn value.LSN
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()").Scan(&lsn); err != nil {
 		return 0, fmt.Errorf("read WAL position: %w", err)
 	}

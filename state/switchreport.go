@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // What `pgimageai status`, `switch` and `estimate` read of rules' versions
@@ -85,7 +85,7 @@ type SwitchProgress struct {
 	Usage map[string]ModelUsage
 	// Holding counts the side rule's open errors that hold the switch
 	// (HoldingReasons), by reason.
-	Holding map[functions.Reason]int64
+	Holding map[value.Reason]int64
 }
 
 // RunningSwitches reads the rows of pgimageai.switches (of rule only, unless
@@ -103,7 +103,7 @@ LEFT JOIN pgimageai.backfills b ON b.rule = s.side_rule
 WHERE $1::text = '' OR s.rule = $1
 ORDER BY s.rule`, rule)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SwitchProgress, error) {
-		s := SwitchProgress{Usage: map[string]ModelUsage{}, Holding: map[functions.Reason]int64{}}
+		s := SwitchProgress{Usage: map[string]ModelUsage{}, Holding: map[value.Reason]int64{}}
 		err := row.Scan(&s.Rule, &s.Side, &s.From, &s.To, &s.FromModelID, &s.ToModelID,
 			&s.TargetTable, &s.Live, &s.Shadow, &s.State, &s.Detail, &s.Request,
 			&s.StartedAt, &s.Elapsed, &s.RowsDone, &s.RowsTotal, &s.Results)
@@ -139,7 +139,7 @@ FROM pgimageai.switches s
 JOIN pgimageai.errors e ON e.rule = s.side_rule AND e.resolved_at IS NULL AND e.reason = ANY($2)
 WHERE $1::text = '' OR s.rule = $1
 GROUP BY 1, 2`, rule, HoldingReasons)
-	var reason functions.Reason
+	var reason value.Reason
 	var n int64
 	if _, err := pgx.ForEachRow(rows, []any{&r, &reason, &n}, func() error {
 		if s := at[r]; s != nil {

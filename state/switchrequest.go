@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Operators' requests on a running switch (pgimageai.switches.request),
@@ -13,10 +15,10 @@ import (
 const (
 	// SwitchForce: switch without waiting for the rows whose new result
 	// failed; they are left NULL.
-	SwitchForce = "force"
+	SwitchForce = value.SwitchForce
 	// SwitchAbort: drop the shadow column and the side work; the live
 	// column keeps its version.
-	SwitchAbort = "abort"
+	SwitchAbort = value.SwitchAbort
 )
 
 // ErrNoSwitch is returned for a rule without a switch.
@@ -28,15 +30,15 @@ var ErrSwitchAborted = errors.New("the switch is aborted")
 // SwitchRequested is what RequestSwitch found and did.
 type SwitchRequested struct {
 	SwitchPlan
-	State    string // the switch's state when asked
-	Previous string // the request it held before: force, abort or ""
+	State    value.SwitchState   // the switch's state when asked
+	Previous value.SwitchRequest // the request it held before: force, abort or ""
 }
 
 // RequestSwitch sets request (SwitchForce or SwitchAbort) on rule's switch,
 // replacing a request the bridge has not taken yet, and returns the switch
 // with the request it held. A rule without a switch is ErrNoSwitch, an
 // aborted switch ErrSwitchAborted; nothing is written then.
-func RequestSwitch(ctx context.Context, conn *pgx.Conn, rule, request string) (SwitchRequested, error) {
+func RequestSwitch(ctx context.Context, conn *pgx.Conn, rule string, request value.SwitchRequest) (SwitchRequested, error) {
 	if request != SwitchForce && request != SwitchAbort {
 		return SwitchRequested{}, fmt.Errorf("switch request %q: must be %s or %s", request, SwitchForce, SwitchAbort)
 	}
@@ -55,7 +57,7 @@ FOR UPDATE OF s`, rule).Scan(&s.Rule, &s.Side, &s.From, &s.To, &s.FromModelID, &
 			return ErrNoSwitch
 		case err != nil:
 			return err
-		case s.State == "aborted":
+		case s.State == value.SwitchAborted:
 			return ErrSwitchAborted
 		}
 		_, err = tx.Exec(ctx, `UPDATE pgimageai.switches SET request = $2 WHERE rule = $1`, rule, request)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // VersionRow is a row of pgimageai.versions: what changes a rule's results,
@@ -29,7 +31,9 @@ type VersionRow struct {
 type SwitchRow struct {
 	Rule, From, To, Side      string
 	TargetTable, Live, Shadow string
-	State, Detail, Request    string
+	State                     value.SwitchState
+	Detail                    string
+	Request                   value.SwitchRequest
 	StartedAt                 time.Time
 }
 
@@ -111,9 +115,9 @@ ON CONFLICT (rule) DO UPDATE SET from_version = EXCLUDED.from_version, to_versio
 
 // SetSwitchState records where the switch of rule to version to stands
 // (computing, indexing, ready or held, with detail for held).
-func SetSwitchState(ctx context.Context, conn *pgx.Conn, rule, to, st, detail string) error {
+func SetSwitchState(ctx context.Context, conn *pgx.Conn, rule, to string, st value.SwitchState, detail string) error {
 	_, err := conn.Exec(ctx, `UPDATE pgimageai.switches SET state = $3, detail = nullif($4, ''), updated_at = now()
-WHERE rule = $1 AND to_version = $2 AND state <> 'aborted' AND (state, coalesce(detail, '')) IS DISTINCT FROM ($3, $4)`, rule, to, st, detail)
+WHERE rule = $1 AND to_version = $2 AND state <> $5 AND (state, coalesce(detail, '')) IS DISTINCT FROM ($3, $4)`, rule, to, st, detail, value.SwitchAborted)
 	if err != nil {
 		return fmt.Errorf("record the switch state of %s: %w", rule, err)
 	}
@@ -122,9 +126,9 @@ WHERE rule = $1 AND to_version = $2 AND state <> 'aborted' AND (state, coalesce(
 
 // SwitchStatus is what a switch waits for, read by its watcher.
 type SwitchStatus struct {
-	Request  string // the operator's: force, abort or ""
-	Computed bool   // the side rule's backfill is done for its fingerprint
-	Failed   int64  // open errors of the side rule that hold the switch
+	Request  value.SwitchRequest // the operator's: force, abort or ""
+	Computed bool                // the side rule's backfill is done for its fingerprint
+	Failed   int64               // open errors of the side rule that hold the switch
 	Aborted  bool
 	Gone     bool // the switch row is gone or names another version
 }
@@ -135,13 +139,21 @@ type SwitchStatus struct {
 // day), or the target refused it (target_refused). An image's own fault
 // (empty_image, unknown_format, too_large, unsupported_format) holds
 // nothing: the live column holds NULL for it too.
-var HoldingReasons = []string{"provider_error", "bad_response", "budget_exhausted", "target_refused"}
+var HoldingReasons = reasonTexts(value.HoldingReasons)
+
+func reasonTexts(rs []value.Reason) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return out
+}
 
 // LoadSwitchStatus reads what the switch of rule to version to waits for;
 // fingerprint is the side rule's.
 func LoadSwitchStatus(ctx context.Context, conn *pgx.Conn, rule, to, side, fingerprint string) (SwitchStatus, error) {
 	var s SwitchStatus
-	var st string
+	var st value.SwitchState
 	err := conn.QueryRow(ctx, `SELECT coalesce(s.request, ''), s.state,
   EXISTS (SELECT FROM pgimageai.backfills b WHERE b.rule = $3 AND b.fingerprint = $4 AND b.state = 'done'),
   (SELECT count(*) FROM pgimageai.errors e WHERE e.rule = $3 AND e.resolved_at IS NULL AND e.reason = ANY($5))
@@ -154,7 +166,7 @@ FROM pgimageai.switches s WHERE s.rule = $1 AND s.to_version = $2`, rule, to, si
 	if err != nil {
 		return s, fmt.Errorf("read the switch of %s: %w", rule, err)
 	}
-	s.Aborted = st == "aborted"
+	s.Aborted = st == value.SwitchAborted
 	return s, nil
 }
 
@@ -207,9 +219,9 @@ type SwitchEnded struct {
 }
 
 func (o SwitchEnded) Queue(b *pgx.Batch) {
-	outcome := "switched"
+	outcome := value.SwitchSwitched
 	if o.Forced {
-		outcome = "forced"
+		outcome = value.SwitchForced
 	}
 	lock := "NULL::double precision"
 	if o.LockMillisSQL != "" {
@@ -232,9 +244,9 @@ type SideGone struct {
 }
 
 func (o SideGone) Queue(b *pgx.Batch) {
-	outcome := "cancelled"
+	outcome := value.SwitchCancelled
 	if o.Aborted {
-		outcome = "aborted"
+		outcome = value.SwitchGaveUp
 	}
 	b.Queue(`DELETE FROM pgimageai.results WHERE rule = $1`, o.Side)
 	b.Queue(`UPDATE pgimageai.errors SET resolved_at = now() WHERE rule = $1 AND resolved_at IS NULL`, o.Side)

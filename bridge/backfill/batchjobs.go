@@ -18,6 +18,7 @@ import (
 	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // submit creates bt's batch unless it exists: a batch recorded without an ID
@@ -59,7 +60,7 @@ func (b *batchRun) record(bt *state.BackfillBatch, job provider.BatchJob) {
 func (b *batchRun) poll(ctx context.Context, db *pgx.Conn, bt *state.BackfillBatch) error {
 	limits := b.api.BatchLimits()
 	wait := limits.PollMin
-	if (provider.BatchJob{Status: bt.Status}).Final() || bt.Status == "not_found" {
+	if (provider.BatchJob{Status: bt.Status}).Final() || bt.Status == value.BatchNotFound {
 		return nil // recorded before a restart, with its files
 	}
 	for {
@@ -68,7 +69,7 @@ func (b *batchRun) poll(ctx context.Context, db *pgx.Conn, bt *state.BackfillBat
 			// The provider no longer knows it: no answers; its rows get
 			// synchronous calls.
 			b.log.Warn("batch not found at the provider; its rows get synchronous calls", "rule", b.r.Name, "batch", bt.BatchID)
-			bt.Status = "not_found"
+			bt.Status = value.BatchNotFound
 			return state.SaveBatch(ctx, db, *bt)
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/pgimageai/pgimageai/internal/reconn"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Cleaner cancels the batches of given-up Batch API backfills — of a rule
@@ -141,7 +142,7 @@ func cleanUp(ctx context.Context, log *slog.Logger, api provider.BatchAPI, bc st
 		case err != nil:
 			return false, err
 		case !job.Final():
-			if job.Status != "cancelling" {
+			if job.Status != value.BatchCancelling {
 				if err := api.CancelBatch(ctx, id); err != nil && !notFound(err) {
 					return false, err
 				}

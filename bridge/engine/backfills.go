@@ -15,6 +15,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // backfills is the engine's record of the running backfills. It is used by
@@ -179,7 +180,7 @@ func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
 	}
 	last, stop := b.LastKey, b.StopKey
 	switch {
-	case found && b.State == "done" && r.Done(b.Fingerprint):
+	case found && b.State == value.BackfillDone && r.Done(b.Fingerprint):
 		if b.Fingerprint != r.Fingerprint { // stored before versions were recorded
 			return state.Refingerprint(ctx, tgt, r.Name, b.Fingerprint, r.Fingerprint)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // ByteaOID is the type OID of bytea.
@@ -382,7 +383,7 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config, others []string,
 	}
 	for name, sw := range vs.Switches {
 		_, ours := cfg.rules[name]
-		if !compiled[name] && !other[name] && (sw.State != "aborted" || !ours) {
+		if !compiled[name] && !other[name] && (sw.State != value.SwitchAborted || !ours) {
 			drops = append(drops, dropOf(sw, false))
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Switching is what the two rules of a switching rule share: the live rule
@@ -145,8 +146,8 @@ func (c *compiler) versioned(ctx context.Context, cfg *config, rr state.RuleRow,
 		out.drops = append(out.drops, dropOf(sw, false)) // changed again: the earlier side work goes
 		hasSw = false
 	}
-	aborted := hasSw && (sw.State == "aborted" || sw.Request == "abort")
-	if hasSw && sw.Request == "abort" && sw.State != "aborted" {
+	aborted := hasSw && (sw.State == value.SwitchAborted || sw.Request == value.SwitchAbort)
+	if hasSw && sw.Request == value.SwitchAbort && sw.State != value.SwitchAborted {
 		if err := state.AbortSwitch(ctx, tgt, rr.Name, v.ID); err != nil {
 			out.err = err
 			return out

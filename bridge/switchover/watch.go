@@ -13,6 +13,7 @@ import (
 	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
+	"github.com/pgimageai/pgimageai/value"
 )
 
 // Watch is one switch to watch: rule's side rule (Side, whose fingerprint is
@@ -97,16 +98,18 @@ func check(ctx context.Context, conn *pgx.Conn, w Watch) (*Report, bool, error) 
 	if err != nil || st.Gone || st.Aborted {
 		return nil, err == nil, err
 	}
-	if st.Request == "abort" {
+	if st.Request == value.SwitchAbort {
 		return &Report{Watch: w, Abort: true}, false, nil
 	}
-	set := func(s, detail string) error { return state.SetSwitchState(ctx, conn, w.Rule, w.To, s, detail) }
-	if !st.Computed {
-		return nil, false, set("computing", "")
+	set := func(s value.SwitchState, detail string) error {
+		return state.SetSwitchState(ctx, conn, w.Rule, w.To, s, detail)
 	}
-	forced := st.Request == "force"
+	if !st.Computed {
+		return nil, false, set(value.SwitchComputing, "")
+	}
+	forced := st.Request == value.SwitchForce
 	if st.Failed > 0 && !forced {
-		return nil, false, set("held", fmt.Sprintf("%d rows failed with the new version (open errors of rule %s); retry them (pgimageai retry --rule %s) or switch with them left NULL (pgimageai switch --rule %s --force)",
+		return nil, false, set(value.SwitchHeld, fmt.Sprintf("%d rows failed with the new version (open errors of rule %s); retry them (pgimageai retry --rule %s) or switch with them left NULL (pgimageai switch --rule %s --force)",
 			st.Failed, w.Side, w.Side, w.Rule))
 	}
 	obstacles, err := sink.SwitchObstacles(ctx, conn, w.Table, w.Live)
@@ -114,21 +117,21 @@ func check(ctx context.Context, conn *pgx.Conn, w Watch) (*Report, bool, error) 
 		return nil, false, err
 	}
 	if len(obstacles) > 0 {
-		return nil, false, set("held", strings.Join(obstacles, "; "))
+		return nil, false, set(value.SwitchHeld, strings.Join(obstacles, "; "))
 	}
 	plans, err := sink.ShadowIndexes(ctx, conn, w.Table, w.Live, w.Shadow)
 	if err != nil {
-		return nil, false, set("held", err.Error())
+		return nil, false, set(value.SwitchHeld, err.Error())
 	}
 	if len(plans) > 0 {
-		if err := set("indexing", ""); err != nil {
+		if err := set(value.SwitchIndexing, ""); err != nil {
 			return nil, false, err
 		}
 		if err := sink.BuildShadowIndexes(ctx, conn, plans); err != nil {
-			return nil, false, set("held", "building the shadow column's indexes: "+err.Error())
+			return nil, false, set(value.SwitchHeld, "building the shadow column's indexes: "+err.Error())
 		}
 	}
-	if err := set("ready", ""); err != nil {
+	if err := set(value.SwitchReady, ""); err != nil {
 		return nil, false, err
 	}
 	return &Report{Watch: w, Forced: forced, Indexes: plans}, false, nil
