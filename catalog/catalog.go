@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
 // Querier is what catalog needs of a connection: *pgx.Conn, pgxpool.Pool and
@@ -113,7 +115,7 @@ WHERE c.oid = pg_catalog.to_regclass($1)`, Qualify(name)).Scan(&t.OID, &t.Schema
 		return nil, fmt.Errorf("table %s: %w", name, ErrNoTable)
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42602" { // invalid_name
+	if errors.As(err, &pgErr) && pgErr.Code == pgerr.InvalidName {
 		return nil, fmt.Errorf("table %s: %w (%s)", name, ErrNoTable, pgErr.Message)
 	}
 	if err != nil {

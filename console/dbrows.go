@@ -195,7 +195,7 @@ func (d *DB) Results(ctx context.Context, rule string, q ResultQuery) (ResultPag
 	switch {
 	case dataException(err):
 		return p, nil // a search for a key that is no key: nothing found
-	case pgerr.SQLState(err) == insufficientPrivilege:
+	case pgerr.SQLState(err) == pgerr.InsufficientPrivilege:
 		p.Denied = true
 		return p, nil
 	}
@@ -312,7 +312,7 @@ func (d *DB) Image(ctx context.Context, rule, key string, have func([32]byte) bo
 		return nil
 	})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, ErrNoImage), pgerr.SQLState(err) == insufficientPrivilege, dataException(err):
+	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, ErrNoImage), pgerr.SQLState(err) == pgerr.InsufficientPrivilege, dataException(err):
 		return out, ErrNoImage
 	case err != nil:
 		return out, err
@@ -323,17 +323,10 @@ func (d *DB) Image(ctx context.Context, rule, key string, have func([32]byte) bo
 	return out, nil
 }
 
-// SQLSTATEs the reads tell apart
-// (https://www.postgresql.org/docs/current/errcodes-appendix.html).
-const (
-	insufficientPrivilege = "42501"
-	datatypeMismatch      = "42804"
-)
-
 // dataException: a key that does not fit the key's types (class 22, e.g.
 // 22P02 invalid_text_representation), or of the wrong shape (42804): a key
 // that no row can have.
 func dataException(err error) bool {
 	code := pgerr.SQLState(err)
-	return strings.HasPrefix(code, "22") || code == datatypeMismatch
+	return strings.HasPrefix(code, "22") || code == pgerr.DatatypeMismatch
 }

@@ -26,7 +26,7 @@ func ruleChecks(ctx context.Context, src, tgt *pgx.Conn, cfg Config) ([]Check, e
 	rows, err := state.Rules(ctx, src, group, true)
 	switch pgerr.SQLState(err) {
 	case "":
-	case "42P01", "3F000": // undefined_table, invalid_schema_name
+	case pgerr.UndefinedTable, pgerr.InvalidSchemaName:
 		return []Check{fail("schema", "pgimageai", "the source has no schema pgimageai (or an older one)", "run pgimageai migrate")}, nil
 	default:
 		return nil, err

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
 // Database is a database of one test, dropped when the test ends.
@@ -86,7 +88,7 @@ func (p *Postgres) dropDatabase(ctx context.Context, name string) error {
 		_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name)
 			FROM pg_replication_slots WHERE database = $1 AND active_pid IS NULL`, name)
 		var pgErr *pgconn.PgError
-		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "55006") {
+		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == pgerr.ObjectInUse) {
 			return err // 55006 object_in_use: a walsender took the slot again; retry
 		}
 		var left int

@@ -46,21 +46,6 @@ var (
 	errConfig = errors.New("replication config")
 )
 
-// SQLSTATE codes this package acts on; see
-// https://www.postgresql.org/docs/current/errcodes-appendix.html.
-const (
-	codeInsufficientPrivilege = "42501"
-	codeUndefinedObject       = "42704"
-	codeDuplicateObject       = "42710"
-	codeUndefinedFile         = "58P01" // "requested WAL segment ... has already been removed"
-	codeObjectInUse           = "55006" // "replication slot ... is active for PID ..."
-	codeNotInPrereqState      = "55000" // e.g. "cannot read from logical replication slot", wal_level
-	codeConfigLimitExceeded   = "53400" // "all replication slots are in use"
-	codeInvalidAuthorization  = "28000"
-	codeInvalidPassword       = "28P01"
-	codeInvalidCatalogName    = "3D000"
-)
-
 // retryable reports whether Run should reconnect after err rather than
 // return it. Server errors are retried when pgerr.Transient says so (SQLSTATE
 // classes 08 connection exception, 40 transaction rollback, 53 insufficient
@@ -88,9 +73,9 @@ func retryable(err error) bool {
 	switch pgerr.SQLState(err) {
 	case "":
 		return true
-	case codeObjectInUse:
+	case pgerr.ObjectInUse:
 		return true
-	case codeUndefinedFile:
+	case pgerr.UndefinedFile:
 		return false
 	}
 	return pgerr.Transient(err)
@@ -100,15 +85,15 @@ func retryable(err error) bool {
 // with advice, where it maps onto one; user is the login role.
 func explain(err error, user string) error {
 	switch pgerr.SQLState(err) {
-	case codeInsufficientPrivilege:
+	case pgerr.InsufficientPrivilege:
 		return fmt.Errorf("%w: role %q may not stream changes; run ALTER ROLE %s REPLICATION (or use a superuser): %v",
 			ErrPrivilege, user, pgx.Identifier{user}.Sanitize(), err)
-	case codeInvalidAuthorization, codeInvalidPassword:
+	case pgerr.InvalidAuthorizationSpecification, pgerr.InvalidPassword:
 		return fmt.Errorf("%w: role %q cannot log in; check the password and pg_hba.conf (a logical replication connection matches the entries of its database): %v",
 			ErrPrivilege, user, err)
-	case codeUndefinedFile:
+	case pgerr.UndefinedFile:
 		return slotInvalidated("", "the WAL it needs was removed: "+err.Error())
-	case codeInvalidCatalogName:
+	case pgerr.InvalidCatalogName:
 		return fmt.Errorf("database does not exist: %w", err)
 	}
 	return err

@@ -84,7 +84,7 @@ func SyncPublicationTables(ctx context.Context, conn *pgx.Conn, name string, tab
 	if err == nil {
 		return nil
 	}
-	if pgerr.SQLState(err) == codeInsufficientPrivilege {
+	if pgerr.SQLState(err) == pgerr.InsufficientPrivilege {
 		return fmt.Errorf("%w: publication %s: CREATE PUBLICATION needs the CREATE privilege on the database and adding a table needs its ownership (or a superuser): %v",
 			ErrPrivilege, pgx.Identifier{name}.Sanitize(), err)
 	}
@@ -288,7 +288,7 @@ func DropPublication(ctx context.Context, conn *pgx.Conn, name string) (dropped 
 		return false, nil
 	}
 	if _, err := conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
-		if pgerr.SQLState(err) == codeInsufficientPrivilege {
+		if pgerr.SQLState(err) == pgerr.InsufficientPrivilege {
 			return false, fmt.Errorf("%w: drop publication %s: only its owner (or a superuser) may: %v", ErrPrivilege, pgx.Identifier{name}.Sanitize(), err)
 		}
 		return false, fmt.Errorf("drop publication %s: %w", pgx.Identifier{name}.Sanitize(), err)

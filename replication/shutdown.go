@@ -10,11 +10,6 @@ import (
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
-// codeCannotConnectNow is SQLSTATE 57P03 cannot_connect_now: the server
-// refuses new connections because it is starting up or shutting down (see
-// ProcessStartupPacket in src/backend/tcop/backend_startup.c).
-const codeCannotConnectNow = "57P03"
-
 // probeName is the application_name of a probe connection, so that it can be
 // told apart in pg_stat_activity and in the server log.
 const probeName = "pgimageai shutdown probe"
@@ -55,5 +50,5 @@ func (s *Stream) probeStopping(ctx context.Context) bool {
 // refusal of a server in shutdown (or start-up): SQLSTATE 57P03. It is
 // classified by SQLSTATE only, never by message text, which is translated.
 func refusedStopping(err error) bool {
-	return pgerr.SQLState(err) == codeCannotConnectNow
+	return pgerr.SQLState(err) == pgerr.CannotConnectNow
 }

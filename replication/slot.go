@@ -202,13 +202,13 @@ func createSlot(ctx context.Context, conn *pgx.Conn, name string) error {
 	}
 	_, err = conn.Exec(ctx, sql, name, Plugin)
 	switch pgerr.SQLState(err) {
-	case "", codeDuplicateObject:
+	case "", pgerr.DuplicateObject:
 		return nil
-	case codeConfigLimitExceeded:
+	case pgerr.ConfigurationLimitExceeded:
 		return noFreeSlot(name, limit, limit)
-	case codeInsufficientPrivilege:
+	case pgerr.InsufficientPrivilege:
 		return explain(err, conn.Config().User)
-	case codeNotInPrereqState:
+	case pgerr.ObjectNotInPrerequisiteState:
 		return fmt.Errorf("create slot %s: %w (is wal_level logical? run Preflight)", name, err)
 	}
 	return fmt.Errorf("create slot %s: %w", name, err)

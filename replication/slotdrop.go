@@ -34,11 +34,11 @@ func DropSlot(ctx context.Context, conn *pgx.Conn, name string) (dropped bool, e
 	switch pgerr.SQLState(err) {
 	case "":
 		return tag.RowsAffected() > 0, nil
-	case codeUndefinedObject: // dropped by someone else meanwhile
+	case pgerr.UndefinedObject: // dropped by someone else meanwhile
 		return false, nil
-	case codeObjectInUse:
+	case pgerr.ObjectInUse:
 		return false, fmt.Errorf("%w: slot %s is held by another process (a running pgimageai run?); stop it first: %v", ErrSlotActive, name, err)
-	case codeInsufficientPrivilege:
+	case pgerr.InsufficientPrivilege:
 		return false, explain(err, conn.Config().User)
 	}
 	return false, fmt.Errorf("drop slot %s: %w", name, err)

@@ -189,7 +189,7 @@ func create(ctx context.Context, conn *pgx.Conn, name string, key []catalog.Colu
 			return fmt.Errorf("create target table %s: %w", id.Sanitize(), err)
 		}
 		return nil
-	case "42P07", "23505": // duplicate_table; unique_violation: created concurrently
+	case pgerr.DuplicateTable, pgerr.UniqueViolation: // created concurrently
 		return nil
 	}
 	return fmt.Errorf("create target table %s: %w", id.Sanitize(), err)

@@ -477,7 +477,7 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item, items 
 		if errors.Is(err, state.ErrFenced) {
 			return fmt.Errorf("%w: %w", leader.ErrLeadershipLost, err)
 		}
-		if last.Kind == work.Switch && !pgerr.Transient(err) && pgerr.SQLState(err) != codeLockNotAvailable {
+		if last.Kind == work.Switch && !pgerr.Transient(err) && pgerr.SQLState(err) != pgerr.LockNotAvailable {
 			// Something came in the way of the switch since its watcher
 			// found it ready (a view on the live column, the table's
 			// ownership): tried a few times, then the bridge starts over
@@ -504,7 +504,7 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item, items 
 			return errStopping
 		}
 		l.ls.cfg.Log.Error("target write failed; retrying", "lane", l.name, "attempt", attempt, "ops", len(ops), "position", last.Pos.String(), "err", err)
-		if pgerr.SQLState(err) == codeInsufficientPrivilege {
+		if pgerr.SQLState(err) == pgerr.InsufficientPrivilege {
 			// Not for a retry to cure: the engine checks the lane's rules
 			// again, which finds the missing privilege and makes them
 			// invalid_rule (with the GRANT to run); then nothing writes
@@ -551,11 +551,8 @@ func (l *lane) commit(ctx context.Context, ops []sink.Op, last work.Item, items 
 var ErrSwitchFailed = errors.New("the switch transaction failed")
 
 // switchAttempts is how often a switch transaction is tried before
-// ErrSwitchFailed; codeLockNotAvailable (its lock_timeout) is tried for good.
-const (
-	switchAttempts       = 3
-	codeLockNotAvailable = "55P03"
-)
+// ErrSwitchFailed; pgerr.LockNotAvailable (its lock_timeout) is tried for good.
+const switchAttempts = 3
 
 // errStale: a write refused for want of a privilege holds items of rules
 // that no longer run (see write).
@@ -570,15 +567,12 @@ var errStopping = errors.New("stopping: the target write failed")
 // abandoned.
 var ErrNoRules = errors.New("no rule writes the lane's target")
 
-// codeInsufficientPrivilege is SQLSTATE 42501 insufficient_privilege.
-const codeInsufficientPrivilege = "42501"
-
 // missingTarget reports a write that failed because its target table or
 // column does not exist (SQLSTATE 42P01 undefined_table, 42703
 // undefined_column).
 func missingTarget(err error) bool {
 	code := pgerr.SQLState(err)
-	return code == "42P01" || code == "42703"
+	return code == pgerr.UndefinedTable || code == pgerr.UndefinedColumn
 }
 
 // Config is what every lane of a leadership shares.

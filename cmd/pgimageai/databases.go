@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgimageai/pgimageai/internal/pgconnect"
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 )
 
 // database is a connection of a read-side command to the source or the
@@ -64,19 +65,12 @@ func connectTarget(ctx context.Context, c config) (*database, error) {
 	return openDatabase(ctx, "target", c.TargetDSN)
 }
 
-// SQLSTATEs that mean the pgimageai schema is missing or older than this binary.
-const (
-	codeUndefinedTable  = "42P01"
-	codeInvalidSchema   = "3F000"
-	codeUndefinedColumn = "42703"
-)
-
 // explain wraps a failed query on d; a missing pgimageai table says to migrate.
 func (d *database) explain(what string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case codeUndefinedTable, codeInvalidSchema, codeUndefinedColumn:
+		case pgerr.UndefinedTable, pgerr.InvalidSchemaName, pgerr.UndefinedColumn:
 			return fmt.Errorf("%s: %s database %s lacks the pgimageai schema or is behind this version (run pgimageai migrate): %w",
 				what, d.role, d.where, err)
 		}

@@ -32,10 +32,10 @@ func exitCode(err error) int {
 // configurationSQLStates are the server errors that a setting fixes, see
 // https://www.postgresql.org/docs/current/errcodes-appendix.html.
 var configurationSQLStates = map[string]bool{
-	"28000": true, // invalid_authorization_specification: no pg_hba.conf entry, role not permitted
-	"28P01": true, // invalid_password
-	"3D000": true, // invalid_catalog_name: the database does not exist
-	"42501": true, // insufficient_privilege
+	pgerr.InvalidAuthorizationSpecification: true,
+	pgerr.InvalidPassword:                   true,
+	pgerr.InvalidCatalogName:                true,
+	pgerr.InsufficientPrivilege:             true,
 }
 
 func configurationError(err error) bool {

@@ -45,7 +45,7 @@ func groupSlot(ctx context.Context, source, target *database, group string) (str
 	inUse := func(legacy string) (bool, error) {
 		_, found, err := state.ReadCheckpoint(ctx, target.conn, legacy)
 		switch pgerr.SQLState(err) {
-		case codeUndefinedTable, codeInvalidSchema:
+		case pgerr.UndefinedTable, pgerr.InvalidSchemaName:
 			return false, nil // not migrated yet: nothing in use
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -87,7 +88,7 @@ func isMissingSchema(err error) bool {
 	var coded interface{ SQLState() string }
 	if errors.As(err, &coded) {
 		switch coded.SQLState() {
-		case codeUndefinedTable, codeInvalidSchema:
+		case pgerr.UndefinedTable, pgerr.InvalidSchemaName:
 			return true
 		}
 	}
