@@ -11,14 +11,15 @@ import (
 )
 
 // Operators' requests on a running switch (pgimageai.switches.request),
-// read and carried out by the bridge.
+// read and carried out by the bridge: value.SwitchForce and
+// value.SwitchAbort as the command line's plain strings.
 const (
 	// SwitchForce: switch without waiting for the rows whose new result
 	// failed; they are left NULL.
-	SwitchForce = value.SwitchForce
+	SwitchForce = string(value.SwitchForce)
 	// SwitchAbort: drop the shadow column and the side work; the live
 	// column keeps its version.
-	SwitchAbort = value.SwitchAbort
+	SwitchAbort = string(value.SwitchAbort)
 )
 
 // ErrNoSwitch is returned for a rule without a switch.
@@ -30,15 +31,15 @@ var ErrSwitchAborted = errors.New("the switch is aborted")
 // SwitchRequested is what RequestSwitch found and did.
 type SwitchRequested struct {
 	SwitchPlan
-	State    value.SwitchState   // the switch's state when asked
-	Previous value.SwitchRequest // the request it held before: force, abort or ""
+	State    string // the switch's state when asked
+	Previous string // the request it held before: force, abort or ""
 }
 
 // RequestSwitch sets request (SwitchForce or SwitchAbort) on rule's switch,
 // replacing a request the bridge has not taken yet, and returns the switch
 // with the request it held. A rule without a switch is ErrNoSwitch, an
 // aborted switch ErrSwitchAborted; nothing is written then.
-func RequestSwitch(ctx context.Context, conn *pgx.Conn, rule string, request value.SwitchRequest) (SwitchRequested, error) {
+func RequestSwitch(ctx context.Context, conn *pgx.Conn, rule, request string) (SwitchRequested, error) {
 	if request != SwitchForce && request != SwitchAbort {
 		return SwitchRequested{}, fmt.Errorf("switch request %q: must be %s or %s", request, SwitchForce, SwitchAbort)
 	}
@@ -57,7 +58,7 @@ FOR UPDATE OF s`, rule).Scan(&s.Rule, &s.Side, &s.From, &s.To, &s.FromModelID, &
 			return ErrNoSwitch
 		case err != nil:
 			return err
-		case s.State == value.SwitchAborted:
+		case s.State == string(value.SwitchAborted):
 			return ErrSwitchAborted
 		}
 		_, err = tx.Exec(ctx, `UPDATE pgimageai.switches SET request = $2 WHERE rule = $1`, rule, request)

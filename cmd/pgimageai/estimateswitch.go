@@ -5,7 +5,6 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/state"
-	"github.com/pgimageai/pgimageai/value"
 )
 
 // What estimate says when a rule's version (rules.VersionOf of its model,
@@ -62,7 +61,7 @@ func (c *versionChange) text(figures string) string {
 	}
 	switch c.SwitchState {
 	case "":
-	case string(value.SwitchAborted):
+	case "aborted":
 		s += "; its switch was aborted: the bridge does not start it again until the rule's version changes again"
 	default:
 		s += "; its switch is running (" + c.SwitchState + "): pgimageai status shows how far"

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/state"
-	"github.com/pgimageai/pgimageai/value"
 )
 
 // modelHealth is one model's circuit as the slot's leader last changed it,
@@ -62,13 +61,13 @@ func readOutages(ctx context.Context, target *database, slot string) (outageStat
 func healthState(m modelHealth) string {
 	switch {
 	case m.Down:
-		return string(value.EndpointDown)
+		return "down"
 	case m.Since.IsZero():
-		return string(value.EndpointUp) // never seen down: rows parked under another slot's outage, or by hand
+		return "up" // never seen down: rows parked under another slot's outage, or by hand
 	case m.Parked > 0:
 		return "up, sending parked rows"
 	}
-	return string(value.EndpointUp)
+	return "up"
 }
 
 // writeOutagesTable shows each model seen down: since when, why, the rows
@@ -129,10 +128,10 @@ func outagesJSON(o outageStatus) ([]outageJSON, []parkedJSON) {
 	}
 	models := []outageJSON{}
 	for _, m := range o.Models {
-		j := outageJSON{Model: m.Model, State: string(value.EndpointUp), Since: ts(m.Since), DownSince: ts(m.DownSince), Probes: m.Probes,
+		j := outageJSON{Model: m.Model, State: "up", Since: ts(m.Since), DownSince: ts(m.DownSince), Probes: m.Probes,
 			ParkedRows: m.Parked, OldestParked: ts(m.OldestParked)}
 		if m.Down {
-			j.State = string(value.EndpointDown)
+			j.State = "down"
 		}
 		if m.Cause != "" {
 			c := m.Cause

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
-	"github.com/pgimageai/pgimageai/value"
 )
 
 // writeStatus renders r as format (table or json).
@@ -125,9 +124,9 @@ func (s slotStatus) health() (health, advice string) {
 		return slotInvalidated, s.InvalidationReason + ": " + recoverAdvice
 	case s.Conflicting:
 		return slotInvalidated, "conflict with recovery: " + recoverAdvice
-	case s.WALStatus == value.WALLost:
+	case s.WALStatus == "lost":
 		return slotInvalidated, "WAL lost: " + recoverAdvice
-	case s.WALStatus == value.WALUnreserved:
+	case s.WALStatus == "unreserved":
 		return slotAtRisk, "wal_status unreserved: the slot is behind by more than max_slot_wal_keep_size and the next checkpoint removes WAL it needs, invalidating it; let pgimageai run catch up (is it running?) or raise max_slot_wal_keep_size"
 	}
 	return slotOK, ""
@@ -139,7 +138,7 @@ func safeWALSize(s slotStatus) string {
 		return byteSize(uint64(*s.SafeWALSize))
 	case s.SafeWALSize != nil:
 		return fmt.Sprintf("%d bytes (the slot is about to lose WAL it needs)", *s.SafeWALSize)
-	case s.WALStatus == value.WALLost:
+	case s.WALStatus == "lost":
 		return "none (WAL lost)"
 	}
 	return "unlimited (max_slot_wal_keep_size = -1)"
@@ -275,7 +274,7 @@ func writeBatchesTable(buf *bytes.Buffer, batches []batchRow) {
 // batchState is the provider's status of a batch and the bridge's step.
 func batchState(b batchRow) string {
 	switch {
-	case b.Status == value.BatchRefused:
+	case b.Status == "refused":
 		return "refused (its rows get synchronous calls)"
 	case b.Requests == 0:
 		return "nothing to ask"

@@ -9,7 +9,6 @@ import (
 
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/state"
-	"github.com/pgimageai/pgimageai/value"
 )
 
 // switchList is what `pgimageai switch` lists: the running switches (of
@@ -74,7 +73,7 @@ func requestSwitch(ctx context.Context, target *database, q queryFlags, stdout i
 }
 
 // switchRequestText says what the bridge does with req on switch s.
-func switchRequestText(s state.SwitchRequested, req value.SwitchRequest) string {
+func switchRequestText(s state.SwitchRequested, req string) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "rule %s: %s requested", s.Rule, req)
 	switch s.Previous {

@@ -12,7 +12,6 @@ import (
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
-	"github.com/pgimageai/pgimageai/value"
 )
 
 // samplePlan is the switch of rule embed from text-embedding-3-small to
@@ -251,11 +250,11 @@ func TestPriceSwitch(t *testing.T) {
 }
 
 func TestSwitchRequestText(t *testing.T) {
-	s := state.SwitchRequested{SwitchPlan: samplePlan, State: value.SwitchHeld}
+	s := state.SwitchRequested{SwitchPlan: samplePlan, State: "held"}
 	tests := []struct {
 		name     string
-		req      value.SwitchRequest
-		previous value.SwitchRequest
+		req      string
+		previous string
 		want     []string
 	}{
 		{"force", state.SwitchForce, "", []string{"rule embed: force requested; the bridge switches the live column public.vectors.v to voyage-multimodal-3 (bbbbbbbb) without waiting for the rows whose new result failed: they are NULL after the switch"}},

@@ -12,7 +12,6 @@ import (
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/state"
-	"github.com/pgimageai/pgimageai/value"
 )
 
 // What status and `pgimageai switch` show of rules' versions: the stored
@@ -203,7 +202,7 @@ func writeSwitches(buf *bytes.Buffer, switches []switchStatus) {
 		eta := "-"
 		if d, ok := switchETA(s.SwitchProgress); ok {
 			eta = fmt.Sprintf("%s (at the rate since the start)", d.Round(time.Second))
-		} else if s.RowsDone == 0 && s.State == string(value.SwitchComputing) {
+		} else if s.RowsDone == 0 && s.State == "computing" {
 			eta = "- (no row done yet)"
 		}
 		t.row("eta", eta)
@@ -221,7 +220,7 @@ func writeSwitches(buf *bytes.Buffer, switches []switchStatus) {
 // requestText says what an operator's request does until the bridge has
 // carried it out.
 func requestText(req string) string {
-	if value.SwitchRequest(req) == state.SwitchForce {
+	if req == state.SwitchForce {
 		return req + " (the switch does not wait for the failed rows: they are NULL after it)"
 	}
 	return req + " (not taken by the bridge yet)"
