@@ -51,4 +51,6 @@
 //
 // Everything on pgimageai.* tables — checkpoints, errors, backfills, usage —
 // is written through package state.
+//
+// Layer: bridge.
 package bridge

@@ -5,6 +5,8 @@
 // Table"' all work, and identifiers are never pasted into SQL. A name
 // without a schema is a table of schema public (Qualify): the bridge's
 // sessions search pg_catalog only (internal/pgconnect).
+//
+// Layer: postgres.
 package catalog
 
 import (

@@ -18,4 +18,6 @@
 // html/template under a Content-Security-Policy that allows no inline
 // script. Pages, stylesheet and script are embedded (assets/). A Server is
 // safe for concurrent use.
+//
+// Layer: operator.
 package console

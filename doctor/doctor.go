@@ -5,6 +5,8 @@
 // sits beside the bridge, below cmd: it reads the catalogs and pgimageai's
 // tables (through state) and changes nothing. Each check says what to do when
 // it does not pass.
+//
+// Layer: operator.
 package doctor
 
 import (

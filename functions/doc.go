@@ -9,4 +9,6 @@
 // In the flow it sits between the orchestration of changes and rules (which
 // decides what to call and when) and the providers (which it calls through
 // their capability interfaces). It keeps no state across calls.
+//
+// Layer: semantics.
 package functions

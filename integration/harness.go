@@ -21,6 +21,8 @@
 // The image comes from PGIMAGEAI_TEST_IMAGE (default postgres:17); scripts/test sets it to
 // a locally built image when no registry is reachable. Without a Docker engine the harness
 // fails the test; only with -short outside CI (CI unset or false) does it skip.
+//
+// Layer: test.
 package integration
 
 import (

@@ -4,4 +4,6 @@
 // It sits at the very start of the function pipeline: functions calls Detect
 // before any provider is contacted, so an empty or unrecognised value never
 // costs a provider call. It imports no other package of pgimageai.
+//
+// Layer: toolkit.
 package magic

@@ -6,4 +6,6 @@
 // scrape time (streaming, leadership, replication lag, bytes in flight).
 // Every method is safe for concurrent use, and every method of a nil *Metrics
 // does nothing, so code paths need no "metrics enabled?" checks.
+//
+// Layer: metrics.
 package metrics

@@ -5,6 +5,8 @@
 // pending versions are applied in one transaction that first takes a
 // transaction-scoped advisory lock, so a concurrent run waits and then finds
 // nothing left to do.
+//
+// Layer: postgres.
 package migrations
 
 import (

@@ -15,4 +15,6 @@
 // (Settings.DecodeTimeout). It imports magic, golang.org/x/image and
 // internal/wasmdec (the HEIF and AVIF decoders); nothing of the providers.
 // Everything in it is safe for concurrent use.
+//
+// Layer: codec.
 package normalize

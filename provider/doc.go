@@ -8,4 +8,6 @@
 // capability interfaces; the provider subpackages (openai, local, ...) implement
 // them. Errors returned by providers are *Error values that say whether they
 // are transient and which HTTP status, if any, caused them.
+//
+// Layer: provider.
 package provider

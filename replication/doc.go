@@ -33,4 +33,6 @@
 // what to do; everything else is retried. Server errors are classified by
 // SQLSTATE, never by message text. See
 // https://www.postgresql.org/docs/current/protocol-logical-replication.html
+//
+// Layer: postgres.
 package replication

@@ -12,4 +12,6 @@
 // live column's indexes onto it concurrently, says what would hold the
 // switch, and switches the columns in the lane's transaction (shadow.go).
 // Every identifier is quoted with pgx.Identifier.
+//
+// Layer: sink.
 package sink

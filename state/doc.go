@@ -11,4 +11,6 @@
 // The ops (Error, Resolve, BackfillProgress, …) implement sink.Op: they are
 // queued in a lane's target transaction beside the results they belong with,
 // so that results, errors and progress commit together.
+//
+// Layer: bookkeeping.
 package state

@@ -10,4 +10,6 @@
 //
 // It sits below bridge/engine, which pushes items; it calls down into
 // bridge/cost (the budget), bridge/track, sink and state only.
+//
+// Layer: parts.
 package apply

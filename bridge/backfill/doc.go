@@ -11,4 +11,6 @@
 // their pages; pages go up through the hand function, daily-budget
 // reservations through Reserver, the byte budget through Charger. It calls
 // nothing above it.
+//
+// Layer: parts.
 package backfill

@@ -8,6 +8,8 @@
 // It sits below bridge/engine, which calls Start and Answered from its
 // goroutine; calls run on the workers' goroutines. It calls down into
 // bridge/cost, bridge/work and functions only.
+//
+// Layer: parts.
 package calls
 
 import (

@@ -7,4 +7,6 @@
 // It sits below bridge/engine, which charges and asks it before a call, and
 // bridge/apply, which releases the budget once items are written. It calls
 // no other part of the bridge.
+//
+// Layer: parts.
 package cost

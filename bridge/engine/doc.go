@@ -15,4 +15,6 @@
 // bridge/rules, bridge/cost, bridge/backfill, bridge/switchover,
 // bridge/apply (Push and the row counts) and bridge/work; nothing below
 // calls it.
+//
+// Layer: engine.
 package engine

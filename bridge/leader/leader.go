@@ -2,6 +2,8 @@
 // same slot must not both stream and write. The bridge takes the lock before
 // it leads and watches it while it does; it depends on nothing of the
 // bridge.
+//
+// Layer: parts.
 package leader
 
 import (

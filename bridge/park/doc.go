@@ -14,4 +14,6 @@
 // It sits beside bridge/engine, which takes the markers (Drainer.Take) on
 // its goroutine; bridge/apply asks Rules. It calls down into state,
 // internal/circuit and bridge/work.
+//
+// Layer: parts.
 package park

@@ -12,6 +12,8 @@
 // page logic (Run) takes every database operation through Deps, so it is
 // tested with a fake; DB implements Deps on a source and a target
 // connection, which may be different databases. It calls nothing above it.
+//
+// Layer: parts.
 package reconcile
 
 import (

@@ -17,4 +17,6 @@
 //
 // It sits below bridge/engine and calls down into functions, provider,
 // catalog, sink (targets), state and replication only.
+//
+// Layer: parts.
 package rules

@@ -11,4 +11,6 @@
 //
 // It sits below bridge/engine, which starts and stops watchers and reads
 // their reports; it calls down into sink and state only.
+//
+// Layer: parts.
 package switchover

@@ -10,6 +10,8 @@
 // position, stores it, and only then confirms it to the slot). Complete
 // records are folded as they complete, so it holds few more records than
 // there are transactions with items pending.
+//
+// Layer: parts.
 package track
 
 import (

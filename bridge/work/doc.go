@@ -4,4 +4,6 @@
 // identifies identical work. It owns no goroutine and does no I/O; it sits
 // below bridge/engine, bridge/cost and bridge/apply, which all handle these
 // values.
+//
+// Layer: parts.
 package work

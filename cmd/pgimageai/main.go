@@ -1,5 +1,7 @@
 // Command pgimageai streams bytea images from PostgreSQL's WAL through AI
 // functions into target tables. See README.md and docs/operations.md.
+//
+// Layer: cmd.
 package main
 
 import (

@@ -3,6 +3,8 @@
 // reconnects, target writes, backfill pages, reads of the source and target
 // for the bridge's configuration) waits through it, each with its own
 // bounds.
+//
+// Layer: toolkit.
 package backoff
 
 import (

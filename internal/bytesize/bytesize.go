@@ -1,5 +1,7 @@
 // Package bytesize writes byte counts for people (0 B, 12.0 KiB, 3.5 MiB):
 // one formatter for the command line and doctor. It imports nothing of ours.
+//
+// Layer: toolkit.
 package bytesize
 
 import "fmt"

@@ -20,6 +20,8 @@
 //
 // The package imports nothing of ours but internal/backoff; a Breaker is
 // safe for concurrent use.
+//
+// Layer: toolkit.
 package circuit
 
 import (

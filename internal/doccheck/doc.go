@@ -2,4 +2,6 @@
 // every relative link in README.md, CHANGELOG.md and docs/ points at a file
 // that exists, every #anchor at a heading of that file, and every fenced code
 // block is closed. It has no code of its own.
+//
+// Layer: toolkit.
 package doccheck

@@ -1,6 +1,8 @@
 // Package logsum keeps per-row conditions from flooding the log: the first
 // occurrence of a condition for a key (a rule, a lane) is logged at once;
 // after it, at most one line per interval says how many more there were.
+//
+// Layer: toolkit.
 package logsum
 
 import (

@@ -25,6 +25,8 @@
 // and https://www.postgresql.org/docs/current/runtime-config-client.html#GUC-ROW-SECURITY
 //
 // Everything here is safe for concurrent use.
+//
+// Layer: toolkit.
 package pgconnect
 
 import (

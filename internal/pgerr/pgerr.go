@@ -2,6 +2,8 @@
 // module: the SQLSTATE of a server error, and whether an error is transient —
 // worth retrying on a new connection — or a problem that a retry will not fix.
 // Server errors are classified by SQLSTATE class, never by message text.
+//
+// Layer: toolkit.
 package pgerr
 
 import (

@@ -12,6 +12,8 @@
 // pgconn does not see the bytes in that buffer: a connection built by Buffer
 // must not be handed to SyncConn, Hijack or Conn(), which would lose them.
 // Nothing in pgimageai does.
+//
+// Layer: toolkit.
 package pgread
 
 import (

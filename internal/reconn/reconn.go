@@ -7,6 +7,8 @@
 //
 // A Conn is not safe for concurrent use: it belongs to one goroutine at a
 // time, like the *pgx.Conn it holds (a pgtype.Map belongs to one goroutine).
+//
+// Layer: toolkit.
 package reconn
 
 import (

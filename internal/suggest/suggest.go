@@ -1,6 +1,8 @@
 // Package suggest finds the name a person probably meant: the "did you mean"
 // of the command line (commands, flags) and of configuration (provider names,
 // option keys). It is a leaf: it imports nothing of ours.
+//
+// Layer: toolkit.
 package suggest
 
 import "strings"

@@ -27,4 +27,6 @@
 // In the flow it sits under package normalize, which calls it after the
 // image's header passed its checks. Everything in it is safe for concurrent
 // use.
+//
+// Layer: toolkit.
 package wasmdec

@@ -1,6 +1,8 @@
 // Package normtest makes test images for the tests of image normalisation in
 // several packages (functions, integration): built in code, byte for byte the
 // same every run.
+//
+// Layer: test.
 package normtest
 
 import (

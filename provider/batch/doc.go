@@ -8,4 +8,6 @@
 // inputs per request (voyage, cohere, jina, llamacpp) put a Batcher between
 // EmbedImage and their HTTP client, which cuts the number of requests — and
 // so the requests_per_minute spent — by up to batch_size.
+//
+// Layer: provider.
 package batch

@@ -11,4 +11,6 @@
 //
 // In the flow it sits below the provider subpackages and above net/http; it
 // imports only provider.
+//
+// Layer: provider.
 package httpjson

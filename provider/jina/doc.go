@@ -10,4 +10,6 @@
 //
 // In the flow, main registers Factory under "jina"; functions calls
 // EmbedImage for AI_IMAGE_EMBED rules whose model uses this provider.
+//
+// Layer: provider.
 package jina

@@ -25,4 +25,6 @@
 //
 // In the flow, main registers Factory under "llamacpp"; functions calls
 // EmbedImage for AI_IMAGE_EMBED rules whose model uses this provider.
+//
+// Layer: provider.
 package llamacpp

@@ -35,4 +35,6 @@
 // GenerateText for AI_IMAGE_COMPLETE rules and EmbedImage for AI_IMAGE_EMBED
 // rules whose model uses this provider. models.model is free text and
 // models.base_url and models.api_key_env are ignored.
+//
+// Layer: provider.
 package local

@@ -11,4 +11,6 @@
 //
 // In the flow, main registers Factory under "openai"; functions calls
 // GenerateText for AI_IMAGE_COMPLETE rules whose model uses this provider.
+//
+// Layer: provider.
 package openai

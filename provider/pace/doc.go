@@ -22,4 +22,6 @@
 // The package sits below the providers (provider/openai, provider/httpjson)
 // and imports nothing of ours; the bridge reads Snapshot for status, metrics
 // and its log. A Governor is safe for concurrent use.
+//
+// Layer: provider.
 package pace

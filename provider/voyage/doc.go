@@ -12,4 +12,6 @@
 //
 // In the flow, main registers Factory under "voyage"; functions calls
 // EmbedImage for AI_IMAGE_EMBED rules whose model uses this provider.
+//
+// Layer: provider.
 package voyage

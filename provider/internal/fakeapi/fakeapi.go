@@ -3,6 +3,8 @@
 // per-input vectors, and Suite, the behaviour every embedding provider shares
 // (retries, errors, key scrubbing, batching), run against a provider's own
 // request and answer shapes.
+//
+// Layer: test.
 package fakeapi
 
 import (
