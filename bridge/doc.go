@@ -12,7 +12,8 @@
 // (pacewatch.go) and deletes old
 // bookkeeping rows (retention.go). It holds no decision of its own.
 //
-// The packages below it, each importing only those further down:
+// The packages below it (internal/archtest holds the rules of who may
+// import whom):
 //
 //	engine    changes → decisions → items; configuration changes at their
 //	          commit; backfill pages and retry requests applied in the stream
@@ -22,6 +23,8 @@
 //	          rows, obstacles, the shadow column's indexes built
 //	apply     lanes: items → sink ops, one target transaction per chunk,
 //	          in source order per target table; the checkpointer
+//	reconcile repairs a rule's drift: deletes orphans, queues missing rows
+//	park      parks the rows of a model whose endpoint is down, and drains them
 //	cost      the byte budget, daily caps, the result cache, stored inputs
 //	rules     rules, their compilation and the WAL's view of them (a reload
 //	          returns a diff), templates, how a relation fits its rules

@@ -8,8 +8,11 @@
 // checkpoint (checkpoint.go). It knows the bridge's own write-back
 // transactions (own.go), so that the engine skips them in the WAL.
 //
-// It sits below bridge/engine, which pushes items; it calls down into
-// bridge/cost (the budget), bridge/track, sink and state only.
+// It sits below bridge/engine, which pushes items; of the bridge it imports
+// bridge/cost (the budget), bridge/track, bridge/work, bridge/rules and
+// bridge/leader (the lock its writes check), and below it sink, state,
+// functions and provider (reason codes and error kinds), replication and
+// metrics.
 //
 // Layer: parts.
 package apply

@@ -6,8 +6,9 @@
 // answered.
 //
 // It sits below bridge/engine, which calls Start and Answered from its
-// goroutine; calls run on the workers' goroutines. It calls down into
-// bridge/cost, bridge/work and functions only.
+// goroutine; calls run on the workers' goroutines. Of the bridge it imports
+// bridge/cost, bridge/work and bridge/rules; below it functions, provider,
+// magic, state (usage), metrics and internal/circuit.
 //
 // Layer: parts.
 package calls

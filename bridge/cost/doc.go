@@ -5,8 +5,8 @@
 // make an unchanged input no call at all.
 //
 // It sits below bridge/engine, which charges and asks it before a call, and
-// bridge/apply, which releases the budget once items are written. It calls
-// no other part of the bridge.
+// bridge/apply, which releases the budget once items are written. Of the
+// bridge it imports bridge/work and bridge/rules only.
 //
 // Layer: parts.
 package cost

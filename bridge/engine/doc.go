@@ -12,9 +12,9 @@
 // switch goes to the lane as one item, written in one transaction.
 //
 // It is driven by one goroutine, the bridge's pipeline. It calls down into
-// bridge/rules, bridge/cost, bridge/backfill, bridge/switchover,
-// bridge/apply (Push and the row counts) and bridge/work; nothing below
-// calls it.
+// bridge/rules, bridge/cost, bridge/calls, bridge/backfill,
+// bridge/switchover, bridge/reconcile, bridge/park, bridge/apply (Push and
+// the row counts), bridge/track and bridge/work; nothing below calls it.
 //
 // Layer: engine.
 package engine

@@ -15,8 +15,8 @@
 // at its old version and a side rule computing the new one into a shadow
 // column — until the engine switches it (switching.go).
 //
-// It sits below bridge/engine and calls down into functions, provider,
-// catalog, sink (targets), state and replication only.
+// It sits below bridge/engine and calls down into functions, provider and
+// provider/pace, catalog, sink (targets), state and replication only.
 //
 // Layer: parts.
 package rules

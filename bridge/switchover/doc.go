@@ -10,7 +10,8 @@
 // marker, in the lane of the target table, in one transaction.
 //
 // It sits below bridge/engine, which starts and stops watchers and reads
-// their reports; it calls down into sink and state only.
+// their reports; of the bridge it imports bridge/rules only, and below it
+// sink, state and catalog.
 //
 // Layer: parts.
 package switchover

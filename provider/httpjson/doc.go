@@ -10,7 +10,8 @@
 // message, and no error in an unwrapped chain, ever contains the API key.
 //
 // In the flow it sits below the provider subpackages and above net/http; it
-// imports only provider.
+// imports of pgimageai provider, provider/pace, provider/batch and magic
+// only.
 //
 // Layer: provider.
 package httpjson
