@@ -32,22 +32,42 @@ func (p Platform) String() string {
 
 // server is what the catalogs say about the server and the bridge's objects.
 type server struct {
-	VersionNum          int
-	Version             string
-	WALLevel            string
-	InRecovery          bool
-	Role                string
-	Super, Replication  bool // the login role's attributes (Replication includes rds_replication)
-	CreateOnDatabase    bool
+	serverBuild
+	loginRole
+	capacity
+	slotSeen
+	Database         string
+	PublicationFound bool
+}
+
+// serverBuild is what the server is and how it is set up to replicate.
+type serverBuild struct {
+	VersionNum int
+	Version    string
+	WALLevel   string
+	InRecovery bool
+	Platform   Platform
+}
+
+// loginRole is the login role and what it may do.
+type loginRole struct {
+	Role               string
+	Super, Replication bool // the login role's attributes (Replication includes rds_replication)
+	CreateOnDatabase   bool
+}
+
+// capacity is the server's slots and WAL senders, used and allowed.
+type capacity struct {
 	MaxSlots, Slots     int
 	MaxSenders, Senders int
 	KeepSizeMB          int // max_slot_wal_keep_size; -1 = unlimited (-2: before PostgreSQL 13)
-	Platform            Platform
-	Slot                replication.SlotUsage
-	SlotFound           bool
-	SlotDatabase        string
-	Database            string
-	PublicationFound    bool
+}
+
+// slotSeen is the bridge's slot, where it exists.
+type slotSeen struct {
+	Slot         replication.SlotUsage
+	SlotFound    bool
+	SlotDatabase string
 }
 
 func readServer(ctx context.Context, conn *pgx.Conn, slot, publication string) (server, error) {

@@ -8,8 +8,9 @@ import (
 )
 
 func healthy() server {
-	return server{VersionNum: 170000, Version: "17.2", WALLevel: "logical", Role: "bridge", Replication: true, CreateOnDatabase: true,
-		MaxSlots: 10, Slots: 2, MaxSenders: 10, Senders: 1, KeepSizeMB: 51200, Database: "shop"}
+	return server{serverBuild: serverBuild{VersionNum: 170000, Version: "17.2", WALLevel: "logical"},
+		loginRole: loginRole{Role: "bridge", Replication: true, CreateOnDatabase: true},
+		capacity:  capacity{MaxSlots: 10, Slots: 2, MaxSenders: 10, Senders: 1, KeepSizeMB: 51200}, Database: "shop"}
 }
 
 func TestServerChecks(t *testing.T) {

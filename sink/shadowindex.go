@@ -94,20 +94,41 @@ func referencesColumn(tree string, attnum int16) bool {
 
 // indexRow is what ShadowIndexes reads of one index of the table.
 type indexRow struct {
-	name, display, kind    string
+	indexName
+	indexShape
+	indexUse
+	indexMethod
+}
+
+// indexName is which index it is, and what owns or holds it.
+type indexName struct {
+	name, display, kind string
+	constraint          string // the constraints it backs, or ""
+	tablespace          string
+}
+
+// indexShape is its columns and flags as pg_index holds them.
+type indexShape struct {
 	valid, unique, nullsND bool
 	natts, nkeyatts        int16
 	key0                   int16
-	exprs, pred, predSQL   string
-	inKey, depends         bool // the live column is a key or INCLUDE column; the index depends on it
+	option0                int16 // indoption[0]: bit 0 DESC, bit 1 NULLS FIRST
+}
+
+// indexUse is how the index involves the live column.
+type indexUse struct {
+	exprs, pred, predSQL string
+	inKey, depends       bool // the live column is a key or INCLUDE column; the index depends on it
+}
+
+// indexMethod is how it is built: access method, operator class, collation
+// and storage options.
+type indexMethod struct {
 	method                 string
 	opcSchema, opcName     string
 	opcFits                bool
 	collSchema, collName   string
-	option0                int16
 	reloptions, attoptions []string
-	tablespace             string
-	constraint             string
 }
 
 const indexesSQL = `

@@ -52,6 +52,11 @@ type Target struct {
 
 	cast bool // the value is sent as text and cast to SQLType (pgvector, json)
 
+	targetSQL
+}
+
+// targetSQL is the statements that prepare computes once for a Target.
+type targetSQL struct {
 	upsert, del, move, delStale, has string
 	upsertMany                       string // "" for write-back: see Upserts
 }
