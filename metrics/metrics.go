@@ -46,19 +46,11 @@ func (s Status) LagBytes() uint64 {
 type Metrics struct {
 	reg *prometheus.Registry
 
-	changes     *prometheus.CounterVec   // op
-	calls       *prometheus.CounterVec   // rule, model, outcome
-	latency     *prometheus.HistogramVec // rule, model
-	retries     *prometheus.CounterVec   // model
-	cacheHits   *prometheus.CounterVec   // rule
-	errors      *prometheus.CounterVec   // reason
-	dropped     *prometheus.CounterVec   // rule, reason
-	rowsWritten *prometheus.CounterVec   // op
-	batches     prometheus.Counter
-	pruned      *prometheus.CounterVec // table
-	slotGaps    *prometheus.CounterVec // cause
-	budgetUsed  *prometheus.GaugeVec   // model, unit
-	budgetLimit *prometheus.GaugeVec   // model, unit
+	streamSeries
+	callSeries
+	errorSeries
+	upkeepSeries
+	budgetSeries
 
 	// gone: the rules and models whose series were forgotten; a call of
 	// theirs that ends later does not make them again (see ForgetRule).
@@ -74,6 +66,39 @@ type Metrics struct {
 
 // New returns Metrics registered on a new registry, with the Go runtime and
 // process collectors.
+// streamSeries count what flows from the stream to the target.
+type streamSeries struct {
+	changes     *prometheus.CounterVec // op
+	rowsWritten *prometheus.CounterVec // op
+	batches     prometheus.Counter
+}
+
+// callSeries count the provider calls.
+type callSeries struct {
+	calls     *prometheus.CounterVec   // rule, model, outcome
+	latency   *prometheus.HistogramVec // rule, model
+	retries   *prometheus.CounterVec   // model
+	cacheHits *prometheus.CounterVec   // rule
+}
+
+// errorSeries count the failures, written or dropped at the cap.
+type errorSeries struct {
+	errors  *prometheus.CounterVec // reason
+	dropped *prometheus.CounterVec // rule, reason
+}
+
+// upkeepSeries count the bookkeeping's own events.
+type upkeepSeries struct {
+	pruned   *prometheus.CounterVec // table
+	slotGaps *prometheus.CounterVec // cause
+}
+
+// budgetSeries are the models' daily budgets, spent and allowed.
+type budgetSeries struct {
+	budgetUsed  *prometheus.GaugeVec // model, unit
+	budgetLimit *prometheus.GaugeVec // model, unit
+}
+
 func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {

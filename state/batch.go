@@ -13,27 +13,38 @@ import (
 // BackfillBatch is a row of pgimageai.backfill_batches: one batch of a
 // rule's backfill through a provider's Batch API.
 type BackfillBatch struct {
-	Rule         string
-	Seq          int
-	Fingerprint  string
-	Model        string // models.name its requests were counted against
-	LastKey      []byte // the last source row its collection read; nil: none
-	Final        bool   // the collection reached the stop key
-	Requests     int
-	InputFileID  string
+	Rule        string
+	Seq         int
+	Fingerprint string
+	Model       string // models.name its requests were counted against
+	LastKey     []byte // the last source row its collection read; nil: none
+	Final       bool   // the collection reached the stop key
+	Requests    int
+	Status      string    // "uploaded", then the provider's status, or Refused
+	Created     time.Time // when it was recorded: the day its requests were counted
+	BatchAtProvider
+	BatchApplied
+}
+
+// BatchAtProvider is what the provider holds of a batch: its job, its
+// files, how many requests it answered, and whether the answers are stored.
+type BatchAtProvider struct {
 	BatchID      string
-	Status       string
-	Completed    int
-	Failed       int
+	InputFileID  string
 	OutputFileID string
 	ErrorFileID  string
+	Completed    int
+	Failed       int
 	Downloaded   bool // its answers are stored
-	// AppliedKey is the last row of its range applied (nil: none yet);
-	// Applied, every row of its range. The sink writes them with the rows
-	// (BackfillProgress), SaveBatch never does.
+}
+
+// BatchApplied is how far the rows of a batch's range are applied:
+// AppliedKey is the last row applied (nil: none yet); Applied, every row of
+// its range. The sink writes them with the rows (BackfillProgress),
+// SaveBatch never does.
+type BatchApplied struct {
 	AppliedKey []byte
 	Applied    bool
-	Created    time.Time // when it was recorded: the day its requests were counted
 }
 
 // Refused is the status of a batch that the provider refused to take (its

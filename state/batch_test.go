@@ -83,13 +83,13 @@ func TestPendingBatchRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	batches := []state.BackfillBatch{
-		{Seq: 1, Model: "m", Requests: 40, Status: "in_progress"},                                         // 40
-		{Seq: 2, Model: "m", Requests: 40, Status: "expired", Completed: 25, Failed: 3, Downloaded: true}, // 28
-		{Seq: 3, Model: "m", Requests: 40, Status: "completed", Completed: 40, Downloaded: true},          // applied below: 0
-		{Seq: 4, Model: "m", Requests: 40, Status: state.Refused},                                         // 0
-		{Seq: 5, Model: "other", Requests: 7, Status: "validating"},                                       // 7
-		{Seq: 6, Model: "m", Requests: 9, Status: "in_progress"},                                          // yesterday: 0
-		{Seq: 7, Requests: 5, Status: "in_progress"},                                                      // no model (older version): 0
+		{Seq: 1, Model: "m", Requests: 40, Status: "in_progress"},                                                                                 // 40
+		{Seq: 2, Model: "m", Requests: 40, Status: "expired", BatchAtProvider: state.BatchAtProvider{Completed: 25, Failed: 3, Downloaded: true}}, // 28
+		{Seq: 3, Model: "m", Requests: 40, Status: "completed", BatchAtProvider: state.BatchAtProvider{Completed: 40, Downloaded: true}},          // applied below: 0
+		{Seq: 4, Model: "m", Requests: 40, Status: state.Refused},                                                                                 // 0
+		{Seq: 5, Model: "other", Requests: 7, Status: "validating"},                                                                               // 7
+		{Seq: 6, Model: "m", Requests: 9, Status: "in_progress"},                                                                                  // yesterday: 0
+		{Seq: 7, Requests: 5, Status: "in_progress"},                                                                                              // no model (older version): 0
 	}
 	for _, b := range batches {
 		b.Rule, b.Fingerprint = "r", "fp"
@@ -155,9 +155,9 @@ func TestGiveUpBatches(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, b := range []state.BackfillBatch{
-					{Seq: 1, BatchID: "batch_1" + rule, InputFileID: "in-1" + rule, Status: "in_progress", Requests: 1},
-					{Seq: 2, InputFileID: "in-2" + rule, Status: "uploaded", Requests: 1},
-					{Seq: 3, BatchID: "batch_3" + rule, InputFileID: "in-3" + rule, Status: "completed", Requests: 1, Downloaded: true},
+					{Seq: 1, BatchAtProvider: state.BatchAtProvider{BatchID: "batch_1" + rule, InputFileID: "in-1" + rule}, Status: "in_progress", Requests: 1},
+					{Seq: 2, BatchAtProvider: state.BatchAtProvider{InputFileID: "in-2" + rule}, Status: "uploaded", Requests: 1},
+					{Seq: 3, BatchAtProvider: state.BatchAtProvider{BatchID: "batch_3" + rule, InputFileID: "in-3" + rule, Downloaded: true}, Status: "completed", Requests: 1},
 					{Seq: 4, Status: "empty"},
 				} {
 					b.Rule, b.Fingerprint, b.Model = rule, "fp", "m"
