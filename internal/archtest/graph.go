@@ -28,7 +28,9 @@ type Package struct {
 // Load lists the module's packages with `go list -deps -json`, run in dir
 // (any directory of the module).
 func Load(dir string) (module string, pkgs []Package, err error) {
-	out, err := exec.Command("go", "list", "-m").Output()
+	mod := exec.Command("go", "list", "-m")
+	mod.Dir = dir
+	out, err := mod.Output()
 	if err != nil {
 		return "", nil, fmt.Errorf("go list -m: %w", err)
 	}
