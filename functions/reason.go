@@ -23,6 +23,10 @@ const (
 	InvalidRule       = value.InvalidRule
 	BudgetExhausted   = value.BudgetExhausted
 	TargetRefused     = value.TargetRefused
+	// The reasons of an image held by reference in a store (SPEC §3).
+	BadReference   = value.BadReference
+	ImageNotFound  = value.ImageNotFound
+	ImageForbidden = value.ImageForbidden
 )
 
 // Error is a function failure with its reason code. Detail is human readable
