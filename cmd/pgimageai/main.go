@@ -47,7 +47,7 @@ var commands = map[string]command{
 	"estimate":     estimate,
 	"recover-slot": recoverSlot,
 	"reconcile":    reconcileCommand,
-	"demo":         demo,
+	"demo":         demoCommand,
 	"health":       health,
 	"uninstall":    uninstall,
 	"doctor":       doctorCommand,

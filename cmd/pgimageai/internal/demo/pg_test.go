@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"errors"
@@ -105,7 +105,7 @@ func TestDemoServerMode(t *testing.T) {
 		t.Run(tt.value, func(t *testing.T) {
 			got, err := demoServerMode(func(string) string { return tt.value })
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, errUsage) {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrUsage) {
 					t.Fatalf("demoServerMode(%q) = %q, %v; want a usage error %q", tt.value, got, err, tt.wantErr)
 				}
 				return

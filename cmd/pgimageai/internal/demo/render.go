@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"fmt"
@@ -12,8 +12,8 @@ import (
 	"github.com/pgimageai/pgimageai/magic"
 )
 
-// demoResult is one source row with its results; nil fields are SQL NULL.
-type demoResult struct {
+// resultRow is one source row with its results; nil fields are SQL NULL.
+type resultRow struct {
 	ID        int
 	Name      string
 	Img       []byte
@@ -21,8 +21,8 @@ type demoResult struct {
 	Embedding []float32
 }
 
-// demoError is one open row of pgimageai.errors.
-type demoError struct {
+// errorRow is one open row of pgimageai.errors.
+type errorRow struct {
 	Rule       string
 	ID         string // source_key->>'id'
 	Reason     string
@@ -35,7 +35,7 @@ type demoError struct {
 const maxCell = 120
 
 // renderResults writes the results table.
-func renderResults(w io.Writer, rows []demoResult) error {
+func renderResults(w io.Writer, rows []resultRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tFORMAT\tBYTES\tCAPTION\tEMBEDDING")
 	for _, r := range rows {
@@ -53,7 +53,7 @@ func renderResults(w io.Writer, rows []demoResult) error {
 }
 
 // renderErrors writes the errors table.
-func renderErrors(w io.Writer, rows []demoError) error {
+func renderErrors(w io.Writer, rows []errorRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tID\tREASON\tIMAGE_BYTES\tDETAIL")
 	for _, e := range rows {

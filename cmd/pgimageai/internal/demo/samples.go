@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 // with `cwebp -q 90 -m 6 -metadata none`: the standard library and x/image
 // can decode WebP but not encode it.
 //
-//go:embed demo_sample.webp
+//go:embed sample.webp
 var demoSampleWebP []byte
 
 // demoSideways is a 40x30 JPEG of a landscape photographed with the phone
@@ -23,28 +23,28 @@ var demoSampleWebP []byte
 // right) and its EXIF says Orientation 6, with a GPS position. The bridge
 // sends it upright (30x40, sky on top) and without its EXIF.
 //
-//go:embed demo_sideways.jpg
+//go:embed sideways.jpg
 var demoSideways []byte
 
 // demoSampleHEIC is a 64x48 HEIC (heif-enc -q 80 of a gradient), the
 // iPhone's format: converted before it is sent.
 //
-//go:embed demo_sample.heic
+//go:embed sample.heic
 var demoSampleHEIC []byte
 
-// demoRow is one row of demo.photos; a nil img is SQL NULL.
-type demoRow struct {
+// sampleRow is one row of demo.photos; a nil img is SQL NULL.
+type sampleRow struct {
 	ID    int
 	Name  string
 	Img   []byte
 	Image bool // a valid image: the rules must give it a caption and an embedding
 }
 
-// demoRows returns the sample rows: one image per format, then the values
+// sampleRows returns the sample rows: one image per format, then the values
 // that must not reach a provider (NULL, empty, garbage) and one that reaches
 // it but cannot be decoded (a PNG cut after its header), then a sideways
 // photo and a HEIC, which are normalised before they are sent.
-func demoRows() ([]demoRow, error) {
+func sampleRows() ([]sampleRow, error) {
 	sky, err := encodePNG(skyGradient())
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func demoRows() ([]demoRow, error) {
 	if err := gif.Encode(&board, checkerboard(), nil); err != nil {
 		return nil, fmt.Errorf("encode gif: %w", err)
 	}
-	return []demoRow{
+	return []sampleRow{
 		{1, "sky.png", sky, true},
 		{2, "red-square.jpg", square.Bytes(), true},
 		{3, "checkerboard.gif", board.Bytes(), true},
@@ -71,9 +71,9 @@ func demoRows() ([]demoRow, error) {
 	}, nil
 }
 
-// demoBadRows is how many rows of demoRows each rule reports in
+// badSamples is how many rows of sampleRows each rule reports in
 // pgimageai.errors: empty, garbage and truncated. The NULL row is not an error.
-const demoBadRows = 3
+const badSamples = 3
 
 func encodePNG(img image.Image) ([]byte, error) {
 	var b bytes.Buffer

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestDemoRows(t *testing.T) {
 		}
 		return wasmdec.HEIFConfig(context.Background(), b, 64<<20)
 	})
-	rows, err := demoRows()
+	rows, err := sampleRows()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +64,8 @@ func TestDemoRows(t *testing.T) {
 			t.Errorf("%s: %v", r.Name, err)
 		}
 	}
-	if bad != demoBadRows {
-		t.Errorf("%d bad non-NULL values, demoBadRows = %d", bad, demoBadRows)
+	if bad != badSamples {
+		t.Errorf("%d bad non-NULL values, badSamples = %d", bad, badSamples)
 	}
 	if len(wantFormat) != 6 {
 		t.Fatal("want the four formats, a sideways JPEG and a HEIC")

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ func ptr[T any](v T) *T { return &v }
 
 func TestRenderResults(t *testing.T) {
 	png := []byte("\x89PNG\r\n\x1a\n rest")
-	rows := []demoResult{
+	rows := []resultRow{
 		{ID: 1, Name: "sky.png", Img: png, Caption: ptr("A PNG image, 64x40 pixels, mostly blue."), Embedding: []float32{0.5, -0.25, -0.0001, 1, 0.3}},
 		{ID: 5, Name: "no-image"},
 		{ID: 6, Name: "empty", Img: []byte{}},
@@ -32,7 +32,7 @@ func TestRenderResults(t *testing.T) {
 }
 
 func TestRenderErrors(t *testing.T) {
-	rows := []demoError{
+	rows := []errorRow{
 		{Rule: "describe", ID: "6", Reason: "empty_image", ImageBytes: ptr[int32](0), Detail: "image is empty (0 bytes)"},
 		{Rule: "embed", ID: "{}", Reason: "invalid_rule", Detail: strings.Repeat("x", 150)},
 	}

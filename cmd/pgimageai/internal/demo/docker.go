@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -150,7 +150,7 @@ func demoServerMode(getenv func(string) string) (string, error) {
 	case "local", "docker":
 		return m, nil
 	default:
-		return "", fmt.Errorf("%w: %s must be auto, local or docker, got %q", errUsage, demoServerEnv, m)
+		return "", fmt.Errorf("%w: %s must be auto, local or docker, got %q", ErrUsage, demoServerEnv, m)
 	}
 }
 
