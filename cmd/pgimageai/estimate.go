@@ -70,8 +70,7 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return fmt.Errorf("model %s: %w", model.Name, err)
 	}
 	var extra struct {
-		Detail    string `json:"detail"`
-		MaxTokens int64  `json:"max_tokens"`
+		MaxTokens int64 `json:"max_tokens"`
 	}
 	_ = json.Unmarshal(model.Options, &extra)
 
@@ -88,15 +87,20 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return target.explain("read usage", err)
 	}
 
+	reg := registry(c.KeyEnv)
+	prov, err := reg.New(*model, os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("rule %s cannot run: %w", rule.Name, err)
+	}
 	e := estimateReport{Rule: *rule, Model: *model, Scan: scan}
-	norm := normalizedSizes(model.Provider, extra.Detail, opts, &scan)
+	norm := normalizedSizes(prov, opts, &scan)
 	e.Norm = &norm
-	if tr, ok := imageTokenRule(model.Provider, model.Model, extra.Detail); ok {
-		e.TokenRule = tr.name
+	if tr, ok := provider.ImageTokenRuleOf(prov); ok {
+		e.TokenRule = tr.Name
 		var sum, stored int64
 		for i, sz := range scan.Sizes {
-			sum += tr.tokens(norm.Sizes[i].X, norm.Sizes[i].Y)
-			stored += tr.tokens(sz.X, sz.Y)
+			sum += tr.Tokens(norm.Sizes[i].X, norm.Sizes[i].Y)
+			stored += tr.Tokens(sz.X, sz.Y)
 		}
 		if len(scan.Sizes) > 0 {
 			e.InputPerImage = float64(sum) / float64(len(scan.Sizes))
@@ -128,7 +132,7 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 	if err != nil {
 		return source.explain("read the rule's prompt", err)
 	}
-	fn, err := rules.Bind(registry(c.KeyEnv), os.LookupEnv, *model, rule.Function, prompt)
+	fn, err := rules.Bind(reg, os.LookupEnv, *model, rule.Function, prompt)
 	if err != nil {
 		return fmt.Errorf("rule %s cannot run: %w", rule.Name, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"image"
 	"math"
 
-	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -13,44 +12,19 @@ import (
 // sent, and the bytes and tokens with and without it.
 type normEstimate struct {
 	Enabled      bool
-	Rule         normalize.Size
 	Sizes        []image.Point // as sent, one per scanned size
 	StoredBytes  float64       // average of an image, as stored
 	SentBytes    float64       // average, about: stored bytes scaled by the pixels kept
 	StoredTokens float64       // average input tokens of an image as stored; NaN or 0: unknown
 }
 
-// normalizedSizes applies the model's size rule (package normalize; the
-// providers' ImageSize methods, by name here, with the options' bounds) to
-// the scanned sizes.
-func normalizedSizes(prov, detail string, opts provider.Options, scan *imageScan) normEstimate {
+// normalizedSizes sends the scanned sizes through the model's size rule,
+// as its provider states it (provider.Options.SentSize).
+func normalizedSizes(p provider.Provider, opts provider.Options, scan *imageScan) normEstimate {
 	n := normEstimate{Enabled: opts.Normalize == nil || *opts.Normalize, StoredTokens: math.NaN()}
-	switch prov {
-	case "openai":
-		n.Rule = normalize.OpenAIHigh
-		if detail == "low" {
-			n.Rule = normalize.OpenAILow
-		}
-	case "voyage":
-		n.Rule = normalize.Voyage
-	case "cohere":
-		n.Rule = normalize.Cohere
-	case "local":
-	default:
-		n.Rule = normalize.MaxSide
-	}
-	if opts.NormalizeMaxSide > 0 {
-		n.Rule.MaxSide = opts.NormalizeMaxSide
-	}
-	if opts.NormalizeMaxPixels > 0 {
-		n.Rule.MaxPixels = opts.NormalizeMaxPixels
-	}
 	var stored, sent float64
 	for i, sz := range scan.Sizes {
-		w, h := sz.X, sz.Y
-		if n.Enabled {
-			w, h = n.Rule.Fit(sz.X, sz.Y)
-		}
+		w, h := opts.SentSize(p, sz.X, sz.Y)
 		n.Sizes = append(n.Sizes, image.Pt(w, h))
 		if i < len(scan.Bytes) {
 			b := float64(scan.Bytes[i])

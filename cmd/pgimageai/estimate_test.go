@@ -9,43 +9,6 @@ import (
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// The examples of OpenAI's "Calculating costs" (platform.openai.com/docs/
-// guides/images-vision): 1024×1024 at high costs 765; 2048×4096 at high
-// costs 1105; 4096×8192 at low costs 85.
-func TestImageTokenRule(t *testing.T) {
-	tests := []struct {
-		name                    string
-		provider, model, detail string
-		w, h                    int
-		want                    int64
-	}{
-		{"gpt-4o 1024x1024 high", "openai", "gpt-4o", "high", 1024, 1024, 765},
-		{"gpt-4o 2048x4096 high", "openai", "gpt-4o-2024-08-06", "high", 2048, 4096, 1105},
-		{"gpt-4o 4096x8192 low", "openai", "gpt-4o", "low", 4096, 8192, 85},
-		{"gpt-4o small image: one tile", "openai", "gpt-4o", "high", 300, 200, 255},
-		{"gpt-4o auto counts as high", "openai", "gpt-4o", "", 1024, 1024, 765},
-		{"gpt-4o-mini 1024x1024 high", "openai", "gpt-4o-mini", "high", 1024, 1024, 2833 + 4*5667},
-		{"voyage 1 token per 560 px", "voyage", "voyage-multimodal-3", "", 1000, 560, 1000},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r, ok := imageTokenRule(tt.provider, tt.model, tt.detail)
-			if !ok {
-				t.Fatal("no rule")
-			}
-			if got := r.tokens(tt.w, tt.h); got != tt.want {
-				t.Errorf("%d tokens, want %d (%s)", got, tt.want, r.name)
-			}
-		})
-	}
-	if _, ok := imageTokenRule("openai", "llava", "high"); ok {
-		t.Error("a rule for a model OpenAI does not document")
-	}
-	if _, ok := imageTokenRule("local", "x", ""); ok {
-		t.Error("a rule for the local provider")
-	}
-}
-
 func TestEstimateReportSampled(t *testing.T) {
 	sizes := make([]image.Point, 800)
 	for i := range sizes {
