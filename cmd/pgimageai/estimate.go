@@ -293,7 +293,7 @@ func (e estimateReport) figures(calls float64, batch bool) estimateFigures {
 	}
 	in, out := calls*e.InputPerImage, calls*e.OutputPerCall
 	f.InputTokens, f.OutputTokens = known(in), known(out)
-	if cost, ok := (prices{In: e.PriceIn, Out: e.PriceOut}).cost(in, out); ok {
+	if cost, ok := (provider.Prices{In: e.PriceIn, Out: e.PriceOut}).Cost(in, out); ok {
 		if batch {
 			cost /= 2
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -50,7 +51,7 @@ func versionChangeOf(rule state.RuleListing, v rules.Version, live state.LiveVer
 
 // text says what the change costs: figures are the backfill's.
 func (c *versionChange) text(figures string) string {
-	to, from := versionText(c.To, c.ToModelID), versionText(c.From, c.FromModelID)
+	to, from := render.VersionText(c.To, c.ToModelID), render.VersionText(c.From, c.FromModelID)
 	var s string
 	if c.Kind == changeSwitch {
 		s = fmt.Sprintf("Switch: changing to version %s re-computes every row on the side, so the backfill above is its cost: %s; the live column keeps %s until one transaction switches it",
@@ -82,6 +83,6 @@ type versionChangeJSON struct {
 }
 
 func (c *versionChange) json(backfill estimateFigures) *versionChangeJSON {
-	return &versionChangeJSON{Kind: c.Kind, FromVersion: c.From, FromModelID: orNull(c.FromModelID), ToVersion: c.To,
-		ToModelID: c.ToModelID, SwitchState: orNull(c.SwitchState), estimateFigures: backfill}
+	return &versionChangeJSON{Kind: c.Kind, FromVersion: c.From, FromModelID: render.OrNull(c.FromModelID), ToVersion: c.To,
+		ToModelID: c.ToModelID, SwitchState: render.OrNull(c.SwitchState), estimateFigures: backfill}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
@@ -39,7 +40,7 @@ func retry(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return err
 	}
 	if n == 0 {
-		fmt.Fprintf(stdout, "no open errors%s (invalid_rule aside); nothing to retry\n", matchText(c.Query))
+		fmt.Fprintf(stdout, "no open errors%s (invalid_rule aside); nothing to retry\n", render.MatchText(c.Query.Rule, c.Query.Reason))
 		return nil
 	}
 	active, err := checkRetrySlot(ctx, source, c.Slot)

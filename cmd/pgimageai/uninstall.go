@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pgimageai/pgimageai/internal/bytesize"
 	"io"
 	"strings"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/internal/bytesize"
 	"github.com/pgimageai/pgimageai/state"
 )
 

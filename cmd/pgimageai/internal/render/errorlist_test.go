@@ -1,38 +1,53 @@
-package main
+package render
 
 import (
 	"bytes"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pgimageai/pgimageai/functions"
 )
+
+// queryFlags are the flags of `pgimageai errors` that reach the view.
+type queryFlags struct {
+	Format, Rule string
+	Reason       functions.Reason
+	Limit        int
+}
+
+// withFilters is l as readErrors returns it for q.
+func withFilters(l ErrorList, q queryFlags) ErrorList {
+	l.Rule, l.Reason = q.Rule, q.Reason
+	return l
+}
 
 func TestWriteErrorsTable(t *testing.T) {
 	all := sampleErrors()
 	all.Matching = 2
 	tests := []struct {
 		name string
-		l    errorList
+		l    ErrorList
 		q    queryFlags
 		want string
 	}{
-		{"page of more", sampleErrors(), queryFlags{Format: formatTable, Rule: "caption", Limit: 2}, `  ID  RULE     SOURCE_TABLE   SOURCE_KEY  REASON          ATTEMPTS  CREATED_AT            DETAIL
+		{"page of more", sampleErrors(), queryFlags{Format: FormatTable, Rule: "caption", Limit: 2}, `  ID  RULE     SOURCE_TABLE   SOURCE_KEY  REASON          ATTEMPTS  CREATED_AT            DETAIL
   12  caption  public.photos  {"id": 42}  provider_error  3         2025-03-01T12:04:05Z  model gpt: HTTP 400: ` + strings.Repeat("x", 78) + `…
   7   caption  public.photos  {"id": 7}   empty_image     1         2025-03-01T11:04:05Z  image is empty but [31mred
 showing the newest 2 of 5 open errors that match --rule caption; --limit 0 lists all
 `},
-		{"all", all, queryFlags{Format: formatTable}, `  ID  RULE     SOURCE_TABLE   SOURCE_KEY  REASON          ATTEMPTS  CREATED_AT            DETAIL
+		{"all", all, queryFlags{Format: FormatTable}, `  ID  RULE     SOURCE_TABLE   SOURCE_KEY  REASON          ATTEMPTS  CREATED_AT            DETAIL
   12  caption  public.photos  {"id": 42}  provider_error  3         2025-03-01T12:04:05Z  model gpt: HTTP 400: ` + strings.Repeat("x", 78) + `…
   7   caption  public.photos  {"id": 7}   empty_image     1         2025-03-01T11:04:05Z  image is empty but [31mred
 `},
-		{"none", errorList{}, queryFlags{Format: formatTable}, "no open errors\n"},
-		{"none that match", errorList{}, queryFlags{Format: formatTable, Rule: "caption", Reason: "too_large"},
+		{"none", ErrorList{}, queryFlags{Format: FormatTable}, "no open errors\n"},
+		{"none that match", ErrorList{}, queryFlags{Format: FormatTable, Rule: "caption", Reason: "too_large"},
 			"no open errors that match --rule caption --reason too_large\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := writeErrors(&out, tc.l, tc.q); err != nil {
+			if err := WriteErrors(&out, withFilters(tc.l, tc.q), tc.q.Format); err != nil {
 				t.Fatal(err)
 			}
 			if got := out.String(); got != tc.want {
@@ -43,7 +58,7 @@ showing the newest 2 of 5 open errors that match --rule caption; --limit 0 lists
 }
 
 func TestWriteErrorsJSON(t *testing.T) {
-	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeErrors(b, sampleErrors(), queryFlags{Format: formatJSON}) })
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return WriteErrors(b, sampleErrors(), FormatJSON) })
 	want := map[string]any{
 		"matching": 5.0,
 		"errors": []any{
@@ -62,7 +77,7 @@ func TestWriteErrorsJSON(t *testing.T) {
 	if !reflect.DeepEqual(doc, want) {
 		t.Errorf("got  %#v\nwant %#v", doc, want)
 	}
-	empty := decodeJSON(t, func(b *bytes.Buffer) error { return writeErrors(b, errorList{}, queryFlags{Format: formatJSON}) })
+	empty := decodeJSON(t, func(b *bytes.Buffer) error { return WriteErrors(b, ErrorList{}, FormatJSON) })
 	if !reflect.DeepEqual(empty, map[string]any{"matching": 0.0, "errors": []any{}}) {
 		t.Errorf("empty = %#v", empty)
 	}

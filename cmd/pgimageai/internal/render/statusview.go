@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"bytes"
@@ -12,10 +12,10 @@ import (
 	"github.com/pgimageai/pgimageai/functions"
 )
 
-// writeStatus renders r as format (table or json).
-func writeStatus(w io.Writer, r statusReport, format string) error {
-	if format == formatJSON {
-		return writeJSON(w, statusDocument(r))
+// WriteStatus renders r as format (table or json).
+func WriteStatus(w io.Writer, r Status, format string) error {
+	if format == FormatJSON {
+		return JSON(w, statusDocument(r))
 	}
 	var buf bytes.Buffer
 	writeSlotTable(&buf, r.Slot, r.Checkpoint)
@@ -57,7 +57,7 @@ func writeStatus(w io.Writer, r statusReport, format string) error {
 // slotMissing is what status says about a slot that does not exist.
 const slotMissing = "not created yet (run pgimageai run)"
 
-func writeSlotTable(buf *bytes.Buffer, s slotStatus, cp *checkpoint) {
+func writeSlotTable(buf *bytes.Buffer, s SlotStatus, cp *checkpoint) {
 	buf.WriteString("Slot\n")
 	t := newTable(buf)
 	t.row("name", s.Name)
@@ -95,7 +95,7 @@ func writeSlotTable(buf *bytes.Buffer, s slotStatus, cp *checkpoint) {
 		t.row("failover", failoverText(st, advice))
 	}
 	if cp != nil {
-		t.row("checkpoint", fmt.Sprintf("%s (updated %s)", cp.LSN, utcTime(cp.UpdatedAt)))
+		t.row("checkpoint", fmt.Sprintf("%s (updated %s)", cp.LSN, UTCTime(cp.UpdatedAt)))
 	} else {
 		t.row("checkpoint", "none stored yet")
 	}
@@ -116,7 +116,7 @@ const recoverAdvice = "the slot can no longer stream; stop pgimageai run if it s
 // health says whether the slot can stream, and what to do when it cannot or
 // soon will not. See wal_status in
 // https://www.postgresql.org/docs/current/view-pg-replication-slots.html
-func (s slotStatus) health() (health, advice string) {
+func (s SlotStatus) health() (health, advice string) {
 	switch {
 	case !s.Found:
 		return slotAbsent, slotMissing
@@ -132,7 +132,7 @@ func (s slotStatus) health() (health, advice string) {
 	return slotOK, ""
 }
 
-func safeWALSize(s slotStatus) string {
+func safeWALSize(s SlotStatus) string {
 	switch {
 	case s.SafeWALSize != nil && *s.SafeWALSize >= 0:
 		return byteSize(uint64(*s.SafeWALSize))
@@ -163,7 +163,7 @@ func writeRulesTable(buf *bytes.Buffer, rules []ruleStatus) {
 	t.flush()
 }
 
-func writeGroupsTable(buf *bytes.Buffer, groups []groupStatus) {
+func writeGroupsTable(buf *bytes.Buffer, groups []GroupStatus) {
 	buf.WriteString("Rule groups (pgimageai run --group NAME; each with its own slot)\n")
 	t := newTable(buf)
 	t.row("GROUP", "RULES", "ENABLED", "SLOT", "STATE", "LAG")
@@ -180,7 +180,7 @@ func writeGroupsTable(buf *bytes.Buffer, groups []groupStatus) {
 	t.flush()
 }
 
-func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
+func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s SlotStatus) {
 	if len(lanes) == 0 {
 		buf.WriteString("Lanes: none\n")
 		return
@@ -191,7 +191,7 @@ func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
 	for _, l := range lanes {
 		commit, delay := "-", "-"
 		if l.CommitTime != nil {
-			commit = utcTime(*l.CommitTime)
+			commit = UTCTime(*l.CommitTime)
 		}
 		if l.Delay != nil && laneLag(l, s) > 0 {
 			delay = l.Delay.Round(time.Second).String()
@@ -205,7 +205,7 @@ func writeLanesTable(buf *bytes.Buffer, lanes []laneStatus, s slotStatus) {
 		if l.OldestPending != nil {
 			oldest = max(*l.OldestPending, 0).Round(time.Second).String()
 		}
-		t.row(l.Lane, fmt.Sprintf("%s#%d", l.LSN, l.Ord), byteSize(laneLag(l, s)), commit, delay, pending, oldest, utcTime(l.UpdatedAt))
+		t.row(l.Lane, fmt.Sprintf("%s#%d", l.LSN, l.Ord), byteSize(laneLag(l, s)), commit, delay, pending, oldest, UTCTime(l.UpdatedAt))
 	}
 	t.flush()
 }
@@ -230,7 +230,7 @@ func writeModelsTable(buf *bytes.Buffer, models []modelPace) {
 			limit += ", " + m.LimitBy
 		}
 		t.row(m.Model, strconv.Itoa(m.InFlight), limit, m.Pace,
-			strconv.Itoa(m.Limited1m), m.Waited.Round(time.Second).String(), st, utcTime(m.UpdatedAt))
+			strconv.Itoa(m.Limited1m), m.Waited.Round(time.Second).String(), st, UTCTime(m.UpdatedAt))
 	}
 	t.flush()
 }
@@ -248,7 +248,7 @@ func writeBackfillsTable(buf *bytes.Buffer, backfills []backfill) {
 		if b.RowsTotal != nil {
 			rows += "/" + strconv.FormatInt(*b.RowsTotal, 10)
 		}
-		t.row(b.Rule, b.State, rows, utcTime(b.UpdatedAt))
+		t.row(b.Rule, b.State, rows, UTCTime(b.UpdatedAt))
 	}
 	t.flush()
 }

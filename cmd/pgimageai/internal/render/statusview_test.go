@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func TestWriteStatusTable(t *testing.T) {
 
 	tests := []struct {
 		name string
-		r    statusReport
+		r    Status
 		want string
 	}{
 		{"everything", sampleStatus(), `Slot
@@ -76,7 +76,7 @@ Usage (last 7 days, UTC)
   DAY         RULE     MODEL  CALLS  PROMPT_TOKENS  COMPLETION_TOKENS
   2025-03-01  caption  gpt    118    101480         4130
 `},
-		{"slot missing", statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}}, `Slot
+		{"slot missing", Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}}}, `Slot
   name        pgimageai
   state       not created yet (run pgimageai run)
   checkpoint  none stored yet
@@ -166,7 +166,7 @@ Usage (last 7 days, UTC): none
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := writeStatus(&out, tc.r, formatTable); err != nil {
+			if err := WriteStatus(&out, tc.r, FormatTable); err != nil {
 				t.Fatal(err)
 			}
 			if got := out.String(); got != tc.want {
@@ -190,7 +190,7 @@ func TestSafeWALSize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := slotStatus{Slot: replication.Slot{WALStatus: tc.wal}, HasSafeWALSize: true, SafeWALSize: tc.size}
+			s := SlotStatus{Slot: replication.Slot{WALStatus: tc.wal}, HasSafeWALSize: true, SafeWALSize: tc.size}
 			if got := safeWALSize(s); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
@@ -217,7 +217,7 @@ func decodeJSON(t *testing.T, write func(*bytes.Buffer) error) map[string]any {
 }
 
 func TestWriteStatusJSON(t *testing.T) {
-	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, sampleStatus(), formatJSON) })
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return WriteStatus(b, sampleStatus(), FormatJSON) })
 	want := map[string]any{
 		"slot": map[string]any{
 			"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
@@ -270,7 +270,7 @@ func TestWriteStatusJSON(t *testing.T) {
 }
 
 func TestWriteStatusJSONSlot(t *testing.T) {
-	found := func(edit func(*slotStatus)) statusReport {
+	found := func(edit func(*SlotStatus)) Status {
 		r := sampleStatus()
 		r.Slot.Leader, r.Slot.Squatters = nil, nil // TestWriteStatusJSON shows them
 		edit(&r.Slot)
@@ -278,23 +278,23 @@ func TestWriteStatusJSONSlot(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		r    statusReport
+		r    Status
 		want map[string]any
 	}{
-		{"missing", statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "s"}}}, map[string]any{"name": "s", "exists": false}},
-		{"no safe_wal_size before PostgreSQL 13", found(func(s *slotStatus) { s.HasSafeWALSize, s.Active, s.ActivePID = false, false, 0 }),
+		{"missing", Status{Slot: SlotStatus{Slot: replication.Slot{Name: "s"}}}, map[string]any{"name": "s", "exists": false}},
+		{"no safe_wal_size before PostgreSQL 13", found(func(s *SlotStatus) { s.HasSafeWALSize, s.Active, s.ActivePID = false, false, 0 }),
 			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": false, "wal_status": "reserved",
 				"confirmed_flush_lsn": "0/1A2B3C0", "current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "ok"}},
-		{"limited safe_wal_size", found(func(s *slotStatus) { s.SafeWALSize = pointerTo[int64](1 << 30) }),
+		{"limited safe_wal_size", found(func(s *SlotStatus) { s.SafeWALSize = pointerTo[int64](1 << 30) }),
 			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
 				"wal_status": "reserved", "safe_wal_size": 1073741824.0, "confirmed_flush_lsn": "0/1A2B3C0",
 				"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "ok"}},
-		{"at risk", found(func(s *slotStatus) { s.WALStatus, s.SafeWALSize = "unreserved", pointerTo[int64](-8192) }),
+		{"at risk", found(func(s *SlotStatus) { s.WALStatus, s.SafeWALSize = "unreserved", pointerTo[int64](-8192) }),
 			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": true, "active_pid": 4242.0,
 				"wal_status": "unreserved", "safe_wal_size": -8192.0, "confirmed_flush_lsn": "0/1A2B3C0",
 				"current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "at_risk",
 				"advice": "wal_status unreserved: the slot is behind by more than max_slot_wal_keep_size and the next checkpoint removes WAL it needs, invalidating it; let pgimageai run catch up (is it running?) or raise max_slot_wal_keep_size"}},
-		{"lost", found(func(s *slotStatus) {
+		{"lost", found(func(s *SlotStatus) {
 			s.WALStatus, s.InvalidationReason, s.SafeWALSize, s.Active, s.ActivePID = "lost", "wal_removed", nil, false, 0
 		}),
 			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": false,
@@ -304,14 +304,14 @@ func TestWriteStatusJSONSlot(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, tc.r, formatJSON) })
+			doc := decodeJSON(t, func(b *bytes.Buffer) error { return WriteStatus(b, tc.r, FormatJSON) })
 			if !reflect.DeepEqual(doc["slot"], tc.want) {
 				t.Errorf("slot = %#v\nwant %#v", doc["slot"], tc.want)
 			}
 		})
 	}
 	empty := decodeJSON(t, func(b *bytes.Buffer) error {
-		return writeStatus(b, statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "s"}}}, formatJSON)
+		return WriteStatus(b, Status{Slot: SlotStatus{Slot: replication.Slot{Name: "s"}}}, FormatJSON)
 	})
 	// Empty lists are [] and {}, never null, so that scripts can iterate.
 	if empty["checkpoint"] != nil || !reflect.DeepEqual(empty["rules"], []any{}) || !reflect.DeepEqual(empty["backfills"], []any{}) ||
@@ -332,7 +332,7 @@ func TestSlotLag(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := slotStatus{Slot: replication.Slot{ConfirmedFlushLSN: tc.confirmed}, CurrentLSN: tc.current}
+			s := SlotStatus{Slot: replication.Slot{ConfirmedFlushLSN: tc.confirmed}, CurrentLSN: tc.current}
 			if got := s.Lag(); got != tc.want {
 				t.Errorf("Lag() = %d, want %d", got, tc.want)
 			}
@@ -341,12 +341,12 @@ func TestSlotLag(t *testing.T) {
 }
 
 func TestWriteStatusGroups(t *testing.T) {
-	r := statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Groups: []groupStatus{
+	r := Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Groups: []GroupStatus{
 		{Group: "default", Rules: 3, Enabled: 2, Slot: "pgimageai", Found: true, Active: true, Lag: 2048},
 		{Group: "thumbs", Rules: 1, Enabled: 1, Slot: "pgimageai_thumbs"},
 	}}
 	var b bytes.Buffer
-	if err := writeStatus(&b, r, formatTable); err != nil {
+	if err := WriteStatus(&b, r, FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	want := `Rule groups (pgimageai run --group NAME; each with its own slot)
@@ -357,7 +357,7 @@ func TestWriteStatusGroups(t *testing.T) {
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("status lacks the groups table:\n%s\nwant:\n%s", b.String(), want)
 	}
-	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, r, formatJSON) })
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return WriteStatus(b, r, FormatJSON) })
 	wantJSON := []any{
 		map[string]any{"group": "default", "rules": 3.0, "enabled": 2.0, "slot": "pgimageai", "slot_exists": true, "active": true, "lag_bytes": 2048.0},
 		map[string]any{"group": "thumbs", "rules": 1.0, "enabled": 1.0, "slot": "pgimageai_thumbs", "slot_exists": false, "active": false, "lag_bytes": nil},
@@ -368,7 +368,7 @@ func TestWriteStatusGroups(t *testing.T) {
 	// One default group: no table.
 	r.Groups = r.Groups[:1]
 	b.Reset()
-	writeStatus(&b, r, formatTable)
+	WriteStatus(&b, r, FormatTable)
 	if strings.Contains(b.String(), "Rule groups") {
 		t.Errorf("a table for the default group alone:\n%s", b.String())
 	}
@@ -376,13 +376,13 @@ func TestWriteStatusGroups(t *testing.T) {
 
 func TestWriteStatusModels(t *testing.T) {
 	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	r := statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Models: []modelPace{
+	r := Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Models: []modelPace{
 		{Model: "gpt", InFlight: 5, Limit: 6, Ceil: 64, LimitBy: "429 backoff", Pace: "19.4 of 20 req/s, by x-ratelimit", Limited1m: 3, Answered1m: 1160,
 			Waited: 95 * time.Second, RateLimited: true, UpdatedAt: at, Age: 2 * time.Second},
 		{Model: "old", Limit: 8, Ceil: 64, Pace: "not paced", UpdatedAt: at, Age: time.Hour},
 	}}
 	var b bytes.Buffer
-	if err := writeStatus(&b, r, formatTable); err != nil {
+	if err := WriteStatus(&b, r, FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	want := `Model pacing
@@ -393,7 +393,7 @@ func TestWriteStatusModels(t *testing.T) {
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("status lacks the pacing table:\n%s\nwant:\n%s", b.String(), want)
 	}
-	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, r, formatJSON) })
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return WriteStatus(b, r, FormatJSON) })
 	models, _ := doc["models"].([]any)
 	if len(models) != 2 {
 		t.Fatalf("models = %#v", doc["models"])
@@ -410,7 +410,7 @@ func TestWriteStatusModels(t *testing.T) {
 
 func TestWriteStatusBatches(t *testing.T) {
 	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	r := statusReport{Slot: slotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Batches: []batchRow{
+	r := Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Batches: []batchRow{
 		{Rule: "caption", Seq: 1, BatchID: "batch_1", Status: "completed", Requests: 1000, Completed: 997, Failed: 3,
 			Downloaded: true, Applied: true, Created: at, Age: 2*time.Hour + 5*time.Minute},
 		{Rule: "caption", Seq: 2, BatchID: "batch_2", Status: "in_progress", Requests: 500, Completed: 120, Created: at, Age: 90 * time.Second},
@@ -418,7 +418,7 @@ func TestWriteStatusBatches(t *testing.T) {
 		{Rule: "caption", Seq: 4, Status: "refused", Requests: 20, Created: at, Age: time.Second},
 	}}
 	var b bytes.Buffer
-	if err := writeStatus(&b, r, formatTable); err != nil {
+	if err := WriteStatus(&b, r, FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	want := `Batches (backfills through a batch API)
@@ -434,7 +434,7 @@ func TestWriteStatusBatches(t *testing.T) {
 	if strings.Contains(sampleStatusTable(t), "Batches") {
 		t.Error("a status without batches shows a batches table")
 	}
-	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, r, formatJSON) })
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return WriteStatus(b, r, FormatJSON) })
 	batches, _ := doc["batches"].([]any)
 	if len(batches) != 4 {
 		t.Fatalf("batches = %#v", doc["batches"])
@@ -447,7 +447,7 @@ func TestWriteStatusBatches(t *testing.T) {
 	if b4 := batches[3].(map[string]any); b4["batch_id"] != nil || b4["status"] != "refused" {
 		t.Errorf("batch 4 = %#v, want no batch_id, refused", b4)
 	}
-	empty := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, sampleStatus(), formatJSON) })
+	empty := decodeJSON(t, func(b *bytes.Buffer) error { return WriteStatus(b, sampleStatus(), FormatJSON) })
 	if l, ok := empty["batches"].([]any); !ok || len(l) != 0 {
 		t.Errorf("batches without any = %#v, want []", empty["batches"])
 	}
@@ -456,7 +456,7 @@ func TestWriteStatusBatches(t *testing.T) {
 func sampleStatusTable(t *testing.T) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := writeStatus(&b, sampleStatus(), formatTable); err != nil {
+	if err := WriteStatus(&b, sampleStatus(), FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()

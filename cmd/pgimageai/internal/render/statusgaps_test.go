@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"bytes"
@@ -10,23 +10,23 @@ import (
 )
 
 func TestFailoverState(t *testing.T) {
-	on := slotStatus{Slot: replication.Slot{Name: "s", Failover: true}, Found: true}
-	synced := slotStatus{Slot: replication.Slot{Name: "s", Failover: true, Synced: true}, Found: true}
-	off := slotStatus{Slot: replication.Slot{Name: "s"}, Found: true}
+	on := SlotStatus{Slot: replication.Slot{Name: "s", Failover: true}, Found: true}
+	synced := SlotStatus{Slot: replication.Slot{Name: "s", Failover: true, Synced: true}, Found: true}
+	off := SlotStatus{Slot: replication.Slot{Name: "s"}, Found: true}
 	tests := []struct {
 		name      string
-		s         slotStatus
+		s         SlotStatus
 		version   int
 		want      string
 		wantAdvic string
 	}{
 		{"version unknown", on, 0, "", ""},
 		{"PostgreSQL 16", off, 160000, failoverUnsupported, "creates it again and backfills every rule"},
-		{"PostgreSQL 16, no slot yet", slotStatus{}, 160000, failoverUnsupported, "need PostgreSQL 17"},
+		{"PostgreSQL 16, no slot yet", SlotStatus{}, 160000, failoverUnsupported, "need PostgreSQL 17"},
 		{"on", on, 170000, failoverOn, "synchronized_standby_slots"},
 		{"a standby's copy", synced, 170000, failoverOn, "once the standby is promoted"},
 		{"off", off, 170000, failoverOff, "turns failover on at its next start"},
-		{"no slot yet", slotStatus{}, 170000, "", ""},
+		{"no slot yet", SlotStatus{}, 170000, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

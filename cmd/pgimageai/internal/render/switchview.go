@@ -1,8 +1,7 @@
-package main
+package render
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,14 +10,15 @@ import (
 
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
 
 // What status and `pgimageai switch` show of rules' versions: the stored
 // results by version, the running switches and the last that ended.
 
-// switchHistoryRows is how many ended switches status and switch show.
-const switchHistoryRows = 5
+// SwitchHistoryRows is how many ended switches status and switch show.
+const SwitchHistoryRows = 5
 
 // resultVersion is how many stored results of a rule one version made.
 type resultVersion = state.ResultVersion
@@ -26,8 +26,8 @@ type resultVersion = state.ResultVersion
 // switchEnd is a row of pgimageai.switch_history.
 type switchEnd = state.SwitchEnd
 
-// switchStatus is a running switch and what its side rule spent, priced.
-type switchStatus struct {
+// SwitchStatus is a running switch and what its side rule spent, priced.
+type SwitchStatus struct {
 	state.SwitchProgress
 	// Cost is the money of the side rule's usage at the full price of its
 	// models' price_per_1m_* options; nil when a model that answered has
@@ -39,17 +39,17 @@ type switchStatus struct {
 }
 
 // Calls is the side rule's answered calls since the switch started.
-func (s switchStatus) Calls() (calls, prompt, completion int64) {
+func (s SwitchStatus) Calls() (calls, prompt, completion int64) {
 	for _, u := range s.Usage {
 		calls, prompt, completion = calls+u.Calls, prompt+u.PromptTokens, completion+u.CompletionTokens
 	}
 	return calls, prompt, completion
 }
 
-// priceSwitch prices the side rule's usage of s at the models' prices (by
+// PriceSwitch prices the side rule's usage of s at the models' prices (by
 // models.name).
-func priceSwitch(s state.SwitchProgress, models map[string]prices) switchStatus {
-	out := switchStatus{SwitchProgress: s}
+func PriceSwitch(s state.SwitchProgress, models map[string]provider.Prices) SwitchStatus {
+	out := SwitchStatus{SwitchProgress: s}
 	total, known := 0.0, true
 	for model, u := range s.Usage {
 		p := models[model]
@@ -57,7 +57,7 @@ func priceSwitch(s state.SwitchProgress, models map[string]prices) switchStatus 
 		if u.Calls == 0 && u.PromptTokens == 0 && u.CompletionTokens == 0 {
 			continue
 		}
-		c, ok := p.cost(float64(u.PromptTokens), float64(u.CompletionTokens))
+		c, ok := p.Cost(float64(u.PromptTokens), float64(u.CompletionTokens))
 		known = known && ok
 		total += c
 	}
@@ -102,52 +102,12 @@ func shortVersion(id string) string {
 	return id
 }
 
-// versionText names a version by its provider model id and short id.
-func versionText(id, modelID string) string {
+// VersionText names a version by its provider model id and short id.
+func VersionText(id, modelID string) string {
 	if modelID == "" {
 		return shortVersion(id) + " (not recorded)"
 	}
 	return modelID + " (" + shortVersion(id) + ")"
-}
-
-// readSwitches reads the running switches (of rule only, unless rule is
-// "") from the target and prices them with the models of the source.
-func readSwitches(ctx context.Context, source, target *database, rule string) ([]switchStatus, error) {
-	running, err := state.RunningSwitches(ctx, target.conn, rule)
-	if err != nil {
-		return nil, target.explain("read switches", err)
-	}
-	if len(running) == 0 {
-		return nil, nil
-	}
-	models, err := state.Models(ctx, source.conn)
-	if err != nil {
-		return nil, source.explain("read models", err)
-	}
-	byName := map[string]prices{}
-	for _, m := range models {
-		byName[m.Name] = pricesOf(m)
-	}
-	out := make([]switchStatus, len(running))
-	for i, s := range running {
-		out[i] = priceSwitch(s, byName)
-	}
-	return out, nil
-}
-
-// readVersions reads what status shows of versions: the results by
-// version, the running switches and the last that ended.
-func readVersions(ctx context.Context, source, target *database) (versions []resultVersion, switches []switchStatus, history []switchEnd, err error) {
-	if versions, err = state.ResultVersions(ctx, target.conn); err != nil {
-		return nil, nil, nil, target.explain("count results by version", err)
-	}
-	if switches, err = readSwitches(ctx, source, target, ""); err != nil {
-		return nil, nil, nil, err
-	}
-	if history, err = state.SwitchHistory(ctx, target.conn, "", switchHistoryRows); err != nil {
-		return nil, nil, nil, target.explain("read the switch history", err)
-	}
-	return versions, switches, history, nil
 }
 
 // unrecorded is what status calls the results stored before versions were
@@ -177,12 +137,12 @@ func writeResultVersions(buf *bytes.Buffer, versions []resultVersion) {
 // writeSwitches shows each running switch: the versions, where it stands,
 // its rows, what it spent, when it should be done, what holds it and the
 // operator's request.
-func writeSwitches(buf *bytes.Buffer, switches []switchStatus) {
+func writeSwitches(buf *bytes.Buffer, switches []SwitchStatus) {
 	for i, s := range switches {
 		if i > 0 {
 			buf.WriteByte('\n')
 		}
-		fmt.Fprintf(buf, "Switch of rule %s: %s → %s\n", s.Rule, versionText(s.From, s.FromModelID), versionText(s.To, s.ToModelID))
+		fmt.Fprintf(buf, "Switch of rule %s: %s → %s\n", s.Rule, VersionText(s.From, s.FromModelID), VersionText(s.To, s.ToModelID))
 		t := newTable(buf)
 		st := s.State
 		if s.Detail != "" {
@@ -212,7 +172,7 @@ func writeSwitches(buf *bytes.Buffer, switches []switchStatus) {
 		if s.Request != "" {
 			t.row("request", requestText(s.Request))
 		}
-		t.row("started", fmt.Sprintf("%s (%s ago)", utcTime(s.StartedAt), s.Elapsed.Round(time.Second)))
+		t.row("started", fmt.Sprintf("%s (%s ago)", UTCTime(s.StartedAt), s.Elapsed.Round(time.Second)))
 		t.flush()
 	}
 }
@@ -227,7 +187,7 @@ func requestText(req string) string {
 }
 
 // spentText says what a switch's side rule spent.
-func spentText(s switchStatus) string {
+func spentText(s SwitchStatus) string {
 	calls, prompt, completion := s.Calls()
 	if calls == 0 {
 		return "no calls yet"
@@ -243,7 +203,7 @@ func spentText(s switchStatus) string {
 }
 
 func writeSwitchHistory(buf *bytes.Buffer, history []switchEnd) {
-	fmt.Fprintf(buf, "Switches that ended (the last %d)\n", switchHistoryRows)
+	fmt.Fprintf(buf, "Switches that ended (the last %d)\n", SwitchHistoryRows)
 	t := newTable(buf)
 	t.row("RULE", "FROM", "TO", "OUTCOME", "ROWS", "LOCK", "ENDED")
 	for _, h := range history {
@@ -254,14 +214,14 @@ func writeSwitchHistory(buf *bytes.Buffer, history []switchEnd) {
 		if h.LockMillis != nil {
 			lock = strconv.FormatFloat(*h.LockMillis, 'f', 1, 64) + " ms"
 		}
-		t.row(h.Rule, versionText(h.From, h.FromModelID), versionText(h.To, h.ToModelID), h.Outcome, rows, lock, utcTime(h.EndedAt))
+		t.row(h.Rule, VersionText(h.From, h.FromModelID), VersionText(h.To, h.ToModelID), h.Outcome, rows, lock, UTCTime(h.EndedAt))
 	}
 	t.flush()
 }
 
 // writeSwitchSection writes the running switches and the history, each
 // followed by an empty line; nothing when there are neither.
-func writeSwitchSection(buf *bytes.Buffer, switches []switchStatus, history []switchEnd) {
+func writeSwitchSection(buf *bytes.Buffer, switches []SwitchStatus, history []switchEnd) {
 	if len(switches) > 0 {
 		writeSwitches(buf, switches)
 		buf.WriteByte('\n')
@@ -328,8 +288,8 @@ type (
 	}
 )
 
-// orNull is nil for "", else a pointer to s.
-func orNull(s string) *string {
+// OrNull is nil for "", else a pointer to s.
+func OrNull(s string) *string {
 	if s == "" {
 		return nil
 	}
@@ -339,18 +299,18 @@ func orNull(s string) *string {
 func resultVersionsDocument(versions []resultVersion) []resultVersionJSON {
 	out := []resultVersionJSON{}
 	for _, v := range versions {
-		out = append(out, resultVersionJSON{Rule: v.Rule, Version: orNull(v.Version), ModelID: orNull(v.ModelID), Results: v.Results, Live: v.Live})
+		out = append(out, resultVersionJSON{Rule: v.Rule, Version: OrNull(v.Version), ModelID: OrNull(v.ModelID), Results: v.Results, Live: v.Live})
 	}
 	return out
 }
 
-func switchesDocument(switches []switchStatus) []switchJSON {
+func switchesDocument(switches []SwitchStatus) []switchJSON {
 	out := []switchJSON{}
 	for _, s := range switches {
 		calls, prompt, completion := s.Calls()
-		j := switchJSON{Rule: s.Rule, SideRule: s.Side, FromVersion: s.From, FromModelID: orNull(s.FromModelID),
-			ToVersion: s.To, ToModelID: orNull(s.ToModelID), TargetTable: s.TargetTable, LiveColumn: s.Live, ShadowColumn: s.Shadow,
-			State: s.State, Detail: orNull(s.Detail), Request: orNull(s.Request), RowsDone: s.RowsDone, RowsTotal: s.RowsTotal,
+		j := switchJSON{Rule: s.Rule, SideRule: s.Side, FromVersion: s.From, FromModelID: OrNull(s.FromModelID),
+			ToVersion: s.To, ToModelID: OrNull(s.ToModelID), TargetTable: s.TargetTable, LiveColumn: s.Live, ShadowColumn: s.Shadow,
+			State: s.State, Detail: OrNull(s.Detail), Request: OrNull(s.Request), RowsDone: s.RowsDone, RowsTotal: s.RowsTotal,
 			Results: s.Results, Calls: calls, PromptTokens: prompt, CompletionTokens: completion, Cost: s.Cost, CostAtMost: s.AtMost,
 			Failed: map[functions.Reason]int64{}, StartedAt: s.StartedAt.UTC(), ElapsedSeconds: s.Elapsed.Round(time.Second).Seconds()}
 		if d, ok := switchETA(s.SwitchProgress); ok {
@@ -369,8 +329,8 @@ func switchesDocument(switches []switchStatus) []switchJSON {
 func switchHistoryDocument(history []switchEnd) []switchEndJSON {
 	out := []switchEndJSON{}
 	for _, h := range history {
-		out = append(out, switchEndJSON{Rule: h.Rule, FromVersion: h.From, FromModelID: orNull(h.FromModelID), ToVersion: h.To,
-			ToModelID: orNull(h.ToModelID), Outcome: h.Outcome, RowsSwitched: h.RowsSwitched, LockMillis: h.LockMillis,
+		out = append(out, switchEndJSON{Rule: h.Rule, FromVersion: h.From, FromModelID: OrNull(h.FromModelID), ToVersion: h.To,
+			ToModelID: OrNull(h.ToModelID), Outcome: h.Outcome, RowsSwitched: h.RowsSwitched, LockMillis: h.LockMillis,
 			StartedAt: h.StartedAt.UTC(), EndedAt: h.EndedAt.UTC()})
 	}
 	return out

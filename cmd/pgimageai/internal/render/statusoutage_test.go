@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"bytes"
@@ -16,18 +16,18 @@ func TestOutagesTable(t *testing.T) {
 	at := time.Date(2026, 12, 4, 20, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name string
-		o    outageStatus
+		o    OutageStatus
 		want []string // lines that must appear
 		none bool
 	}{
-		{name: "no outage", o: outageStatus{}, none: true},
-		{name: "down", o: outageStatus{Models: []modelHealth{{ModelHealth: state.ModelHealth{Model: "vision", Down: true, Since: at, Cause: "dial tcp: connection refused"},
+		{name: "no outage", o: OutageStatus{}, none: true},
+		{name: "down", o: OutageStatus{Models: []ModelHealth{{ModelHealth: state.ModelHealth{Model: "vision", Down: true, Since: at, Cause: "dial tcp: connection refused"},
 			Parked: 42, OldestParked: at.Add(time.Second)}}},
 			want: []string{"Model outages", "vision  down   2026-12-04T20:00:00Z  42      2026-12-04T20:00:01Z  -            dial tcp: connection refused"}},
-		{name: "back, still sending", o: outageStatus{Models: []modelHealth{{ModelHealth: state.ModelHealth{Model: "vision", Since: at.Add(5 * time.Minute), DownSince: at, Probes: 9},
+		{name: "back, still sending", o: OutageStatus{Models: []ModelHealth{{ModelHealth: state.ModelHealth{Model: "vision", Since: at.Add(5 * time.Minute), DownSince: at, Probes: 9},
 			Parked: 7, OldestParked: at}}},
 			want: []string{"up, sending parked rows", "5m0s, 9 probes"}},
-		{name: "back", o: outageStatus{Models: []modelHealth{{ModelHealth: state.ModelHealth{Model: "vision", Since: at.Add(time.Minute), DownSince: at, Probes: 3}}}},
+		{name: "back", o: OutageStatus{Models: []ModelHealth{{ModelHealth: state.ModelHealth{Model: "vision", Since: at.Add(time.Minute), DownSince: at, Probes: 3}}}},
 			want: []string{"vision  up     2026-12-04T20:01:00Z  0       -              1m0s, 3 probes"}},
 	}
 	for _, tc := range tests {

@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func TestWriteStatusErrorCaps(t *testing.T) {
 		{Rule: "embed", Open: 2, Dropped: 1},
 	}
 	var buf bytes.Buffer
-	if err := writeStatus(&buf, r, formatTable); err != nil {
+	if err := WriteStatus(&buf, r, FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	want := `Failures not recorded (the rule was at its cap of open errors rows; see pgimageai.error_counts)
@@ -31,7 +31,7 @@ func TestWriteStatusErrorCaps(t *testing.T) {
 		t.Errorf("status lacks\n%s\ngot\n%s", want, buf.String())
 	}
 
-	doc := decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, r, formatJSON) })
+	doc := decodeJSON(t, func(b *bytes.Buffer) error { return WriteStatus(b, r, FormatJSON) })
 	wantJSON := []any{
 		map[string]any{"rule": "caption", "open": 5.0, "max_open": 5.0, "not_recorded": 15.0, "last_not_recorded_at": "2025-03-01T11:04:05Z"},
 		map[string]any{"rule": "embed", "open": 2.0, "max_open": nil, "not_recorded": 1.0, "last_not_recorded_at": nil},
@@ -41,13 +41,13 @@ func TestWriteStatusErrorCaps(t *testing.T) {
 	}
 
 	buf.Reset()
-	if err := writeStatus(&buf, sampleStatus(), formatTable); err != nil {
+	if err := WriteStatus(&buf, sampleStatus(), FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "not recorded") {
 		t.Errorf("status without dropped failures mentions them:\n%s", buf.String())
 	}
-	doc = decodeJSON(t, func(b *bytes.Buffer) error { return writeStatus(b, sampleStatus(), formatJSON) })
+	doc = decodeJSON(t, func(b *bytes.Buffer) error { return WriteStatus(b, sampleStatus(), FormatJSON) })
 	if got, ok := doc["errors_not_recorded"].([]any); !ok || len(got) != 0 {
 		t.Errorf("errors_not_recorded = %#v, want []", doc["errors_not_recorded"])
 	}

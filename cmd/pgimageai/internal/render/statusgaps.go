@@ -1,8 +1,7 @@
-package main
+package render
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -13,21 +12,8 @@ import (
 
 // What status says about failover and about the changes a slot skipped.
 
-// gapWindow is how far back status lists gaps already cleaned up.
-const gapWindow = 7 * 24 * time.Hour
-
 // slotGap is a row of pgimageai.slot_gaps.
 type slotGap = state.Gap
-
-// readGaps reads the slot's gaps not cleaned yet and those of the last
-// gapWindow.
-func readGaps(ctx context.Context, target *database, slot string) ([]slotGap, error) {
-	gaps, err := state.Gaps(ctx, target.conn, slot, time.Now().Add(-gapWindow))
-	if err != nil {
-		return nil, target.explain("read slot gaps", err)
-	}
-	return gaps, nil
-}
 
 // Failover states of a slot as status reports them.
 const (
@@ -39,7 +25,7 @@ const (
 // failover says whether the slot survives a promotion of a standby, and
 // what a failover costs otherwise. serverVersion is the source's
 // server_version_num; 0 when not known, and then status says nothing.
-func failover(s slotStatus, serverVersion int) (state, advice string) {
+func failover(s SlotStatus, serverVersion int) (state, advice string) {
 	switch {
 	case serverVersion == 0:
 		return "", "" // not known
@@ -70,7 +56,7 @@ func writeGapsTable(buf *bytes.Buffer, gaps []slotGap) {
 		if g.CleanedAt != nil && g.OrphansDeleted != nil {
 			cleaned = strconv.FormatInt(*g.OrphansDeleted, 10) + " deleted"
 		}
-		t.row(utcTime(g.DetectedAt), g.Cause, g.Checkpoint.String(), g.SlotLSN.String(), strconv.Itoa(len(g.Rules)), cleaned)
+		t.row(UTCTime(g.DetectedAt), g.Cause, g.Checkpoint.String(), g.SlotLSN.String(), strconv.Itoa(len(g.Rules)), cleaned)
 	}
 	t.flush()
 	buf.WriteByte('\n')

@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"encoding/json"
@@ -15,9 +15,9 @@ var fixtureTime = time.Date(2025, 3, 1, 13, 4, 5, 0, time.FixedZone("CET", 3600)
 func pointerTo[T any](v T) *T { return &v }
 
 // sampleStatus is a status with every section filled in.
-func sampleStatus() statusReport {
-	return statusReport{
-		Slot: slotStatus{
+func sampleStatus() Status {
+	return Status{
+		Slot: SlotStatus{
 			Slot: replication.Slot{
 				Name: "pgimageai", Type: "logical", Plugin: "pgoutput", Database: "shop", Active: true,
 				RestartLSN: 0x1A2B000, ConfirmedFlushLSN: 0x1A2B3C0, WALStatus: "reserved",
@@ -59,8 +59,8 @@ func sampleStatus() statusReport {
 }
 
 // sampleErrors is a page of two of five matching errors.
-func sampleErrors() errorList {
-	return errorList{
+func sampleErrors() ErrorList {
+	return ErrorList{
 		Matching: 5,
 		Errors: []openError{
 			{ID: 12, Rule: "caption", SourceTable: "public.photos", SourceKey: json.RawMessage(`{"id": 42}`),

@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"bytes"
@@ -71,8 +71,8 @@ func byteSize(n uint64) string {
 	return fmt.Sprintf("%d bytes (%.1f %ciB)", n, float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// utcTime formats t for a table: UTC, to the second.
-func utcTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+// UTCTime formats t for a table: UTC, to the second.
+func UTCTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // yesNo formats a boolean for a table.
 func yesNo(b bool) string {
@@ -82,8 +82,8 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// writeJSON writes v as one indented JSON document.
-func writeJSON(w io.Writer, v any) error {
+// JSON writes v as one indented JSON document.
+func JSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

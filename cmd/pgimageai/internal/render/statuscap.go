@@ -1,8 +1,7 @@
-package main
+package render
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -15,14 +14,6 @@ import (
 
 // errorCap is a rule with failures its cap kept out of pgimageai.errors.
 type errorCap = state.ErrorCap
-
-func readErrorCaps(ctx context.Context, target *database) ([]errorCap, error) {
-	caps, err := state.DroppedErrors(ctx, target.conn)
-	if err != nil {
-		return nil, target.explain("read pgimageai.error_counts", err)
-	}
-	return caps, nil
-}
 
 func writeErrorCapsTable(buf *bytes.Buffer, caps []errorCap) {
 	if len(caps) == 0 {
@@ -37,7 +28,7 @@ func writeErrorCapsTable(buf *bytes.Buffer, caps []errorCap) {
 			maxOpen = strconv.FormatInt(*c.MaxOpen, 10)
 		}
 		if c.LastDroppedAt != nil {
-			last = utcTime(*c.LastDroppedAt)
+			last = UTCTime(*c.LastDroppedAt)
 		}
 		t.row(c.Rule, strconv.FormatInt(c.Open, 10), maxOpen, strconv.FormatInt(c.Dropped, 10), last)
 	}

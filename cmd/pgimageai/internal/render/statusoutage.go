@@ -1,64 +1,30 @@
-package main
+package render
 
 import (
 	"bytes"
-	"context"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// modelHealth is one model's circuit as the slot's leader last changed it,
+// ModelHealth is one model's circuit as the slot's leader last changed it,
 // with the rows parked for it.
-type modelHealth struct {
+type ModelHealth struct {
 	state.ModelHealth
 	Parked       int64     // rows of its rules parked
 	OldestParked time.Time // zero when none
 }
 
-// outageStatus is what status says of outages: each model the leader saw
+// OutageStatus is what status says of outages: each model the leader saw
 // go down (or any with parked rows), and the parked rows per rule.
-type outageStatus struct {
-	Models []modelHealth       // by model
+type OutageStatus struct {
+	Models []ModelHealth       // by model
 	Parked []state.ParkedCount // by rule
 }
 
-// readOutages reads the models' circuits of slot and the parked rows.
-func readOutages(ctx context.Context, target *database, slot string) (outageStatus, error) {
-	var o outageStatus
-	hs, err := state.ModelHealths(ctx, target.conn, slot)
-	if err != nil {
-		return o, target.explain("read the models' health", err)
-	}
-	if o.Parked, err = state.ParkedCounts(ctx, target.conn, nil); err != nil {
-		return o, target.explain("count the parked rows", err)
-	}
-	byModel := map[string]*modelHealth{}
-	for _, h := range hs {
-		byModel[h.Model] = &modelHealth{ModelHealth: h}
-	}
-	for _, c := range o.Parked {
-		m := byModel[c.Model]
-		if m == nil {
-			m = &modelHealth{ModelHealth: state.ModelHealth{Model: c.Model}}
-			byModel[c.Model] = m
-		}
-		m.Parked += c.Rows
-		if m.OldestParked.IsZero() || c.Oldest.Before(m.OldestParked) {
-			m.OldestParked = c.Oldest
-		}
-	}
-	for _, m := range byModel {
-		o.Models = append(o.Models, *m)
-	}
-	sort.Slice(o.Models, func(i, j int) bool { return o.Models[i].Model < o.Models[j].Model })
-	return o, nil
-}
-
 // healthState names a model's state for status.
-func healthState(m modelHealth) string {
+func healthState(m ModelHealth) string {
 	switch {
 	case m.Down:
 		return "down"
@@ -73,7 +39,7 @@ func healthState(m modelHealth) string {
 // writeOutagesTable shows each model seen down: since when, why, the rows
 // parked for it and the oldest; nothing when no model was ever down and no
 // row is parked.
-func writeOutagesTable(buf *bytes.Buffer, o outageStatus) {
+func writeOutagesTable(buf *bytes.Buffer, o OutageStatus) {
 	if len(o.Models) == 0 {
 		return
 	}
@@ -83,10 +49,10 @@ func writeOutagesTable(buf *bytes.Buffer, o outageStatus) {
 	for _, m := range o.Models {
 		since, oldest, last := "-", "-", "-"
 		if !m.Since.IsZero() {
-			since = utcTime(m.Since)
+			since = UTCTime(m.Since)
 		}
 		if !m.OldestParked.IsZero() {
-			oldest = utcTime(m.OldestParked)
+			oldest = UTCTime(m.OldestParked)
 		}
 		if !m.Down && !m.DownSince.IsZero() {
 			last = m.Since.Sub(m.DownSince).Round(time.Second).String() + ", " + strconv.Itoa(m.Probes) + " probes"
@@ -118,7 +84,7 @@ type parkedJSON struct {
 }
 
 // outagesJSON is the outages part of status --format json.
-func outagesJSON(o outageStatus) ([]outageJSON, []parkedJSON) {
+func outagesJSON(o OutageStatus) ([]outageJSON, []parkedJSON) {
 	ts := func(t time.Time) *string {
 		if t.IsZero() {
 			return nil

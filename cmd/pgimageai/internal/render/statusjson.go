@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"encoding/json"
@@ -166,7 +166,7 @@ type (
 	}
 )
 
-func statusDocument(r statusReport) statusJSON {
+func statusDocument(r Status) statusJSON {
 	doc := statusJSON{
 		Slot:        slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
 		Rules:       []ruleJSON{},

@@ -1,0 +1,3 @@
+package main
+
+func pointerTo[T any](v T) *T { return &v }
