@@ -241,7 +241,20 @@ type (
 		Results int64   `json:"results"`
 		Live    bool    `json:"live"`
 	}
+	// switchJSON is a running switch: what it switches, how far it is,
+	// what it spent, and its clock. The embedded parts flatten into one
+	// object.
 	switchJSON struct {
+		switchPlanJSON
+		switchProgressJSON
+		switchSpentJSON
+		ETASeconds     *float64                   `json:"eta_seconds"` // null before a row is done or once all are
+		Failed         map[functions.Reason]int64 `json:"failed"`      // the side rule's open errors that hold it
+		StartedAt      time.Time                  `json:"started_at"`
+		ElapsedSeconds float64                    `json:"elapsed_seconds"`
+	}
+	// switchPlanJSON is what a switch switches: the rule's versions and columns.
+	switchPlanJSON struct {
 		Rule         string  `json:"rule"`
 		SideRule     string  `json:"side_rule"`
 		FromVersion  string  `json:"from_version"`
@@ -251,6 +264,9 @@ type (
 		TargetTable  string  `json:"target_table"`
 		LiveColumn   string  `json:"live_column"`
 		ShadowColumn string  `json:"shadow_column"`
+	}
+	// switchProgressJSON is how far a switch is.
+	switchProgressJSON struct {
 		// State is computing, indexing, ready, held or aborted; Detail
 		// says why held or aborted.
 		State   string  `json:"state"`
@@ -261,18 +277,17 @@ type (
 		RowsDone  int64  `json:"rows_done"`
 		RowsTotal *int64 `json:"rows_total"`
 		Results   int64  `json:"results"`
-		// Calls and tokens of the side rule since the switch started;
-		// Cost at the full price of the models' price_per_1m_* options
-		// (null without prices), an upper bound when CostAtMost.
-		Calls            int64                      `json:"calls"`
-		PromptTokens     int64                      `json:"prompt_tokens"`
-		CompletionTokens int64                      `json:"completion_tokens"`
-		Cost             *float64                   `json:"cost"`
-		CostAtMost       bool                       `json:"cost_upper_bound"`
-		ETASeconds       *float64                   `json:"eta_seconds"` // null before a row is done or once all are
-		Failed           map[functions.Reason]int64 `json:"failed"`      // the side rule's open errors that hold it
-		StartedAt        time.Time                  `json:"started_at"`
-		ElapsedSeconds   float64                    `json:"elapsed_seconds"`
+	}
+	// switchSpentJSON is the calls and tokens of the side rule since the
+	// switch started; Cost at the full price of the models'
+	// price_per_1m_* options (null without prices), an upper bound when
+	// CostAtMost.
+	switchSpentJSON struct {
+		Calls            int64    `json:"calls"`
+		PromptTokens     int64    `json:"prompt_tokens"`
+		CompletionTokens int64    `json:"completion_tokens"`
+		Cost             *float64 `json:"cost"`
+		CostAtMost       bool     `json:"cost_upper_bound"`
 	}
 	switchEndJSON struct {
 		Rule         string    `json:"rule"`
@@ -308,11 +323,13 @@ func switchesDocument(switches []SwitchStatus) []switchJSON {
 	out := []switchJSON{}
 	for _, s := range switches {
 		calls, prompt, completion := s.Calls()
-		j := switchJSON{Rule: s.Rule, SideRule: s.Side, FromVersion: s.From, FromModelID: OrNull(s.FromModelID),
-			ToVersion: s.To, ToModelID: OrNull(s.ToModelID), TargetTable: s.TargetTable, LiveColumn: s.Live, ShadowColumn: s.Shadow,
-			State: s.State, Detail: OrNull(s.Detail), Request: OrNull(s.Request), RowsDone: s.RowsDone, RowsTotal: s.RowsTotal,
-			Results: s.Results, Calls: calls, PromptTokens: prompt, CompletionTokens: completion, Cost: s.Cost, CostAtMost: s.AtMost,
-			Failed: map[functions.Reason]int64{}, StartedAt: s.StartedAt.UTC(), ElapsedSeconds: s.Elapsed.Round(time.Second).Seconds()}
+		j := switchJSON{
+			switchPlanJSON: switchPlanJSON{Rule: s.Rule, SideRule: s.Side, FromVersion: s.From, FromModelID: OrNull(s.FromModelID),
+				ToVersion: s.To, ToModelID: OrNull(s.ToModelID), TargetTable: s.TargetTable, LiveColumn: s.Live, ShadowColumn: s.Shadow},
+			switchProgressJSON: switchProgressJSON{State: s.State, Detail: OrNull(s.Detail), Request: OrNull(s.Request),
+				RowsDone: s.RowsDone, RowsTotal: s.RowsTotal, Results: s.Results},
+			switchSpentJSON: switchSpentJSON{Calls: calls, PromptTokens: prompt, CompletionTokens: completion, Cost: s.Cost, CostAtMost: s.AtMost},
+			Failed:          map[functions.Reason]int64{}, StartedAt: s.StartedAt.UTC(), ElapsedSeconds: s.Elapsed.Round(time.Second).Seconds()}
 		if d, ok := switchETA(s.SwitchProgress); ok {
 			secs := d.Round(time.Second).Seconds()
 			j.ETASeconds = &secs
