@@ -11,24 +11,43 @@ import (
 // The JSON document of `pgimageai status --format json`. LSNs are in
 // PostgreSQL's text form (castable to pg_lsn); times are RFC 3339 in UTC.
 type (
+	// statusJSON is the document: where the stream is, the work and its
+	// failures, the models, the slot's gaps and the versions. The
+	// embedded parts flatten into one object, in this order.
 	statusJSON struct {
-		Slot        slotJSON        `json:"slot"`
-		Checkpoint  *checkpointJSON `json:"checkpoint"` // null: none stored
-		Rules       []ruleJSON      `json:"rules"`
-		Groups      []groupJSON     `json:"groups"`
-		Lanes       []laneJSON      `json:"lanes"`
-		Backfills   []backfillJSON  `json:"backfills"`
-		Batches     []batchJSON     `json:"batches"`
-		OpenErrors  openErrorsJSON  `json:"open_errors"`
-		NotRecorded []errorCapJSON  `json:"errors_not_recorded"`
-		Usage       []usageJSON     `json:"usage"`
-		Budgets     []budgetJSON    `json:"budgets"`
-		Models      []modelJSON     `json:"models"`
-		Outages     []outageJSON    `json:"model_outages"`
-		Parked      []parkedJSON    `json:"parked"`
-		Gaps        []gapJSON       `json:"slot_gaps"`
-		// Versions are the stored results by rule and version; Switches
-		// the running switches, History the last that ended.
+		statusStreamJSON
+		statusWorkJSON
+		statusModelsJSON
+		Gaps []gapJSON `json:"slot_gaps"`
+		statusVersionsJSON
+	}
+	// statusStreamJSON is where the stream is: the slot, the checkpoint,
+	// the rules and their groups, and the lanes.
+	statusStreamJSON struct {
+		Slot       slotJSON        `json:"slot"`
+		Checkpoint *checkpointJSON `json:"checkpoint"` // null: none stored
+		Rules      []ruleJSON      `json:"rules"`
+		Groups     []groupJSON     `json:"groups"`
+		Lanes      []laneJSON      `json:"lanes"`
+	}
+	// statusWorkJSON is the backfills, their batches and the failures.
+	statusWorkJSON struct {
+		Backfills   []backfillJSON `json:"backfills"`
+		Batches     []batchJSON    `json:"batches"`
+		OpenErrors  openErrorsJSON `json:"open_errors"`
+		NotRecorded []errorCapJSON `json:"errors_not_recorded"`
+	}
+	// statusModelsJSON is what the models spent, their pace and outages.
+	statusModelsJSON struct {
+		Usage   []usageJSON  `json:"usage"`
+		Budgets []budgetJSON `json:"budgets"`
+		Models  []modelJSON  `json:"models"`
+		Outages []outageJSON `json:"model_outages"`
+		Parked  []parkedJSON `json:"parked"`
+	}
+	// statusVersionsJSON is the stored results by rule and version, the
+	// running switches and the last that ended.
+	statusVersionsJSON struct {
 		Versions []resultVersionJSON `json:"result_versions"`
 		Switches []switchJSON        `json:"switches"`
 		History  []switchEndJSON     `json:"switch_history"`
@@ -47,15 +66,28 @@ type (
 		Stale         bool    `json:"stale"`
 		UpdatedAt     string  `json:"updated_at"`
 	}
+	// slotJSON is the replication slot: its name, what the server says
+	// of it, its health, its positions, who leads it and its failover.
+	// The embedded parts flatten into one object, in this order.
 	slotJSON struct {
-		Name               string `json:"name"`
-		Exists             bool   `json:"exists"`
+		Name   string `json:"name"`
+		Exists bool   `json:"exists"`
+		slotStateJSON
+		slotHealthJSON
+		slotPositionJSON
+		slotLeaderJSON
+		slotFailoverJSON
+	}
+	// slotStateJSON is pg_replication_slots' row of the slot.
+	slotStateJSON struct {
 		Plugin             string `json:"plugin,omitempty"`
 		Database           string `json:"database,omitempty"`
 		Active             *bool  `json:"active,omitempty"`
 		ActivePID          *int32 `json:"active_pid,omitempty"`
 		WALStatus          string `json:"wal_status,omitempty"`
 		InvalidationReason string `json:"invalidation_reason,omitempty"`
+	}
+	slotHealthJSON struct {
 		// Health is ok, at_risk (wal_status unreserved) or invalidated, and
 		// absent with the slot; Advice says what to do unless ok.
 		Health string `json:"health,omitempty"`
@@ -63,16 +95,22 @@ type (
 		// SafeWALSize is absent where the server lacks it, null when no
 		// limit applies (max_slot_wal_keep_size = -1) or the WAL is lost
 		// (health invalidated).
-		SafeWALSize       json.RawMessage `json:"safe_wal_size,omitempty"`
-		ConfirmedFlushLSN string          `json:"confirmed_flush_lsn,omitempty"`
-		CurrentWALLSN     string          `json:"current_wal_lsn,omitempty"`
-		LagBytes          *uint64         `json:"lag_bytes,omitempty"`
+		SafeWALSize json.RawMessage `json:"safe_wal_size,omitempty"`
+	}
+	slotPositionJSON struct {
+		ConfirmedFlushLSN string  `json:"confirmed_flush_lsn,omitempty"`
+		CurrentWALLSN     string  `json:"current_wal_lsn,omitempty"`
+		LagBytes          *uint64 `json:"lag_bytes,omitempty"`
+	}
+	slotLeaderJSON struct {
 		// Leader is the pgimageai run holding the slot's leader lock;
 		// absent when none does.
 		Leader *leaderJSON `json:"leader,omitempty"`
 		// Squatters hold the leader lock's advisory key without leading
 		// the slot; the bridge ignores them.
 		Squatters []squatterJSON `json:"squatters,omitempty"`
+	}
+	slotFailoverJSON struct {
 		// Failover is on, off or unsupported (before PostgreSQL 17);
 		// FailoverAdvice says what it means.
 		Failover       string `json:"failover,omitempty"`
@@ -167,22 +205,14 @@ type (
 )
 
 func statusDocument(r Status) statusJSON {
-	doc := statusJSON{
-		Slot:        slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found},
-		Rules:       []ruleJSON{},
-		Groups:      []groupJSON{},
-		Lanes:       []laneJSON{},
-		Backfills:   []backfillJSON{},
-		Usage:       usageDocument(r.Usage),
-		Gaps:        gapsDocument(r.Gaps),
-		NotRecorded: errorCapsDocument(r.ErrorCaps),
-		Versions:    resultVersionsDocument(r.Versions),
-		Switches:    switchesDocument(r.Switches),
-		History:     switchHistoryDocument(r.History),
-		OpenErrors: openErrorsJSON{
-			ByReason: map[functions.Reason]int64{},
-			ByRule:   map[string]map[functions.Reason]int64{},
-		},
+	var doc statusJSON
+	doc.Slot = slotJSON{Name: r.Slot.Name, Exists: r.Slot.Found}
+	doc.Rules, doc.Groups, doc.Lanes, doc.Backfills = []ruleJSON{}, []groupJSON{}, []laneJSON{}, []backfillJSON{}
+	doc.Usage, doc.Gaps, doc.NotRecorded = usageDocument(r.Usage), gapsDocument(r.Gaps), errorCapsDocument(r.ErrorCaps)
+	doc.Versions, doc.Switches, doc.History = resultVersionsDocument(r.Versions), switchesDocument(r.Switches), switchHistoryDocument(r.History)
+	doc.OpenErrors = openErrorsJSON{
+		ByReason: map[functions.Reason]int64{},
+		ByRule:   map[string]map[functions.Reason]int64{},
 	}
 	doc.Slot.Failover, doc.Slot.FailoverAdvice = failover(r.Slot, r.Slot.ServerVersion)
 	if l := r.Slot.Leader; l != nil {
