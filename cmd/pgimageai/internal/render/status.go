@@ -8,26 +8,47 @@ import (
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// Status is what `pgimageai status` shows: readStatus gathers it,
-// WriteStatus renders it.
+// Status is what `pgimageai status` shows, by concern: cmd/pgimageai reads
+// it, WriteStatus renders it.
 type Status struct {
+	StreamStatus
+	Rules []ruleStatus
+	WorkStatus
+	ModelStatus
+	VersionStatus
+}
+
+// StreamStatus is where the stream is: the slot, the checkpoint, the rule
+// groups' slots, the lanes and the changes the slot skipped.
+type StreamStatus struct {
 	Slot       SlotStatus
-	Checkpoint *checkpoint // nil: none stored for the slot
-	Rules      []ruleStatus
+	Checkpoint *checkpoint   // nil: none stored for the slot
 	Groups     []GroupStatus // every rule group, ordered by name
 	Lanes      []laneStatus  // ordered by lane
+	Gaps       []slotGap     // changes the slot skipped: not cleaned yet, or of the last week
+}
+
+// WorkStatus is the backfills, their batches and the failures.
+type WorkStatus struct {
 	Backfills  []backfill
-	Batches    []batchRow      // of Batch API backfills, by rule and seq
-	OpenErrors []errorCount    // ordered by rule, then reason
-	ErrorCaps  []errorCap      // the rules with failures their cap did not record, by name
-	Usage      []usageRow      // the last UsageDays UTC days, newest first
-	Budgets    []BudgetStatus  // the models with a daily cap, by name
-	Models     []modelPace     // the pacing of the models, as the slot's leader last stored it
-	Outages    OutageStatus    // the models seen down and the parked rows
-	Gaps       []slotGap       // changes the slot skipped: not cleaned yet, or of the last week
-	Versions   []resultVersion // stored results by rule and version (side rules aside)
-	Switches   []SwitchStatus  // running switches, by rule
-	History    []switchEnd     // the last switches that ended, newest first
+	Batches    []batchRow   // of Batch API backfills, by rule and seq
+	OpenErrors []errorCount // ordered by rule, then reason
+	ErrorCaps  []errorCap   // the rules with failures their cap did not record, by name
+}
+
+// ModelStatus is what the models spent, their caps, pace and outages.
+type ModelStatus struct {
+	Usage   []usageRow     // the last UsageDays UTC days, newest first
+	Budgets []BudgetStatus // the models with a daily cap, by name
+	Models  []modelPace    // the pacing of the models, as the slot's leader last stored it
+	Outages OutageStatus   // the models seen down and the parked rows
+}
+
+// VersionStatus is the stored results by version and the switches.
+type VersionStatus struct {
+	Versions []resultVersion // stored results by rule and version (side rules aside)
+	Switches []SwitchStatus  // running switches, by rule
+	History  []switchEnd     // the last switches that ended, newest first
 }
 
 // modelPace is a row of pgimageai.model_pace.

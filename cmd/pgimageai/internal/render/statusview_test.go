@@ -76,7 +76,7 @@ Usage (last 7 days, UTC)
   DAY         RULE     MODEL  CALLS  PROMPT_TOKENS  COMPLETION_TOKENS
   2025-03-01  caption  gpt    118    101480         4130
 `},
-		{"slot missing", Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}}}, `Slot
+		{"slot missing", statusOf("pgimageai"), `Slot
   name        pgimageai
   state       not created yet (run pgimageai run)
   checkpoint  none stored yet
@@ -281,7 +281,7 @@ func TestWriteStatusJSONSlot(t *testing.T) {
 		r    Status
 		want map[string]any
 	}{
-		{"missing", Status{Slot: SlotStatus{Slot: replication.Slot{Name: "s"}}}, map[string]any{"name": "s", "exists": false}},
+		{"missing", statusOf("s"), map[string]any{"name": "s", "exists": false}},
 		{"no safe_wal_size before PostgreSQL 13", found(func(s *SlotStatus) { s.HasSafeWALSize, s.Active, s.ActivePID = false, false, 0 }),
 			map[string]any{"name": "pgimageai", "exists": true, "plugin": "pgoutput", "database": "shop", "active": false, "wal_status": "reserved",
 				"confirmed_flush_lsn": "0/1A2B3C0", "current_wal_lsn": "0/1F2B892", "lag_bytes": 5244114.0, "health": "ok"}},
@@ -311,7 +311,7 @@ func TestWriteStatusJSONSlot(t *testing.T) {
 		})
 	}
 	empty := decodeJSON(t, func(b *bytes.Buffer) error {
-		return WriteStatus(b, Status{Slot: SlotStatus{Slot: replication.Slot{Name: "s"}}}, FormatJSON)
+		return WriteStatus(b, statusOf("s"), FormatJSON)
 	})
 	// Empty lists are [] and {}, never null, so that scripts can iterate.
 	if empty["checkpoint"] != nil || !reflect.DeepEqual(empty["rules"], []any{}) || !reflect.DeepEqual(empty["backfills"], []any{}) ||
@@ -341,10 +341,11 @@ func TestSlotLag(t *testing.T) {
 }
 
 func TestWriteStatusGroups(t *testing.T) {
-	r := Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Groups: []GroupStatus{
+	r := statusOf("pgimageai")
+	r.Groups = []GroupStatus{
 		{Group: "default", Rules: 3, Enabled: 2, Slot: "pgimageai", Found: true, Active: true, Lag: 2048},
 		{Group: "thumbs", Rules: 1, Enabled: 1, Slot: "pgimageai_thumbs"},
-	}}
+	}
 	var b bytes.Buffer
 	if err := WriteStatus(&b, r, FormatTable); err != nil {
 		t.Fatal(err)
@@ -376,11 +377,12 @@ func TestWriteStatusGroups(t *testing.T) {
 
 func TestWriteStatusModels(t *testing.T) {
 	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	r := Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Models: []modelPace{
+	r := statusOf("pgimageai")
+	r.Models = []modelPace{
 		{Model: "gpt", InFlight: 5, Limit: 6, Ceil: 64, LimitBy: "429 backoff", Pace: "19.4 of 20 req/s, by x-ratelimit", Limited1m: 3, Answered1m: 1160,
 			Waited: 95 * time.Second, RateLimited: true, UpdatedAt: at, Age: 2 * time.Second},
 		{Model: "old", Limit: 8, Ceil: 64, Pace: "not paced", UpdatedAt: at, Age: time.Hour},
-	}}
+	}
 	var b bytes.Buffer
 	if err := WriteStatus(&b, r, FormatTable); err != nil {
 		t.Fatal(err)
@@ -410,13 +412,14 @@ func TestWriteStatusModels(t *testing.T) {
 
 func TestWriteStatusBatches(t *testing.T) {
 	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	r := Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}}, Batches: []batchRow{
+	r := statusOf("pgimageai")
+	r.Batches = []batchRow{
 		{Rule: "caption", Seq: 1, BatchID: "batch_1", Status: "completed", Requests: 1000, Completed: 997, Failed: 3,
 			Downloaded: true, Applied: true, Created: at, Age: 2*time.Hour + 5*time.Minute},
 		{Rule: "caption", Seq: 2, BatchID: "batch_2", Status: "in_progress", Requests: 500, Completed: 120, Created: at, Age: 90 * time.Second},
 		{Rule: "caption", Seq: 3, BatchID: "batch_3", Status: "expired", Requests: 40, Completed: 25, Downloaded: true, Created: at, Age: time.Minute},
 		{Rule: "caption", Seq: 4, Status: "refused", Requests: 20, Created: at, Age: time.Second},
-	}}
+	}
 	var b bytes.Buffer
 	if err := WriteStatus(&b, r, FormatTable); err != nil {
 		t.Fatal(err)

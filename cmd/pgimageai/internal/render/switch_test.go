@@ -10,7 +10,6 @@ import (
 
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/provider"
-	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -138,14 +137,13 @@ func TestWriteSwitchListJSON(t *testing.T) {
 // switches and the history after the rules, and in its JSON; nothing of
 // them when there is nothing.
 func TestWriteStatusVersions(t *testing.T) {
-	r := Status{Slot: SlotStatus{Slot: replication.Slot{Name: "pgimageai"}},
-		Versions: []resultVersion{
-			{Rule: "caption", Version: "1a2b3c4d5e6f7a8b", ModelID: "gpt-4o-mini", Results: 118, Live: true},
-			{Rule: "caption", Results: 40},
-			{Rule: "embed", Version: "aaaaaaaa00000001", ModelID: "text-embedding-3-small", Results: 1200, Live: true},
-			{Rule: "embed", Version: "eeeeeeee00000005", Results: 3},
-		},
-		Switches: sampleSwitches()[:1], History: sampleHistory()}
+	r := statusOf("pgimageai")
+	r.Versions, r.Switches, r.History = []resultVersion{
+		{Rule: "caption", Version: "1a2b3c4d5e6f7a8b", ModelID: "gpt-4o-mini", Results: 118, Live: true},
+		{Rule: "caption", Results: 40},
+		{Rule: "embed", Version: "aaaaaaaa00000001", ModelID: "text-embedding-3-small", Results: 1200, Live: true},
+		{Rule: "embed", Version: "eeeeeeee00000005", Results: 3},
+	}, sampleSwitches()[:1], sampleHistory()
 	var b bytes.Buffer
 	if err := WriteStatus(&b, r, FormatTable); err != nil {
 		t.Fatal(err)
