@@ -1,27 +1,17 @@
 package main
 
 import (
-	"fmt"
 	"image"
 	"math"
 
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
-// normEstimate is what normalisation changes in an estimate: the sizes
-// sent, and the bytes and tokens with and without it.
-type normEstimate struct {
-	Enabled      bool
-	Sizes        []image.Point // as sent, one per scanned size
-	StoredBytes  float64       // average of an image, as stored
-	SentBytes    float64       // average, about: stored bytes scaled by the pixels kept
-	StoredTokens float64       // average input tokens of an image as stored; NaN or 0: unknown
-}
-
 // normalizedSizes sends the scanned sizes through the model's size rule,
 // as its provider states it (provider.Options.SentSize).
-func normalizedSizes(p provider.Provider, opts provider.Options, scan *imageScan) normEstimate {
-	n := normEstimate{Enabled: opts.Normalize == nil || *opts.Normalize, StoredTokens: math.NaN()}
+func normalizedSizes(p provider.Provider, opts provider.Options, scan *render.ImageScan) render.NormEstimate {
+	n := render.NormEstimate{Enabled: opts.Normalize == nil || *opts.Normalize, StoredTokens: math.NaN()}
 	var stored, sent float64
 	for i, sz := range scan.Sizes {
 		w, h := opts.SentSize(p, sz.X, sz.Y)
@@ -36,15 +26,4 @@ func normalizedSizes(p provider.Provider, opts provider.Options, scan *imageScan
 		n.StoredBytes, n.SentBytes = stored/float64(k), sent/float64(k)
 	}
 	return n
-}
-
-func (n normEstimate) String() string {
-	if !n.Enabled {
-		return "Normalisation: off (option normalize): images are sent as stored\n"
-	}
-	s := fmt.Sprintf("Normalisation: on; an image averages %.0f bytes stored, about %.0f sent", n.StoredBytes, n.SentBytes)
-	if !math.IsNaN(n.StoredTokens) && n.StoredTokens > 0 {
-		s += fmt.Sprintf("; input tokens %.0f an image as stored, as below after normalisation", n.StoredTokens)
-	}
-	return s + "\n"
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 	"github.com/pgimageai/pgimageai/provider"
 )
 
@@ -25,7 +26,7 @@ func TestEstimateNormalized(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			scan := imageScan{Rows: 1, Read: 1, WithImage: 1, Sizes: []image.Point{{4032, 3024}}, Bytes: []int64{3_000_000}}
+			scan := render.ImageScan{Rows: 1, Read: 1, WithImage: 1, Sizes: []image.Point{{4032, 3024}}, Bytes: []int64{3_000_000}}
 			m := provider.Model{Name: "m", Provider: tc.prov, Model: tc.model, BaseURL: "http://127.0.0.1:8080/v1", Options: json.RawMessage(tc.options)}
 			p, err := registry(nil).New(m, func(string) (string, bool) { return "", false })
 			if err != nil {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"encoding/json"
-	"image"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
-	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -22,28 +19,28 @@ func TestVersionChangeOf(t *testing.T) {
 	with := func(r state.RuleListing, mode string) state.RuleListing { r.Switch = mode; return r }
 	v := rules.Version{ID: "bbbbbbbb00000002", ModelID: "voyage-multimodal-3"}
 	live := state.LiveVersion{Version: "aaaaaaaa00000001", ModelID: "text-embedding-3-small"}
-	change := func(kind, switchState string) *versionChange {
-		return &versionChange{Kind: kind, From: live.Version, FromModelID: live.ModelID, To: v.ID, ToModelID: v.ModelID, SwitchState: switchState}
+	change := func(kind, switchState string) *render.VersionChange {
+		return &render.VersionChange{Kind: kind, From: live.Version, FromModelID: live.ModelID, To: v.ID, ToModelID: v.ModelID, SwitchState: switchState}
 	}
 	tests := []struct {
 		name string
 		rule state.RuleListing
 		live state.LiveVersion
-		want *versionChange
+		want *render.VersionChange
 	}{
 		{"same version", embed, state.LiveVersion{Version: v.ID}, nil},
 		{"no version recorded", embed, state.LiveVersion{}, nil},
-		{"embed", embed, live, change(changeSwitch, "")},
-		{"embed versioned", with(embed, "versioned"), live, change(changeSwitch, "")},
-		{"embed in place", with(embed, "in_place"), live, change(changeInPlace, "")},
-		{"complete", caption, live, change(changeInPlace, "")},
-		{"complete versioned", with(caption, "versioned"), live, change(changeSwitch, "")},
+		{"embed", embed, live, change(render.ChangeSwitch, "")},
+		{"embed versioned", with(embed, "versioned"), live, change(render.ChangeSwitch, "")},
+		{"embed in place", with(embed, "in_place"), live, change(render.ChangeInPlace, "")},
+		{"complete", caption, live, change(render.ChangeInPlace, "")},
+		{"complete versioned", with(caption, "versioned"), live, change(render.ChangeSwitch, "")},
 		{"the live version's row missing", embed, state.LiveVersion{Version: live.Version},
-			&versionChange{Kind: changeInPlace, From: live.Version, To: v.ID, ToModelID: v.ModelID}},
+			&render.VersionChange{Kind: render.ChangeInPlace, From: live.Version, To: v.ID, ToModelID: v.ModelID}},
 		{"its switch running", embed, state.LiveVersion{Version: live.Version, ModelID: live.ModelID, SwitchTo: v.ID, SwitchState: "computing"},
-			change(changeSwitch, "computing")},
+			change(render.ChangeSwitch, "computing")},
 		{"a switch to another version", embed, state.LiveVersion{Version: live.Version, ModelID: live.ModelID, SwitchTo: "cccccccc00000003", SwitchState: "held"},
-			change(changeSwitch, "")},
+			change(render.ChangeSwitch, "")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,58 +48,5 @@ func TestVersionChangeOf(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestEstimateSwitch: the backfill of a rule whose model changed is the
-// switch's cost, in the text and the JSON; no word of it without a change.
-func TestEstimateSwitch(t *testing.T) {
-	e := estimateReport{
-		Rule:      state.RuleListing{Name: "embed", Function: "AI_IMAGE_EMBED", Model: "emb", SourceTable: "public.photos", ImageColumn: "img"},
-		Model:     provider.Model{Name: "emb", Provider: "voyage", Model: "voyage-multimodal-3"},
-		Scan:      imageScan{Rows: 1000, Read: 1000, WithImage: 1000, Sizes: make([]image.Point, 1000)},
-		TokenRule: "Voyage's rule", InputPerImage: 1000, PriceIn: 0.12,
-	}
-	if got := e.String(); strings.Contains(got, "Switch") || strings.Contains(got, "Change") {
-		t.Errorf("an estimate without a change speaks of one:\n%s", got)
-	}
-	if j := e.JSON(); j.Change != nil {
-		t.Errorf("version_change = %+v, want null", j.Change)
-	}
-	e.Change = &versionChange{Kind: changeSwitch, From: "aaaaaaaa00000001", FromModelID: "text-embedding-3-small", To: "bbbbbbbb00000002", ToModelID: "voyage-multimodal-3"}
-	want := "Backfill: 1000 calls, 1000000 input tokens, cost 0.12000 (at the model's price_per_1m_* options)\n" +
-		"Switch: changing to version voyage-multimodal-3 (bbbbbbbb) re-computes every row on the side, so the backfill above is its cost: 1000 calls, 1000000 input tokens, cost 0.12000 (at the model's price_per_1m_* options); " +
-		"the live column keeps text-embedding-3-small (aaaaaaaa) until one transaction switches it\n" +
-		"Per 1,000 new rows like these:"
-	if got := e.String(); !strings.Contains(got, want) {
-		t.Errorf("estimate:\n%s\nwant it to hold:\n%s", got, want)
-	}
-	b, err := json.Marshal(e.JSON())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	wantJSON := map[string]any{"kind": "switch", "from_version": "aaaaaaaa00000001", "from_model_id": "text-embedding-3-small",
-		"to_version": "bbbbbbbb00000002", "to_model_id": "voyage-multimodal-3", "switch_state": nil,
-		"calls": 1000.0, "input_tokens": 1e6, "output_tokens": 0.0, "cost": 0.12, "batch_api": false}
-	if !reflect.DeepEqual(doc["version_change"], wantJSON) {
-		t.Errorf("version_change = %#v\nwant %#v", doc["version_change"], wantJSON)
-	}
-
-	e.Change = &versionChange{Kind: changeInPlace, From: "aaaaaaaa00000001", To: "bbbbbbbb00000002", ToModelID: "voyage-multimodal-3"}
-	if got := e.String(); !strings.Contains(got, "Change: changing to version voyage-multimodal-3 (bbbbbbbb) re-computes every row in place, so the backfill above is its cost: 1000 calls") ||
-		!strings.Contains(got, "rows keep results of aaaaaaaa (not recorded) until they are computed again") {
-		t.Errorf("in place:\n%s", got)
-	}
-	e.Change = &versionChange{Kind: changeSwitch, From: "aaaaaaaa00000001", To: "bbbbbbbb00000002", ToModelID: "voyage-multimodal-3", SwitchState: "aborted"}
-	if got := e.String(); !strings.Contains(got, "; its switch was aborted: the bridge does not start it again until the rule's version changes again\n") {
-		t.Errorf("aborted:\n%s", got)
-	}
-	e.Change.SwitchState = "held"
-	if got := e.String(); !strings.Contains(got, "; its switch is running (held): pgimageai status shows how far\n") {
-		t.Errorf("running:\n%s", got)
 	}
 }

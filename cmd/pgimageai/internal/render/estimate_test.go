@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"image"
@@ -14,10 +14,10 @@ func TestEstimateReportSampled(t *testing.T) {
 	for i := range sizes {
 		sizes[i] = image.Pt(1024, 1024)
 	}
-	e := estimateReport{
+	e := Estimate{
 		Rule:      state.RuleListing{Name: "caption", Function: "AI_IMAGE_EMBED", Model: "emb", SourceTable: "public.photos", ImageColumn: "img"},
 		Model:     provider.Model{Name: "emb", Provider: "voyage", Model: "voyage-multimodal-3"},
-		Scan:      imageScan{Rows: 100000, Sampled: true, Read: 1000, WithImage: 900, Sizes: sizes, Unknown: 100},
+		Scan:      ImageScan{Rows: 100000, Sampled: true, Read: 1000, WithImage: 900, Sizes: sizes, Unknown: 100},
 		TokenRule: "Voyage's rule", InputPerImage: 1873, PriceIn: 0.12,
 	}
 	got := e.String()
@@ -36,10 +36,10 @@ func TestEstimateReportSampled(t *testing.T) {
 // TestEstimateReportBatchAPI: a batch_api model's backfill costs half (the
 // Batch API's price); new rows, called synchronously, cost the full price.
 func TestEstimateReportBatchAPI(t *testing.T) {
-	e := estimateReport{
+	e := Estimate{
 		Rule:      state.RuleListing{Name: "caption", Function: "AI_IMAGE_COMPLETE", Model: "gpt", SourceTable: "public.photos", ImageColumn: "img"},
 		Model:     provider.Model{Name: "gpt", Provider: "openai", Model: "gpt-4o"},
-		Scan:      imageScan{Rows: 10, Read: 10, WithImage: 10, Sizes: make([]image.Point, 10)},
+		Scan:      ImageScan{Rows: 10, Read: 10, WithImage: 10, Sizes: make([]image.Point, 10)},
 		TokenRule: "OpenAI's rule", InputPerImage: 85, OutputPerCall: 100, OutputFrom: "max_tokens", PriceIn: 2.5, PriceOut: 10,
 	}
 	full := e.String()

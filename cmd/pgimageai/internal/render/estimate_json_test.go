@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"encoding/json"
@@ -15,10 +15,10 @@ import (
 // API's half price.
 func TestEstimateJSON(t *testing.T) {
 	sizes := make([]image.Point, 8)
-	e := estimateReport{
+	e := Estimate{
 		Rule:          state.RuleListing{Name: "caption", Function: "AI_IMAGE_COMPLETE"},
 		Model:         provider.Model{Name: "vision", Provider: "openai", Model: "gpt-4o-mini"},
-		Scan:          imageScan{Rows: 1000, Sampled: true, Read: 10, WithImage: 9, Sizes: sizes, Unknown: 1},
+		Scan:          ImageScan{Rows: 1000, Sampled: true, Read: 10, WithImage: 9, Sizes: sizes, Unknown: 1},
 		InputPerImage: 100, OutputPerCall: math.NaN(), PriceIn: 2, BatchBackfill: true,
 	}
 	b, err := json.Marshal(e.JSON())
