@@ -131,23 +131,33 @@ func (e Estimate) figures(calls float64, batch bool) estimateFigures {
 
 // estimateJSON is the estimate as one JSON document, for scripts.
 type estimateJSON struct {
-	Rule          string          `json:"rule"`
-	Function      string          `json:"function"`
-	Model         string          `json:"model"`
-	Provider      string          `json:"provider"`
-	ProviderModel string          `json:"provider_model"`
-	SourceRows    int64           `json:"source_rows"`
-	Sampled       bool            `json:"sampled"`
-	RowsRead      int64           `json:"rows_read"`
-	WithImage     int64           `json:"with_image"`
-	UnknownFormat int64           `json:"unknown_format"`
-	TokenRule     string          `json:"token_rule"`
-	Backfill      estimateFigures `json:"backfill"`
-	Per1000Rows   estimateFigures `json:"per_1000_rows"`
+	estimateRuleJSON
+	estimateSourceJSON
+	TokenRule   string          `json:"token_rule"`
+	Backfill    estimateFigures `json:"backfill"`
+	Per1000Rows estimateFigures `json:"per_1000_rows"`
 	// Change is the change of the rule's version that the backfill
 	// figures cost; null when the rule's version is the one its live
 	// column holds (or none is recorded yet).
 	Change *versionChangeJSON `json:"version_change"`
+}
+
+// estimateRuleJSON is the rule estimated and its model.
+type estimateRuleJSON struct {
+	Rule          string `json:"rule"`
+	Function      string `json:"function"`
+	Model         string `json:"model"`
+	Provider      string `json:"provider"`
+	ProviderModel string `json:"provider_model"`
+}
+
+// estimateSourceJSON is what was read of the source table.
+type estimateSourceJSON struct {
+	SourceRows    int64 `json:"source_rows"`
+	Sampled       bool  `json:"sampled"`
+	RowsRead      int64 `json:"rows_read"`
+	WithImage     int64 `json:"with_image"`
+	UnknownFormat int64 `json:"unknown_format"`
 }
 
 // JSON returns the estimate for --format json.
@@ -161,10 +171,13 @@ func (e Estimate) JSON() estimateJSON {
 	if s.Read > 0 {
 		per1000 = 1000 * float64(len(s.Sizes)) / float64(s.Read)
 	}
-	j := estimateJSON{Rule: e.Rule.Name, Function: e.Rule.Function, Model: e.Model.Name, Provider: e.Model.Provider,
-		ProviderModel: e.Model.Model, SourceRows: s.Rows, Sampled: s.Sampled, RowsRead: s.Read, WithImage: s.WithImage,
-		UnknownFormat: s.Unknown, TokenRule: e.TokenRule,
-		Backfill: e.figures(float64(len(s.Sizes))*scale, e.BatchBackfill), Per1000Rows: e.figures(per1000, false)}
+	j := estimateJSON{
+		estimateRuleJSON: estimateRuleJSON{Rule: e.Rule.Name, Function: e.Rule.Function, Model: e.Model.Name, Provider: e.Model.Provider,
+			ProviderModel: e.Model.Model},
+		estimateSourceJSON: estimateSourceJSON{SourceRows: s.Rows, Sampled: s.Sampled, RowsRead: s.Read, WithImage: s.WithImage,
+			UnknownFormat: s.Unknown},
+		TokenRule: e.TokenRule,
+		Backfill:  e.figures(float64(len(s.Sizes))*scale, e.BatchBackfill), Per1000Rows: e.figures(per1000, false)}
 	if e.Change != nil {
 		j.Change = e.Change.json(j.Backfill)
 	}
