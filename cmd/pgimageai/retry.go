@@ -51,19 +51,11 @@ func retry(ctx context.Context, c config, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, retryText(n, lsn))
+	fmt.Fprintln(stdout, render.RetryText(n, lsn))
 	if !active {
 		fmt.Fprintf(stdout, "slot %s is not active: the request waits in the WAL until pgimageai run resumes\n", c.Slot)
 	}
 	return nil
-}
-
-// retryText says what retry asked for.
-func retryText(n int64, lsn replication.LSN) string {
-	if n == 1 {
-		return fmt.Sprintf("1 open error matches; the running bridge will reprocess it at WAL position %s", lsn)
-	}
-	return fmt.Sprintf("%d open errors match; the running bridge will reprocess them at WAL position %s", n, lsn)
 }
 
 // countRetryable counts the open errors, invalid_rule ones aside, that match

@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"testing"
@@ -13,8 +13,8 @@ func TestRetryText(t *testing.T) {
 		{3, "3 open errors match; the running bridge will reprocess them at WAL position 0/1A2B3C0"},
 	}
 	for _, tc := range tests {
-		if got := retryText(tc.n, 0x1A2B3C0); got != tc.want {
-			t.Errorf("retryText(%d) = %q, want %q", tc.n, got, tc.want)
+		if got := RetryText(tc.n, 0x1A2B3C0); got != tc.want {
+			t.Errorf("RetryText(%d) = %q, want %q", tc.n, got, tc.want)
 		}
 	}
 }
