@@ -19,6 +19,7 @@ import (
 	"github.com/pgimageai/pgimageai/internal/pgconnect"
 	"github.com/pgimageai/pgimageai/migrations"
 	"github.com/pgimageai/pgimageai/provider"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // The demo's fixed names and bounds.
@@ -241,9 +242,18 @@ func (s *session) stream(ctx context.Context, conn *pgx.Conn) (time.Duration, er
 	streaming := func() (bool, error) {
 		var ok bool
 		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
-  WHERE s.slot_name = $1 AND r.state = 'streaming')
-AND (SELECT count(*) FROM pgimageai.backfills WHERE rule IN ('describe', 'embed') AND state = 'done') = 2`, demoSlot).Scan(&ok)
-		return ok, err
+  WHERE s.slot_name = $1 AND r.state = 'streaming')`, demoSlot).Scan(&ok)
+		if err != nil || !ok {
+			return false, err
+		}
+		backfills, err := state.Backfills(ctx, conn)
+		done := 0
+		for _, b := range backfills {
+			if (b.Rule == "describe" || b.Rule == "embed") && b.State == "done" {
+				done++
+			}
+		}
+		return done == 2, err
 	}
 	if err := poll(ctx, done, demoStartTimeout, "the bridge to stream", streaming); err != nil {
 		return 0, err
@@ -330,19 +340,11 @@ ORDER BY p.id`)
 	if err != nil {
 		return fmt.Errorf("read results: %w", err)
 	}
-	rows, err = conn.Query(ctx, `SELECT rule, coalesce(source_key->>'id', source_key::text), reason, image_bytes, detail
-FROM pgimageai.errors WHERE resolved_at IS NULL
-ORDER BY (source_key->>'id')::int NULLS FIRST, rule`)
+	open, _, err := state.OpenErrors(ctx, conn, "", "", 0)
 	if err != nil {
 		return fmt.Errorf("read errors: %w", err)
 	}
-	s.errors, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (errorRow, error) {
-		var e errorRow
-		return e, row.Scan(&e.Rule, &e.ID, &e.Reason, &e.ImageBytes, &e.Detail)
-	})
-	if err != nil {
-		return fmt.Errorf("read errors: %w", err)
-	}
+	s.errors = errorRows(open)
 	return nil
 }
 

@@ -1,8 +1,10 @@
 package demo
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/state"
 )
 
 // resultRow is one source row with its results; nil fields are SQL NULL.
@@ -28,6 +31,47 @@ type errorRow struct {
 	Reason     string
 	ImageBytes *int32
 	Detail     string
+}
+
+// errorRows are the open errors as the errors table shows them: by the
+// source row's id (errors of no row first), then by rule.
+func errorRows(open []state.OpenError) []errorRow {
+	out := make([]errorRow, len(open))
+	ids := make([]*int, len(open))
+	for i, e := range open {
+		out[i] = errorRow{Rule: e.Rule, ID: string(e.SourceKey), Reason: string(e.Reason), ImageBytes: e.ImageBytes, Detail: e.Detail}
+		var key map[string]json.RawMessage
+		if json.Unmarshal(e.SourceKey, &key) != nil || key["id"] == nil {
+			continue
+		}
+		out[i].ID = string(key["id"])
+		var text string
+		if json.Unmarshal(key["id"], &text) == nil {
+			out[i].ID = text // as ->> gives it
+		}
+		if n, err := strconv.Atoi(out[i].ID); err == nil {
+			ids[i] = &n
+		}
+	}
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := ids[idx[a]], ids[idx[b]]
+		switch {
+		case (x == nil) != (y == nil):
+			return x == nil
+		case x != nil && *x != *y:
+			return *x < *y
+		}
+		return out[idx[a]].Rule < out[idx[b]].Rule
+	})
+	sorted := make([]errorRow, len(out))
+	for i, j := range idx {
+		sorted[i] = out[j]
+	}
+	return sorted
 }
 
 // maxCell bounds a free-text cell so that the tables stay readable whatever

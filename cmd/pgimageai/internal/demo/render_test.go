@@ -2,8 +2,12 @@ package demo
 
 import (
 	"bytes"
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pgimageai/pgimageai/state"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -71,5 +75,28 @@ func TestClip(t *testing.T) {
 				t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestErrorRows: the open errors by the source row's id as a number, the
+// errors of no row (invalid_rule) first, then by rule.
+func TestErrorRows(t *testing.T) {
+	open := []state.OpenError{
+		{Rule: "embed", SourceKey: json.RawMessage(`{"id": 10}`), Reason: "empty_image", ImageBytes: ptr[int32](0)},
+		{Rule: "describe", SourceKey: json.RawMessage(`{"id": 10}`), Reason: "empty_image"},
+		{Rule: "describe", SourceKey: json.RawMessage(`{"id": 9}`), Reason: "unknown_format", Detail: "not an image"},
+		{Rule: "embed", SourceKey: json.RawMessage(`{}`), Reason: "invalid_rule"},
+		{Rule: "describe", SourceKey: json.RawMessage(`{"id": "x"}`), Reason: "provider_error"},
+	}
+	got := errorRows(open)
+	want := []errorRow{
+		{Rule: "describe", ID: "x", Reason: "provider_error"},
+		{Rule: "embed", ID: "{}", Reason: "invalid_rule"},
+		{Rule: "describe", ID: "9", Reason: "unknown_format", Detail: "not an image"},
+		{Rule: "describe", ID: "10", Reason: "empty_image"},
+		{Rule: "embed", ID: "10", Reason: "empty_image", ImageBytes: ptr[int32](0)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 }
