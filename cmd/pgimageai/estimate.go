@@ -4,19 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
 	"io"
-	"math"
 	"os"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/catalog"
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/estimate"
 	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
-	"github.com/pgimageai/pgimageai/functions"
-	"github.com/pgimageai/pgimageai/magic"
-	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -30,10 +26,10 @@ const (
 	headerBytes = 256 << 10
 )
 
-// estimate prints what a rule would cost: the calls and input tokens of its
+// estimateCommand prints what a rule would cost: the calls and input tokens of its
 // backfill and per 1,000 new rows, output tokens where usage or max_tokens
 // tell, and money where the model has prices. The rule may be disabled.
-func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
+func estimateCommand(ctx context.Context, c config, stdout, _ io.Writer) error {
 	source, target, closeAll, err := connectBoth(ctx, c)
 	if err != nil {
 		return err
@@ -92,37 +88,10 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("rule %s cannot run: %w", rule.Name, err)
 	}
-	e := render.Estimate{Rule: *rule, Model: *model, Scan: scan}
-	norm := normalizedSizes(prov, opts, &scan)
+	e := estimate.Report{Rule: *rule, Model: *model, Scan: scan}
+	norm := estimate.Normalized(prov, opts, scan)
 	e.Norm = &norm
-	if tr, ok := provider.ImageTokenRuleOf(prov); ok {
-		e.TokenRule = tr.Name
-		var sum, stored int64
-		for i, sz := range scan.Sizes {
-			sum += tr.Tokens(norm.Sizes[i].X, norm.Sizes[i].Y)
-			stored += tr.Tokens(sz.X, sz.Y)
-		}
-		if len(scan.Sizes) > 0 {
-			e.InputPerImage = float64(sum) / float64(len(scan.Sizes))
-			norm.StoredTokens = float64(stored) / float64(len(scan.Sizes))
-		}
-	} else if usage.Calls > 0 {
-		e.TokenRule = fmt.Sprintf("no documented image rule for %s model %s: the average of its %d answered calls in pgimageai.usage", model.Provider, model.Model, usage.Calls)
-		e.InputPerImage = float64(usage.PromptTokens) / float64(usage.Calls)
-	} else {
-		e.TokenRule = fmt.Sprintf("no documented image rule for %s model %s and no usage yet: tokens unknown", model.Provider, model.Model)
-		e.InputPerImage = math.NaN()
-	}
-	switch {
-	case rule.Function != string(functions.Complete):
-		e.OutputPerCall = 0
-	case usage.Calls > 0:
-		e.OutputPerCall, e.OutputFrom = float64(usage.CompletionTokens)/float64(usage.Calls), "the average of pgimageai.usage"
-	case extra.MaxTokens > 0:
-		e.OutputPerCall, e.OutputFrom = float64(extra.MaxTokens), "max_tokens, an upper bound"
-	default:
-		e.OutputPerCall = math.NaN()
-	}
+	e.Tokens(prov, usage, extra.MaxTokens)
 	e.PriceIn, e.PriceOut = opts.PricePer1MInputTokens, opts.PricePer1MOutputTokens
 	// A batch_api model's backfills go through the provider's Batch API, at
 	// half the price (https://platform.openai.com/docs/guides/batch); its
@@ -145,38 +114,18 @@ func estimate(ctx context.Context, c config, stdout, _ io.Writer) error {
 	if err != nil {
 		return target.explain("read the rule's live version", err)
 	}
-	e.Change = versionChangeOf(*rule, version, live)
-	if c.Query.Format == formatJSON {
-		return render.JSON(stdout, e.JSON())
-	}
-	_, err = io.WriteString(stdout, e.String())
-	return err
+	e.Change = estimate.ChangeOf(*rule, version, live)
+	return render.WriteEstimate(stdout, e, c.Query.Format)
 }
 
 // scanImages reads the image headers of table's column: every row of a
 // table up to exactRows, else a sample of about sampleRows.
-func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, column string) (render.ImageScan, error) {
-	var s render.ImageScan
+func scanImages(ctx context.Context, conn *pgx.Conn, table *catalog.Table, column string) (estimate.Scan, error) {
+	var s estimate.Scan
 	var err error
 	s.Rows, s.Sampled, err = state.SampleImageHeads(ctx, conn, table.OID, table.Identifier(), column,
 		state.ImageSample{ExactRows: exactRows, SampleRows: sampleRows, HeadBytes: headerBytes}, func(head []byte, length int64) error {
-			s.Read++
-			if head == nil {
-				return nil
-			}
-			s.WithImage++
-			format, err := magic.Detect(head)
-			if err != nil {
-				s.Unknown++
-				return nil
-			}
-			w, h, ok := normalize.Dimensions(head, format)
-			if !ok || w <= 0 || h <= 0 {
-				s.Unknown++
-				return nil
-			}
-			s.Sizes = append(s.Sizes, image.Pt(w, h))
-			s.Bytes = append(s.Bytes, length)
+			s.Add(head, length)
 			return nil
 		})
 	return s, err

@@ -44,7 +44,7 @@ var commands = map[string]command{
 	"errors":       listErrors,
 	"retry":        retry,
 	"switch":       switchCommand,
-	"estimate":     estimate,
+	"estimate":     estimateCommand,
 	"recover-slot": recoverSlot,
 	"reconcile":    reconcileCommand,
 	"demo":         demoCommand,

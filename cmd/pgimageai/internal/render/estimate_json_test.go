@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/estimate"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -15,13 +16,13 @@ import (
 // API's half price.
 func TestEstimateJSON(t *testing.T) {
 	sizes := make([]image.Point, 8)
-	e := Estimate{
+	e := estimate.Report{
 		Rule:          state.RuleListing{Name: "caption", Function: "AI_IMAGE_COMPLETE"},
 		Model:         provider.Model{Name: "vision", Provider: "openai", Model: "gpt-4o-mini"},
-		Scan:          ImageScan{Rows: 1000, Sampled: true, Read: 10, WithImage: 9, Sizes: sizes, Unknown: 1},
+		Scan:          estimate.Scan{Rows: 1000, Sampled: true, Read: 10, WithImage: 9, Sizes: sizes, Unknown: 1},
 		InputPerImage: 100, OutputPerCall: math.NaN(), PriceIn: 2, BatchBackfill: true,
 	}
-	b, err := json.Marshal(e.JSON())
+	b, err := json.Marshal(estimateDocument(e))
 	if err != nil {
 		t.Fatal(err)
 	}

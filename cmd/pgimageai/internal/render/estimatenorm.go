@@ -2,21 +2,13 @@ package render
 
 import (
 	"fmt"
-	"image"
 	"math"
+
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/estimate"
 )
 
-// NormEstimate is what normalisation changes in an estimate: the sizes
-// sent, and the bytes and tokens with and without it.
-type NormEstimate struct {
-	Enabled      bool
-	Sizes        []image.Point // as sent, one per scanned size
-	StoredBytes  float64       // average of an image, as stored
-	SentBytes    float64       // average, about: stored bytes scaled by the pixels kept
-	StoredTokens float64       // average input tokens of an image as stored; NaN or 0: unknown
-}
-
-func (n NormEstimate) String() string {
+// normText says what normalisation changes.
+func normText(n *estimate.Norm) string {
 	if !n.Enabled {
 		return "Normalisation: off (option normalize): images are sent as stored\n"
 	}

@@ -2,24 +2,15 @@ package render
 
 import (
 	"fmt"
+
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/estimate"
 )
 
-// VersionChange is a rule's change from the version its live column holds
-// to its current one.
-type VersionChange struct {
-	Kind              string // ChangeSwitch or ChangeInPlace
-	From, FromModelID string // FromModelID "" when the version is not recorded
-	To, ToModelID     string
-	// SwitchState is the state of the rule's switch to To (aborted
-	// included); "" when none is recorded.
-	SwitchState string
-}
-
 // text says what the change costs: figures are the backfill's.
-func (c *VersionChange) text(figures string) string {
+func changeText(c *estimate.VersionChange, figures string) string {
 	to, from := VersionText(c.To, c.ToModelID), VersionText(c.From, c.FromModelID)
 	var s string
-	if c.Kind == ChangeSwitch {
+	if c.Kind == estimate.ChangeSwitch {
 		s = fmt.Sprintf("Switch: changing to version %s re-computes every row on the side, so the backfill above is its cost: %s; the live column keeps %s until one transaction switches it",
 			to, figures, from)
 	} else {
@@ -45,16 +36,10 @@ type versionChangeJSON struct {
 	ToVersion   string  `json:"to_version"`
 	ToModelID   string  `json:"to_model_id"`
 	SwitchState *string `json:"switch_state"` // of the switch to it, aborted included; null: none
-	estimateFigures
+	estimate.Figures
 }
 
-func (c *VersionChange) json(backfill estimateFigures) *versionChangeJSON {
+func changeDocument(c *estimate.VersionChange, backfill estimate.Figures) *versionChangeJSON {
 	return &versionChangeJSON{Kind: c.Kind, FromVersion: c.From, FromModelID: OrNull(c.FromModelID), ToVersion: c.To,
-		ToModelID: c.ToModelID, SwitchState: OrNull(c.SwitchState), estimateFigures: backfill}
+		ToModelID: c.ToModelID, SwitchState: OrNull(c.SwitchState), Figures: backfill}
 }
-
-// Change kinds of estimate's version_change.
-const (
-	ChangeSwitch  = "switch"   // computed on the side, switched in one transaction
-	ChangeInPlace = "in_place" // rows overwritten as they are computed again
-)

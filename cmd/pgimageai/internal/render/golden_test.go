@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/estimate"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -48,19 +49,19 @@ func fullStatus() Status {
 
 // fullEstimate is an estimate of a sampled table through a batch API, with
 // a switch to cost and normalisation on.
-func fullEstimate() Estimate {
+func fullEstimate() estimate.Report {
 	sizes := make([]image.Point, 8)
 	for i := range sizes {
 		sizes[i] = image.Pt(4032, 3024)
 	}
-	norm := NormEstimate{Enabled: true, Sizes: sizes, StoredBytes: 3e6, SentBytes: 5e5, StoredTokens: 21773}
-	return Estimate{
+	norm := estimate.Norm{Enabled: true, Sizes: sizes, StoredBytes: 3e6, SentBytes: 5e5, StoredTokens: 21773}
+	return estimate.Report{
 		Rule:      state.RuleListing{Name: "caption", Function: "AI_IMAGE_COMPLETE", Model: "vision", SourceTable: "public.photos", ImageColumn: "Img"},
 		Model:     provider.Model{Name: "vision", Provider: "openai", Model: "gpt-4o-mini"},
-		Scan:      ImageScan{Rows: 1000, Sampled: true, Read: 10, WithImage: 9, Sizes: sizes, Unknown: 1},
+		Scan:      estimate.Scan{Rows: 1000, Sampled: true, Read: 10, WithImage: 9, Sizes: sizes, Unknown: 1},
 		TokenRule: "OpenAI's rule", InputPerImage: 100, OutputPerCall: 40, OutputFrom: "max_tokens, an upper bound",
 		PriceIn: 2, PriceOut: 8, BatchBackfill: true, Norm: &norm,
-		Change: &VersionChange{Kind: ChangeSwitch, From: "aaaaaaaa00000001", FromModelID: "gpt-4o", To: "bbbbbbbb00000002", ToModelID: "gpt-4o-mini", SwitchState: "held"},
+		Change: &estimate.VersionChange{Kind: estimate.ChangeSwitch, From: "aaaaaaaa00000001", FromModelID: "gpt-4o", To: "bbbbbbbb00000002", ToModelID: "gpt-4o-mini", SwitchState: "held"},
 	}
 }
 
@@ -74,12 +75,12 @@ func TestGolden(t *testing.T) {
 		{"status.json", func(b *bytes.Buffer) error { return WriteStatus(b, fullStatus(), FormatJSON) }},
 		{"status.txt", func(b *bytes.Buffer) error { return WriteStatus(b, fullStatus(), FormatTable) }},
 		{"errors.json", func(b *bytes.Buffer) error { return WriteErrors(b, sampleErrors(), FormatJSON) }},
-		{"estimate.json", func(b *bytes.Buffer) error { return JSON(b, fullEstimate().JSON()) }},
-		{"estimate.txt", func(b *bytes.Buffer) error { _, err := b.WriteString(fullEstimate().String()); return err }},
+		{"estimate.json", func(b *bytes.Buffer) error { return JSON(b, estimateDocument(fullEstimate())) }},
+		{"estimate.txt", func(b *bytes.Buffer) error { _, err := b.WriteString(estimateText(fullEstimate())); return err }},
 		{"estimate-unknown.json", func(b *bytes.Buffer) error {
 			e := fullEstimate()
 			e.InputPerImage, e.OutputPerCall, e.PriceIn, e.Change = math.NaN(), math.NaN(), 0, nil
-			return JSON(b, e.JSON())
+			return JSON(b, estimateDocument(e))
 		}},
 		{"switches.json", func(b *bytes.Buffer) error {
 			return WriteSwitchList(b, SwitchList{Switches: sampleSwitches(), History: sampleHistory()}, FormatJSON)

@@ -1,11 +1,10 @@
-package main
+package estimate
 
 import (
 	"reflect"
 	"testing"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
-	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -19,32 +18,32 @@ func TestVersionChangeOf(t *testing.T) {
 	with := func(r state.RuleListing, mode string) state.RuleListing { r.Switch = mode; return r }
 	v := rules.Version{ID: "bbbbbbbb00000002", ModelID: "voyage-multimodal-3"}
 	live := state.LiveVersion{Version: "aaaaaaaa00000001", ModelID: "text-embedding-3-small"}
-	change := func(kind, switchState string) *render.VersionChange {
-		return &render.VersionChange{Kind: kind, From: live.Version, FromModelID: live.ModelID, To: v.ID, ToModelID: v.ModelID, SwitchState: switchState}
+	change := func(kind, switchState string) *VersionChange {
+		return &VersionChange{Kind: kind, From: live.Version, FromModelID: live.ModelID, To: v.ID, ToModelID: v.ModelID, SwitchState: switchState}
 	}
 	tests := []struct {
 		name string
 		rule state.RuleListing
 		live state.LiveVersion
-		want *render.VersionChange
+		want *VersionChange
 	}{
 		{"same version", embed, state.LiveVersion{Version: v.ID}, nil},
 		{"no version recorded", embed, state.LiveVersion{}, nil},
-		{"embed", embed, live, change(render.ChangeSwitch, "")},
-		{"embed versioned", with(embed, "versioned"), live, change(render.ChangeSwitch, "")},
-		{"embed in place", with(embed, "in_place"), live, change(render.ChangeInPlace, "")},
-		{"complete", caption, live, change(render.ChangeInPlace, "")},
-		{"complete versioned", with(caption, "versioned"), live, change(render.ChangeSwitch, "")},
+		{"embed", embed, live, change(ChangeSwitch, "")},
+		{"embed versioned", with(embed, "versioned"), live, change(ChangeSwitch, "")},
+		{"embed in place", with(embed, "in_place"), live, change(ChangeInPlace, "")},
+		{"complete", caption, live, change(ChangeInPlace, "")},
+		{"complete versioned", with(caption, "versioned"), live, change(ChangeSwitch, "")},
 		{"the live version's row missing", embed, state.LiveVersion{Version: live.Version},
-			&render.VersionChange{Kind: render.ChangeInPlace, From: live.Version, To: v.ID, ToModelID: v.ModelID}},
+			&VersionChange{Kind: ChangeInPlace, From: live.Version, To: v.ID, ToModelID: v.ModelID}},
 		{"its switch running", embed, state.LiveVersion{Version: live.Version, ModelID: live.ModelID, SwitchTo: v.ID, SwitchState: "computing"},
-			change(render.ChangeSwitch, "computing")},
+			change(ChangeSwitch, "computing")},
 		{"a switch to another version", embed, state.LiveVersion{Version: live.Version, ModelID: live.ModelID, SwitchTo: "cccccccc00000003", SwitchState: "held"},
-			change(render.ChangeSwitch, "")},
+			change(ChangeSwitch, "")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := versionChangeOf(tc.rule, v, tc.live); !reflect.DeepEqual(got, tc.want) {
+			if got := ChangeOf(tc.rule, v, tc.live); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
