@@ -148,10 +148,9 @@ func (s *session) run(ctx context.Context) error {
 func (s *session) setup(ctx context.Context, conn *pgx.Conn) error {
 	completeModel := demoLocalModel
 	b := &pgx.Batch{}
-	b.Queue(`CREATE SCHEMA demo`)
-	b.Queue(`CREATE TABLE demo.photos (id int PRIMARY KEY, name text NOT NULL, img bytea)`)
-	b.Queue(`CREATE TABLE demo.photo_captions (id int PRIMARY KEY, caption text)`)
-	b.Queue(`CREATE TABLE demo.photo_embeddings (id int PRIMARY KEY, embedding real[])`)
+	for _, q := range sampleTables {
+		b.Queue(q)
+	}
 	b.Queue(`INSERT INTO pgimageai.models (name, provider, model) VALUES ($1, 'local', 'local')`, demoLocalModel)
 	if s.openAI {
 		completeModel = demoOpenAIModel
@@ -162,9 +161,7 @@ func (s *session) setup(ctx context.Context, conn *pgx.Conn) error {
 		b.Queue(`INSERT INTO pgimageai.models (name, provider, base_url, model, api_key_env, options)
 VALUES ($1, 'openai', $2, 'gpt-4o-mini', 'OPENAI_API_KEY', '{"max_retries": 2, "timeout": "30s"}')`, demoOpenAIModel, base)
 	}
-	b.Queue(`INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column) VALUES
-  ('describe', 'demo.photos', 'img', 'AI_IMAGE_COMPLETE', $1, 'Describe the image', 'demo.photo_captions', 'caption'),
-  ('embed', 'demo.photos', 'img', 'AI_IMAGE_EMBED', $2, NULL, 'demo.photo_embeddings', 'embedding')`, completeModel, demoLocalModel)
+	b.Queue(sampleRules, completeModel, demoLocalModel)
 	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() }); err != nil {
 		return fmt.Errorf("create the sample table and rules: %w", err)
 	}

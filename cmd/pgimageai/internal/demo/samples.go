@@ -32,6 +32,26 @@ var demoSideways []byte
 //go:embed sample.heic
 var demoSampleHEIC []byte
 
+// sampleTables are the demo's tables: the sample rows go into demo.photos,
+// the rules write demo.photo_captions and demo.photo_embeddings.
+//
+// A sample of another kind (an image by reference, in a store) adds its
+// table here, its rule to sampleRules, its rows to sampleRows, and its
+// results to session.read; every sample that is an image must get a
+// caption and an embedding (session.check).
+var sampleTables = []string{
+	`CREATE SCHEMA demo`,
+	`CREATE TABLE demo.photos (id int PRIMARY KEY, name text NOT NULL, img bytea)`,
+	`CREATE TABLE demo.photo_captions (id int PRIMARY KEY, caption text)`,
+	`CREATE TABLE demo.photo_embeddings (id int PRIMARY KEY, embedding real[])`,
+}
+
+// sampleRules are the demo's rules, in SQL as a user writes them: $1 is
+// the model of describe, $2 that of embed.
+const sampleRules = `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column) VALUES
+  ('describe', 'demo.photos', 'img', 'AI_IMAGE_COMPLETE', $1, 'Describe the image', 'demo.photo_captions', 'caption'),
+  ('embed', 'demo.photos', 'img', 'AI_IMAGE_EMBED', $2, NULL, 'demo.photo_embeddings', 'embedding')`
+
 // sampleRow is one row of demo.photos; a nil img is SQL NULL.
 type sampleRow struct {
 	ID    int
