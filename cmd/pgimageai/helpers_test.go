@@ -1,3 +1,0 @@
-package main
-
-func pointerTo[T any](v T) *T { return &v }
