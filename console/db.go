@@ -271,14 +271,16 @@ func budgets(models []provider.Model, spent map[string]state.Spent, usage []stat
 		c := rules.CapOf(opts)
 		s := spent[m.Name]
 		b := Budget{Model: m.Name, Calls: s.Calls, Tokens: s.Tokens, MaxCalls: c.Calls, MaxTokens: c.Tokens}
-		if opts.PricePer1MInputTokens > 0 {
-			b.Priced = true
-			for _, u := range usage {
-				if u.Model == m.Name {
-					b.Cost += float64(u.PromptTokens)*opts.PricePer1MInputTokens/1e6 + float64(u.CompletionTokens)*opts.PricePer1MOutputTokens/1e6
-				}
+		prices := provider.PricesOf(m)
+		for _, u := range usage {
+			if u.Model != m.Name {
+				continue
+			}
+			if cost, ok := prices.Cost(float64(u.PromptTokens), float64(u.CompletionTokens)); ok {
+				b.Cost += cost
 			}
 		}
+		b.Priced = prices.In > 0
 		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })

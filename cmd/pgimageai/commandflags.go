@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 	"github.com/pgimageai/pgimageai/console"
 	"github.com/pgimageai/pgimageai/functions"
 )
@@ -31,8 +32,8 @@ type queryFlags struct {
 
 // Output formats of --format.
 const (
-	formatTable = "table"
-	formatJSON  = "json"
+	formatTable = render.FormatTable
+	formatJSON  = render.FormatJSON
 )
 
 // defaultLimit is the number of errors that `pgimageai errors` lists by default.

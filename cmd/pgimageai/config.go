@@ -17,16 +17,36 @@ import (
 )
 
 // config holds the settings of the command line, each from a flag or, failing that, its
-// environment variable.
+// environment variable, grouped by what they set (the groups are embedded: c.DSN, c.ByteBudget).
 type config struct {
-	DSN          string
-	TargetDSN    string
-	Slot         string
-	Publication  string
-	Group        string
-	MetricsAddr  string
-	PprofAddr    string // loopback only; "" = off
-	LogFormat    string
+	streamSettings
+	serveSettings
+	bridgeSettings
+	Query   queryFlags      // flags of status, errors and retry (commandflags.go)
+	Console consoleSettings // of console and run --console-addr (console.go)
+	given   givenSettings   // the values as given, before parsing
+}
+
+// streamSettings say which databases and which stream: the source, the
+// target, the rule group and its slot and publication.
+type streamSettings struct {
+	DSN         string
+	TargetDSN   string
+	Group       string
+	Slot        string
+	Publication string
+	slotDefault bool // no --slot or PGIMAGEAI_SLOT: resolveSlot decides
+}
+
+// serveSettings are what run serves beside the stream, and its logs.
+type serveSettings struct {
+	MetricsAddr string
+	PprofAddr   string // loopback only; "" = off
+	LogFormat   string
+}
+
+// bridgeSettings are the bridge's bounds and timings, parsed.
+type bridgeSettings struct {
 	ByteBudget   int64
 	StallAfter   time.Duration          // a lane holding changes this long without a write is stalled; <0 = never
 	FailoverWait time.Duration          // how long run waits for a failover of the source to settle
@@ -34,24 +54,24 @@ type config struct {
 	ReadColumns  bool                   // publish only the columns rules read (--publish-columns read)
 	ProbeMax     time.Duration          // the longest wait between two probes of a model that is down
 	KeyEnv       *provider.KeyEnvPolicy // which variables api_key_env may name
-	Query        queryFlags             // flags of status, errors and retry (commandflags.go)
-	Console      consoleSettings        // of console and run --console-addr (console.go)
+}
 
-	byteBudget   string // as given
-	stallAfter   string // as given
-	failoverWait string // as given
-	revalidate   string // as given
-	publishCols  string // as given
-	probeMax     string // as given
-	keyEnvAllow  string // as given
-	slotDefault  bool   // no --slot or PGIMAGEAI_SLOT: resolveSlot decides
-	trustTables  string // as given
+// givenSettings are the flags and variables that parseConfig parses, as given.
+type givenSettings struct {
+	byteBudget   string
+	stallAfter   string
+	failoverWait string
+	revalidate   string
+	publishCols  string
+	probeMax     string
+	keyEnvAllow  string
+	trustTables  string
 }
 
 // trustedTables returns the tables of --trust-tables.
 func (c config) trustedTables() []string {
 	var out []string
-	for _, t := range strings.Split(c.trustTables, ",") {
+	for _, t := range strings.Split(c.given.trustTables, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			out = append(out, t)
 		}
@@ -89,16 +109,16 @@ func (c *config) settings() []setting {
 		{"metrics-addr", "PGIMAGEAI_METRICS_ADDR", "", "address for Prometheus /metrics and /healthz, e.g. :9187 (default: off)", &c.MetricsAddr},
 		{"pprof-addr", "PGIMAGEAI_PPROF_ADDR", "", "loopback address for Go's /debug/pprof/ profiles, e.g. 127.0.0.1:6060 (default: off; never another host)", &c.PprofAddr},
 		{"log-format", "PGIMAGEAI_LOG_FORMAT", "text", "log format: text or json", &c.LogFormat},
-		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.byteBudget},
-		{"stall-after", "PGIMAGEAI_STALL_AFTER", "10m", "how long a lane may hold changes without writing before /healthz says stalled (0 = never)", &c.stallAfter},
-		{"failover-wait", "PGIMAGEAI_FAILOVER_WAIT", "5m", "how long run waits while a failover of the source settles (the server a standby, the slot not there yet) before it stops", &c.failoverWait},
+		{"byte-budget", "PGIMAGEAI_BYTE_BUDGET", "256MiB", "image bytes in flight before reading pauses: bytes or a size with a unit (256MiB, 1GiB, 500MB)", &c.given.byteBudget},
+		{"stall-after", "PGIMAGEAI_STALL_AFTER", "10m", "how long a lane may hold changes without writing before /healthz says stalled (0 = never)", &c.given.stallAfter},
+		{"failover-wait", "PGIMAGEAI_FAILOVER_WAIT", "5m", "how long run waits while a failover of the source settles (the server a standby, the slot not there yet) before it stops", &c.given.failoverWait},
 		{"console-addr", "PGIMAGEAI_CONSOLE_ADDR", "", "address for the web console beside the bridge, e.g. 127.0.0.1:8080 (default: off; see pgimageai console)", &c.Console.Addr},
 		{"console-token-env", "PGIMAGEAI_CONSOLE_TOKEN_ENV", console.DefaultTokenEnv, "the environment variable that holds the console's token (never the token itself)", &c.Console.TokenEnv},
-		{"revalidate-interval", "PGIMAGEAI_REVALIDATE_INTERVAL", "5s", "how often the followed tables' replica identities are read again; a table whose identity no longer carries a key leaves the publication within it", &c.revalidate},
-		{"publish-columns", "PGIMAGEAI_PUBLISH_COLUMNS", "all", "which columns of source tables the publication carries: all, or read (only those rules read: keys, image and prompt template columns; PostgreSQL 15+; the application cannot drop or retype a listed column)", &c.publishCols},
-		{"trust-tables", "PGIMAGEAI_TRUST_TABLES", "", "tables whose owners' code (a write-back table's triggers, rules and functions; the functions of its columns' domains) the bridge may run as its role: comma-separated, e.g. public.photos (default: none; a rule on such a table is an invalid_rule)", &c.trustTables},
-		{"probe-max", "PGIMAGEAI_PROBE_MAX", "30s", "the longest wait between two probes of a model that is down (from 1s, doubled after each failed probe)", &c.probeMax},
-		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.keyEnvAllow},
+		{"revalidate-interval", "PGIMAGEAI_REVALIDATE_INTERVAL", "5s", "how often the followed tables' replica identities are read again; a table whose identity no longer carries a key leaves the publication within it", &c.given.revalidate},
+		{"publish-columns", "PGIMAGEAI_PUBLISH_COLUMNS", "all", "which columns of source tables the publication carries: all, or read (only those rules read: keys, image and prompt template columns; PostgreSQL 15+; the application cannot drop or retype a listed column)", &c.given.publishCols},
+		{"trust-tables", "PGIMAGEAI_TRUST_TABLES", "", "tables whose owners' code (a write-back table's triggers, rules and functions; the functions of its columns' domains) the bridge may run as its role: comma-separated, e.g. public.photos (default: none; a rule on such a table is an invalid_rule)", &c.given.trustTables},
+		{"probe-max", "PGIMAGEAI_PROBE_MAX", "30s", "the longest wait between two probes of a model that is down (from 1s, doubled after each failed probe)", &c.given.probeMax},
+		{"key-env-allow", "PGIMAGEAI_KEY_ENV_ALLOW", "", "environment variables that models' api_key_env may name: comma-separated names or globs, e.g. OPENAI_API_KEY,*_API_KEY (default: any; PG* never)", &c.given.keyEnvAllow},
 	}
 }
 
@@ -146,40 +166,40 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	if c.Publication == "" {
 		c.Publication = groupName(c.Group)
 	}
-	n, err := parseSize(c.byteBudget)
+	n, err := parseSize(c.given.byteBudget)
 	if err != nil {
 		return c, fmt.Errorf("%w: --byte-budget: %v", errUsage, err)
 	}
 	if n < 1<<20 {
-		return c, fmt.Errorf("%w: --byte-budget must be at least 1MiB (1048576 bytes), got %q", errUsage, c.byteBudget)
+		return c, fmt.Errorf("%w: --byte-budget must be at least 1MiB (1048576 bytes), got %q", errUsage, c.given.byteBudget)
 	}
 	c.ByteBudget = n
-	if c.StallAfter, err = time.ParseDuration(c.stallAfter); err != nil || c.StallAfter < 0 {
-		return c, fmt.Errorf("%w: --stall-after must be a duration such as 10m, or 0 for never, got %q", errUsage, c.stallAfter)
+	if c.StallAfter, err = time.ParseDuration(c.given.stallAfter); err != nil || c.StallAfter < 0 {
+		return c, fmt.Errorf("%w: --stall-after must be a duration such as 10m, or 0 for never, got %q", errUsage, c.given.stallAfter)
 	}
 	if c.StallAfter == 0 {
 		c.StallAfter = -1 // never
 	}
-	if c.FailoverWait, err = time.ParseDuration(c.failoverWait); err != nil || c.FailoverWait <= 0 {
-		return c, fmt.Errorf("%w: --failover-wait must be a positive duration such as 5m, got %q", errUsage, c.failoverWait)
+	if c.FailoverWait, err = time.ParseDuration(c.given.failoverWait); err != nil || c.FailoverWait <= 0 {
+		return c, fmt.Errorf("%w: --failover-wait must be a positive duration such as 5m, got %q", errUsage, c.given.failoverWait)
 	}
-	if c.Revalidate, err = time.ParseDuration(c.revalidate); err != nil || c.Revalidate < 100*time.Millisecond || c.Revalidate > time.Hour {
-		return c, fmt.Errorf("%w: --revalidate-interval must be a duration from 100ms to 1h such as 5s, got %q", errUsage, c.revalidate)
+	if c.Revalidate, err = time.ParseDuration(c.given.revalidate); err != nil || c.Revalidate < 100*time.Millisecond || c.Revalidate > time.Hour {
+		return c, fmt.Errorf("%w: --revalidate-interval must be a duration from 100ms to 1h such as 5s, got %q", errUsage, c.given.revalidate)
 	}
-	switch c.publishCols {
+	switch c.given.publishCols {
 	case "all":
 	case "read":
 		c.ReadColumns = true
 	default:
-		return c, fmt.Errorf("%w: --publish-columns must be all or read, got %q", errUsage, c.publishCols)
+		return c, fmt.Errorf("%w: --publish-columns must be all or read, got %q", errUsage, c.given.publishCols)
 	}
-	if c.ProbeMax, err = time.ParseDuration(c.probeMax); err != nil || c.ProbeMax < time.Second {
-		return c, fmt.Errorf("%w: --probe-max must be a duration of at least 1s such as 30s, got %q", errUsage, c.probeMax)
+	if c.ProbeMax, err = time.ParseDuration(c.given.probeMax); err != nil || c.ProbeMax < time.Second {
+		return c, fmt.Errorf("%w: --probe-max must be a duration of at least 1s such as 30s, got %q", errUsage, c.given.probeMax)
 	}
 	if err := checkLoopback(c.PprofAddr); err != nil {
 		return c, fmt.Errorf("%w: --pprof-addr: %v", errUsage, err)
 	}
-	if c.KeyEnv, err = provider.ParseKeyEnvPolicy(c.keyEnvAllow); err != nil {
+	if c.KeyEnv, err = provider.ParseKeyEnvPolicy(c.given.keyEnvAllow); err != nil {
 		return c, fmt.Errorf("%w: --key-env-allow: %v", errUsage, err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/demo"
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/internal/suggest"
 	"github.com/pgimageai/pgimageai/replication"
@@ -22,7 +23,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, errUsage), configurationError(err):
+	case errors.Is(err, errUsage), errors.Is(err, demo.ErrUsage), configurationError(err):
 		return exitUsage
 	default:
 		return exitFailure

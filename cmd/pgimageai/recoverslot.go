@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 )
 
 // recoverSlotHelp is the description of recover-slot in its --help.
@@ -47,7 +44,7 @@ func recoverSlot(ctx context.Context, c config, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.WriteString(stdout, recoveryText(rec))
+	_, err = io.WriteString(stdout, render.RecoveryText(rec))
 	return err
 }
 
@@ -56,62 +53,6 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string   { return e.err.Error() }
 func (e usageError) Unwrap() []error { return []error{errUsage, e.err} }
-
-// recoveryText says what RecoverSlot found and did, one line per step.
-func recoveryText(rec bridge.Recovery) string {
-	var b bytes.Buffer
-	name := rec.Old.Name
-	switch {
-	case !rec.Found:
-		fmt.Fprintf(&b, "slot %s did not exist\n", name)
-	case rec.Problem != nil:
-		fmt.Fprintf(&b, "slot %s could not stream (wal_status %s%s)\n", name, rec.Old.WALStatus, invalidation(rec))
-	default:
-		fmt.Fprintf(&b, "slot %s could stream (wal_status %s); recovered because of --force\n", name, rec.Old.WALStatus)
-	}
-	if rec.Found {
-		fmt.Fprintf(&b, "dropped slot %s and re-created it at %s\n", name, rec.New.ConfirmedFlushLSN)
-	} else {
-		fmt.Fprintf(&b, "created slot %s at %s\n", name, rec.New.ConfirmedFlushLSN)
-	}
-	cp := "no checkpoint was stored"
-	if rec.Progress.Checkpoint != nil {
-		cp = "forgot the checkpoint " + *rec.Progress.Checkpoint
-	}
-	fmt.Fprintf(&b, "%s, %s and %s\n", cp, plural(rec.Progress.Lanes, "lane checkpoint"), plural(rec.Progress.Backfills, "backfill state"))
-	for _, t := range rec.Targets {
-		rules := strings.Join(t.Rules, ", ")
-		if t.Skipped != "" {
-			fmt.Fprintf(&b, "%s (rules %s): nothing deleted: %s\n", t.Table, rules, t.Skipped)
-			continue
-		}
-		fmt.Fprintf(&b, "%s (rules %s): deleted %s whose source row no longer exists\n", t.Table, rules, plural(t.Deleted, "row"))
-	}
-	if len(rec.Rules) == 0 {
-		b.WriteString("no rule is enabled: nothing will backfill\n")
-	} else {
-		fmt.Fprintf(&b, "every enabled rule (%s) backfills when pgimageai run starts; start it now\n", strings.Join(rec.Rules, ", "))
-	}
-	return b.String()
-}
-
-func invalidation(rec bridge.Recovery) string {
-	switch {
-	case rec.Old.InvalidationReason != "":
-		return ", invalidation_reason " + rec.Old.InvalidationReason
-	case rec.Old.Conflicting:
-		return ", conflicting with recovery"
-	}
-	return ""
-}
-
-func plural(n int64, what string) string {
-	s := strconv.FormatInt(n, 10) + " " + what
-	if n != 1 {
-		s += "s"
-	}
-	return s
-}
 
 // commandHelp is what a command's --help says after its flags.
 var commandHelp = map[string]string{"recover-slot": recoverSlotHelp, "health": healthHelp, "uninstall": uninstallHelp}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
@@ -39,7 +40,7 @@ func retry(ctx context.Context, c config, stdout, _ io.Writer) error {
 		return err
 	}
 	if n == 0 {
-		fmt.Fprintf(stdout, "no open errors%s (invalid_rule aside); nothing to retry\n", matchText(c.Query))
+		fmt.Fprintf(stdout, "no open errors%s (invalid_rule aside); nothing to retry\n", render.MatchText(c.Query.Rule, c.Query.Reason))
 		return nil
 	}
 	active, err := checkRetrySlot(ctx, source, c.Slot)
@@ -50,19 +51,11 @@ func retry(ctx context.Context, c config, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, retryText(n, lsn))
+	fmt.Fprintln(stdout, render.RetryText(n, lsn))
 	if !active {
 		fmt.Fprintf(stdout, "slot %s is not active: the request waits in the WAL until pgimageai run resumes\n", c.Slot)
 	}
 	return nil
-}
-
-// retryText says what retry asked for.
-func retryText(n int64, lsn replication.LSN) string {
-	if n == 1 {
-		return fmt.Sprintf("1 open error matches; the running bridge will reprocess it at WAL position %s", lsn)
-	}
-	return fmt.Sprintf("%d open errors match; the running bridge will reprocess them at WAL position %s", n, lsn)
 }
 
 // countRetryable counts the open errors, invalid_rule ones aside, that match

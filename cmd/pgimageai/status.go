@@ -4,117 +4,27 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/leader"
+	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/cmd/pgimageai/internal/render"
+	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/state"
 )
 
-// statusReport is what `pgimageai status` shows: readStatus gathers it,
-// writeStatus renders it.
-type statusReport struct {
-	Slot       slotStatus
-	Checkpoint *checkpoint // nil: none stored for the slot
-	Rules      []ruleStatus
-	Groups     []groupStatus // every rule group, ordered by name
-	Lanes      []laneStatus  // ordered by lane
-	Backfills  []backfill
-	Batches    []batchRow      // of Batch API backfills, by rule and seq
-	OpenErrors []errorCount    // ordered by rule, then reason
-	ErrorCaps  []errorCap      // the rules with failures their cap did not record, by name
-	Usage      []usageRow      // the last usageDays UTC days, newest first
-	Budgets    []budgetStatus  // the models with a daily cap, by name
-	Models     []modelPace     // the pacing of the models, as the slot's leader last stored it
-	Outages    outageStatus    // the models seen down and the parked rows
-	Gaps       []slotGap       // changes the slot skipped: not cleaned yet, or of the last week
-	Versions   []resultVersion // stored results by rule and version (side rules aside)
-	Switches   []switchStatus  // running switches, by rule
-	History    []switchEnd     // the last switches that ended, newest first
-}
-
-// modelPace is a row of pgimageai.model_pace.
-type modelPace = state.ModelPace
-
-// paceStale is how old stored pacing may be before status calls it stale:
-// a running leader stores it every 5 seconds.
-const paceStale = 30 * time.Second
-
-// slotStatus is the replication slot on the source and the WAL position it
-// lags behind.
-type slotStatus struct {
-	replication.Slot       // Name always; the rest only when Found
-	Found            bool  // the slot exists
-	ActivePID        int32 // the walsender holding the slot; 0 when inactive
-	HasSafeWALSize   bool  // the server reports safe_wal_size (PostgreSQL 13+)
-	// SafeWALSize is nil when no limit applies (max_slot_wal_keep_size = -1)
-	// or the slot has lost its WAL.
-	SafeWALSize *int64
-	// CurrentLSN is pg_current_wal_lsn(), or pg_last_wal_replay_lsn() on a standby.
-	CurrentLSN replication.LSN
-	// Leader is the pgimageai run holding the slot's leader lock; nil when
-	// none does (stopped, or between two leaders).
-	Leader *leader.Info
-	// Squatters hold the advisory key of the slot's leader lock without
-	// leading it: sessions of other roles (ignored by the bridge) or an
-	// older pgimageai.
-	Squatters []leader.Holder
-	// ServerVersion is the source's server_version_num (major only).
-	ServerVersion int
-}
-
-// Lag is the WAL in bytes that the slot has not confirmed yet.
-func (s slotStatus) Lag() uint64 {
-	if s.CurrentLSN <= s.ConfirmedFlushLSN {
-		return 0
-	}
-	return uint64(s.CurrentLSN - s.ConfirmedFlushLSN)
-}
-
-// checkpoint is the position up to which the target holds every change.
-type checkpoint = state.Checkpoint
-
-// ruleStatus is a row of pgimageai.rules with the reason it cannot run, if any.
-type ruleStatus = state.RuleListing
-
-// Rule states as status shows them.
-const (
-	ruleValid    = "valid"
-	ruleInvalid  = "invalid"
-	ruleDisabled = "disabled"
-)
-
-// ruleState is valid, invalid or disabled (the bridge checks enabled rules only).
-func ruleState(r ruleStatus) string {
-	switch {
-	case !r.Enabled:
-		return ruleDisabled
-	case r.Invalid != "":
-		return ruleInvalid
-	}
-	return ruleValid
-}
-
-// groupStatus is a rule group and the slot that streams it: this run's slot
-// for its own group, the default name (pgimageai_GROUP) for the others.
-type groupStatus struct {
-	Group          string
-	Rules, Enabled int64
-	Slot           string
-	Found, Active  bool
-	Lag            uint64
-}
-
 // readGroups reads every rule group and its slot.
 // The slot of another group is its default one (groupSlot).
-func readGroups(ctx context.Context, source, target *database, group, slot string) ([]groupStatus, error) {
+func readGroups(ctx context.Context, source, target *database, group, slot string) ([]render.GroupStatus, error) {
 	counts, err := state.RuleGroups(ctx, source.conn)
 	if err != nil {
 		return nil, source.explain("read rule groups", err)
 	}
-	groups := make([]groupStatus, len(counts))
+	groups := make([]render.GroupStatus, len(counts))
 	for i, c := range counts {
-		groups[i] = groupStatus{Group: c.Group, Rules: c.Rules, Enabled: c.Enabled}
+		groups[i] = render.GroupStatus{Group: c.Group, Rules: c.Rules, Enabled: c.Enabled}
 	}
 	for i := range groups {
 		g := &groups[i]
@@ -131,31 +41,6 @@ func readGroups(ctx context.Context, source, target *database, group, slot strin
 	}
 	return groups, nil
 }
-
-// laneStatus is a row of pgimageai.lane_checkpoints: how far the rules that
-// write one target table have applied the stream.
-type laneStatus = state.LaneRow
-
-// laneLag is the WAL in bytes that the lane may still have to apply: the
-// current LSN minus the greater of its own position and the slot's
-// confirmed one (below which every lane has applied everything). An idle
-// lane beside a busy one shows the busy one's lag: it is an upper bound.
-func laneLag(l laneStatus, s slotStatus) uint64 {
-	at := max(l.LSN, s.ConfirmedFlushLSN)
-	if !s.Found || s.CurrentLSN <= at {
-		return 0
-	}
-	return uint64(s.CurrentLSN - at)
-}
-
-// batchRow is a row of pgimageai.backfill_batches.
-type batchRow = state.BatchRow
-
-// backfill is a row of pgimageai.backfills.
-type backfill = state.BackfillRow
-
-// errorCount is the number of open errors of one rule with one reason.
-type errorCount = state.ErrorCount
 
 // status prints the slot, checkpoint, rules, backfills and open errors.
 func status(ctx context.Context, c config, stdout, _ io.Writer) error {
@@ -174,13 +59,13 @@ func status(ctx context.Context, c config, stdout, _ io.Writer) error {
 	if r.Groups, err = readGroups(ctx, source, target, c.Group, c.Slot); err != nil {
 		return err
 	}
-	return writeStatus(stdout, r, c.Query.Format)
+	return render.WriteStatus(stdout, r, c.Query.Format)
 }
 
 // readStatus gathers the status: the slot and the rules from the source, the
 // rest from the target.
-func readStatus(ctx context.Context, source, target *database, slot string) (statusReport, error) {
-	var r statusReport
+func readStatus(ctx context.Context, source, target *database, slot string) (render.Status, error) {
+	var r render.Status
 	var err error
 	if r.Slot, err = readSlotStatus(ctx, source, slot); err != nil {
 		return r, err
@@ -231,8 +116,8 @@ func readStatus(ctx context.Context, source, target *database, slot string) (sta
 	return r, nil
 }
 
-func readSlotStatus(ctx context.Context, source *database, name string) (slotStatus, error) {
-	s := slotStatus{Slot: replication.Slot{Name: name}, ServerVersion: replication.ServerVersion(source.conn.PgConn())}
+func readSlotStatus(ctx context.Context, source *database, name string) (render.SlotStatus, error) {
+	s := render.SlotStatus{Slot: replication.Slot{Name: name}, ServerVersion: replication.ServerVersion(source.conn.PgConn())}
 	owner, leads, err := leader.Owner(ctx, source.conn, name)
 	if err != nil {
 		return s, source.explain("read the leader lock", err)
@@ -264,7 +149,7 @@ func readSlotStatus(ctx context.Context, source *database, name string) (slotSta
 
 // readCheckpoint reads the checkpoint stored for slot; found is false when
 // there is none.
-func readCheckpoint(ctx context.Context, target *database, slot string) (cp checkpoint, found bool, err error) {
+func readCheckpoint(ctx context.Context, target *database, slot string) (cp state.Checkpoint, found bool, err error) {
 	cp, found, err = state.ReadCheckpoint(ctx, target.conn, slot)
 	if err != nil {
 		return cp, false, target.explain("read checkpoint", err)
@@ -274,7 +159,7 @@ func readCheckpoint(ctx context.Context, target *database, slot string) (cp chec
 
 // readRules reads the rules from the source and the reasons of the invalid
 // ones from the target's open invalid_rule errors.
-func readRules(ctx context.Context, source, target *database) ([]ruleStatus, error) {
+func readRules(ctx context.Context, source, target *database) ([]state.RuleListing, error) {
 	rules, err := state.AllRules(ctx, source.conn)
 	if err != nil {
 		return nil, source.explain("read rules", err)
@@ -289,7 +174,7 @@ func readRules(ctx context.Context, source, target *database) ([]ruleStatus, err
 	return rules, nil
 }
 
-func readLanes(ctx context.Context, target *database, slot string) ([]laneStatus, error) {
+func readLanes(ctx context.Context, target *database, slot string) ([]state.LaneRow, error) {
 	lanes, err := state.Lanes(ctx, target.conn, slot)
 	if err != nil {
 		return nil, target.explain("read lanes", err)
@@ -297,7 +182,7 @@ func readLanes(ctx context.Context, target *database, slot string) ([]laneStatus
 	return lanes, nil
 }
 
-func readBackfills(ctx context.Context, target *database) ([]backfill, error) {
+func readBackfills(ctx context.Context, target *database) ([]state.BackfillRow, error) {
 	b, err := state.Backfills(ctx, target.conn)
 	if err != nil {
 		return nil, target.explain("read backfills", err)
@@ -305,10 +190,100 @@ func readBackfills(ctx context.Context, target *database) ([]backfill, error) {
 	return b, nil
 }
 
-func countOpenErrors(ctx context.Context, target *database) ([]errorCount, error) {
+func countOpenErrors(ctx context.Context, target *database) ([]state.ErrorCount, error) {
 	counts, err := state.CountOpenErrors(ctx, target.conn)
 	if err != nil {
 		return nil, target.explain("count open errors", err)
 	}
 	return counts, nil
 }
+
+// readGaps reads the slot's gaps not cleaned yet and those of the last
+// gapWindow.
+func readGaps(ctx context.Context, target *database, slot string) ([]state.Gap, error) {
+	gaps, err := state.Gaps(ctx, target.conn, slot, time.Now().Add(-gapWindow))
+	if err != nil {
+		return nil, target.explain("read slot gaps", err)
+	}
+	return gaps, nil
+}
+
+// readOutages reads the models' circuits of slot and the parked rows.
+func readOutages(ctx context.Context, target *database, slot string) (render.OutageStatus, error) {
+	var o render.OutageStatus
+	hs, err := state.ModelHealths(ctx, target.conn, slot)
+	if err != nil {
+		return o, target.explain("read the models' health", err)
+	}
+	if o.Parked, err = state.ParkedCounts(ctx, target.conn, nil); err != nil {
+		return o, target.explain("count the parked rows", err)
+	}
+	byModel := map[string]*render.ModelHealth{}
+	for _, h := range hs {
+		byModel[h.Model] = &render.ModelHealth{ModelHealth: h}
+	}
+	for _, c := range o.Parked {
+		m := byModel[c.Model]
+		if m == nil {
+			m = &render.ModelHealth{ModelHealth: state.ModelHealth{Model: c.Model}}
+			byModel[c.Model] = m
+		}
+		m.Parked += c.Rows
+		if m.OldestParked.IsZero() || c.Oldest.Before(m.OldestParked) {
+			m.OldestParked = c.Oldest
+		}
+	}
+	for _, m := range byModel {
+		o.Models = append(o.Models, *m)
+	}
+	sort.Slice(o.Models, func(i, j int) bool { return o.Models[i].Model < o.Models[j].Model })
+	return o, nil
+}
+
+func readErrorCaps(ctx context.Context, target *database) ([]state.ErrorCap, error) {
+	caps, err := state.DroppedErrors(ctx, target.conn)
+	if err != nil {
+		return nil, target.explain("read pgimageai.error_counts", err)
+	}
+	return caps, nil
+}
+
+func readUsage(ctx context.Context, target *database) ([]state.UsageRow, error) {
+	u, err := state.RecentUsage(ctx, target.conn, render.UsageDays)
+	if err != nil {
+		return nil, target.explain("read usage", err)
+	}
+	return u, nil
+}
+
+// readBudgets reads the models with a daily cap (source) and what they
+// spent today (target).
+func readBudgets(ctx context.Context, source, target *database) ([]render.BudgetStatus, error) {
+	models, err := state.Models(ctx, source.conn)
+	if err != nil {
+		return nil, source.explain("read models", err)
+	}
+	spent, day, err := state.CountedToday(ctx, target.conn) // as the bridge counts: usage and the requests waiting in batches
+	if err != nil {
+		return nil, target.explain("read usage", err)
+	}
+	var out []render.BudgetStatus
+	for _, m := range models {
+		opts, err := provider.ParseOptions(m.Options)
+		if err != nil {
+			continue // an invalid model is reported with its rules
+		}
+		c := rules.CapOf(opts)
+		if c.Unlimited() {
+			continue
+		}
+		s := spent[m.Name]
+		out = append(out, render.BudgetStatus{Model: m.Name, Day: day, Calls: s.Calls, Tokens: s.Tokens,
+			MaxCalls: c.Calls, MaxTokens: c.Tokens})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out, nil
+}
+
+// gapWindow is how far back status lists gaps already cleaned up.
+const gapWindow = 7 * 24 * time.Hour

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/pgimageai/pgimageai/provider"
 )
 
 // TileRule is how one family of OpenAI models counts the input tokens of an
@@ -81,4 +83,15 @@ func (r TileRule) String(detail string) string {
 		name += " (detail " + detail + ": the model may choose low; this is the upper bound)"
 	}
 	return name
+}
+
+// ImageTokenRule is the tile rule of the provider's model at its detail
+// option (provider.ImageTokenCounter); false for a model without one.
+func (p *Provider) ImageTokenRule() (provider.TokenRule, bool) {
+	r, ok := RuleOf(p.model)
+	if !ok {
+		return provider.TokenRule{}, false
+	}
+	detail := p.cfg.Detail
+	return provider.TokenRule{Name: r.String(detail), Tokens: func(w, h int) int64 { return r.Tokens(detail, w, h) }}, true
 }

@@ -7,10 +7,12 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
+	"strconv"
 
 	"golang.org/x/image/webp"
 
 	"github.com/pgimageai/pgimageai/magic"
+	"github.com/pgimageai/pgimageai/provider"
 )
 
 // Token limits of the multimodal endpoint
@@ -53,4 +55,12 @@ func imageTokens(f magic.Format, data []byte) (tokens int) {
 	}
 	pixels := int64(c.Width) * int64(c.Height)
 	return int(min((pixels+PixelsPerToken-1)/PixelsPerToken, MaxRequestTokens+1))
+}
+
+// ImageTokenRule is Voyage's rule (provider.ImageTokenCounter): a token per
+// PixelsPerToken pixels of the image as sent, rounded up.
+func (p *Provider) ImageTokenRule() (provider.TokenRule, bool) {
+	return provider.TokenRule{Name: "Voyage's rule: 1 token per " + strconv.Itoa(PixelsPerToken) + " pixels", Tokens: func(w, h int) int64 {
+		return (int64(w)*int64(h) + PixelsPerToken - 1) / PixelsPerToken
+	}}, true
 }

@@ -1,9 +1,0 @@
-//go:build !unix
-
-package main
-
-import "syscall"
-
-// serverProcAttr: outside Unix the server runs with the demo's own process
-// attributes (there is no root to step down from).
-func serverProcAttr(*account) *syscall.SysProcAttr { return nil }
