@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/pgimageai/pgimageai/internal/suggest"
 )
 
 // Reasons of an *Error, as SPEC §3 names them.
@@ -99,6 +101,35 @@ type Env struct {
 // Open returns the store that cfg describes, or an error naming what is wrong
 // with it (an unknown kind or option, a missing bucket, a prefix outside every
 // file root).
+// Open reads no object and resolves no host: a store that cannot be reached
+// shows at its first Stat or Fetch (and in pgimageai doctor).
 func Open(cfg Config, env Env) (Store, error) {
-	return nil, fmt.Errorf("store %q: kind %q: not implemented yet", cfg.Name, cfg.Kind)
+	st, err := open(cfg, env)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", cfg.Name, err)
+	}
+	return st, nil
+}
+
+// Kinds are the kinds of store Open knows.
+var Kinds = []string{"s3", "http", "file"}
+
+func open(cfg Config, env Env) (Store, error) {
+	switch cfg.Kind {
+	case "s3", "http", "file":
+	default:
+		return nil, fmt.Errorf("unknown kind %q%s; known: s3, http, file", cfg.Kind, suggest.Hint(cfg.Kind, Kinds))
+	}
+	o, err := parseOptions(cfg.Kind, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	switch cfg.Kind {
+	case "s3":
+		return openS3(cfg, env, o)
+	case "http":
+		return openHTTP(cfg, env, o)
+	default:
+		return openFile(cfg, env, o)
+	}
 }
