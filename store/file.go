@@ -152,7 +152,7 @@ func fileError(err error) error {
 		return &Error{Reason: ReasonNotFound, Err: err}
 	case errors.Is(err, fs.ErrPermission):
 		return &Error{Reason: ReasonForbidden, Err: err}
-	case errors.Is(err, syscall.ELOOP), strings.Contains(err.Error(), "escapes"):
+	case errors.Is(err, syscall.ELOOP), strings.Contains(err.Error(), "too many links"), strings.Contains(err.Error(), "escapes"):
 		return badRef("%v", err)
 	}
 	return transient(err)
