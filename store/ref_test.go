@@ -61,11 +61,11 @@ func TestS3Key(t *testing.T) {
 		{"a.jpg", "app/a.jpg"},
 		{"2026/a.jpg", "app/2026/a.jpg"},
 		{"s3://photos/app/a.jpg", "app/a.jpg"},
-		{"s3://photos/other/a.jpg", ""},   // outside the prefix
-		{"s3://photos/apple/a.jpg", ""},   // a prefix is a directory, not a string prefix
-		{"s3://secrets/app/a.jpg", ""},    // another bucket
-		{"s3://photos", ""},               // no key
-		{"s3://photos/app/../x.jpg", ""},  // climbs out
+		{"s3://photos/other/a.jpg", ""},  // outside the prefix
+		{"s3://photos/apple/a.jpg", ""},  // a prefix is a directory, not a string prefix
+		{"s3://secrets/app/a.jpg", ""},   // another bucket
+		{"s3://photos", ""},              // no key
+		{"s3://photos/app/../x.jpg", ""}, // climbs out
 		{"https://photos.s3.amazonaws.com/app/a.jpg", ""},
 		{"/app/a.jpg", ""},
 		{"../a.jpg", ""},
