@@ -47,7 +47,15 @@ func openS3(cfg Config, env Env, o Options) (*s3Store, error) {
 		region = "us-east-1" // what MinIO, Ceph, SeaweedFS and GCS accept
 	}
 	loads := []func(*config.LoadOptions) error{
-		config.WithHTTPClient(newStoreHTTPClient(env, o, nil)),
+		// The SDK's buildable client, so that AWS_CA_BUNDLE and the proxy
+		// variables AWS users set are honoured; redirects are refused below.
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.DialContext = env.dial()
+			tr.MaxIdleConns = o.MaxConcurrency * 2
+			tr.MaxIdleConnsPerHost = o.MaxConcurrency
+			tr.ResponseHeaderTimeout = o.Timeout
+			tr.DisableCompression = true
+		})),
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
 		// Checksums only when an operation requires them: GCS, R2 and older
 		// Ceph refuse the flexible-checksum headers that are the default since
@@ -75,16 +83,21 @@ func openS3(cfg Config, env Env, o Options) (*s3Store, error) {
 	case cfg.AccessKeyEnv != "" || cfg.SecretKeyEnv != "":
 		return nil, errors.New("access_key_env and secret_key_env go together: both, or neither for the default credential chain")
 	}
+	if cfg.Endpoint != "" {
+		if err := checkEndpoint(cfg.Endpoint); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	awsCfg, err := config.LoadDefaultConfig(ctx, loads...)
 	if err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
-	if cfg.Endpoint != "" {
-		if err := checkEndpoint(cfg.Endpoint); err != nil {
-			return nil, err
-		}
+	if bc, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		awsCfg.HTTPClient = &http.Client{Transport: bc.GetTransport(), CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // a redirect would carry the signature elsewhere
+		}}
 	}
 	client := s3.NewFromConfig(awsCfg, func(so *s3.Options) {
 		if cfg.Endpoint != "" {
@@ -175,11 +188,16 @@ func (s *s3Store) Fetch(ctx context.Context, ref string, maxBytes int64) ([]byte
 	return body, info, err
 }
 
+// s3Version is the object's ETag (it changes with the bytes, and HEAD and
+// GET agree on it everywhere), or its version id when it has no ETag.
 func s3Version(versionID, etag *string) string {
-	if v := aws.ToString(versionID); v != "" && v != "null" {
+	if e := strings.Trim(aws.ToString(etag), `"`); e != "" {
+		return e
+	}
+	if v := aws.ToString(versionID); v != "null" {
 		return v
 	}
-	return strings.Trim(aws.ToString(etag), `"`)
+	return ""
 }
 
 // s3Error maps an S3 error to a reason: the object's own trouble (missing,
