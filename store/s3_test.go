@@ -71,7 +71,9 @@ func (f *fakeS3) open(t *testing.T, options string) Store {
 	st, err := Open(Config{Name: "s", Kind: "s3", Endpoint: f.URL, Bucket: "photos", Prefix: "app",
 		AccessKeyEnv: "TEST_S3_KEY", SecretKeyEnv: "TEST_S3_SECRET", Options: json.RawMessage(options)},
 		Env{
-			Getenv: func(k string) string { return map[string]string{"TEST_S3_KEY": "AKIDTEST", "TEST_S3_SECRET": "secret"}[k] },
+			Getenv: func(k string) string {
+				return map[string]string{"TEST_S3_KEY": "AKIDTEST", "TEST_S3_SECRET": "secret"}[k]
+			},
 			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				var d net.Dialer
 				c, err := d.DialContext(ctx, network, addr)
