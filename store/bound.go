@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/pgimageai/pgimageai/internal/backoff"
@@ -24,12 +25,14 @@ func readBounded(body io.Reader, size, limit int64) ([]byte, error) {
 	}
 	buf := make([]byte, 0, min(capacity, limit+1))
 	for {
-		if int64(len(buf)) == int64(cap(buf)) {
+		if len(buf) == cap(buf) {
+			// Unknown size (or a body past its size): grow by doubling, never
+			// past limit+1.
 			grow := min(int64(cap(buf)), limit+1-int64(len(buf)))
 			if grow <= 0 {
 				break
 			}
-			buf = append(buf, make([]byte, grow)...)[:len(buf)]
+			buf = slices.Grow(buf, int(grow))
 		}
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -95,19 +98,20 @@ func newLimiter(o Options) *limiter {
 
 // do runs attempt under the semaphore and the timeout, again after a
 // transient failure while retries last. The semaphore is released during
-// the backoff.
+// the backoff. When ctx ends, do returns ctx's error (never an *Error): the
+// caller's cancellation or deadline is not the store's outage.
 func (l *limiter) do(ctx context.Context, attempt func(ctx context.Context) error) error {
 	b := l.backoff
 	for i := 0; ; i++ {
 		err := l.once(ctx, attempt)
-		if err == nil || !IsTransient(err) || i >= l.retries || ctx.Err() != nil {
-			if err != nil && ctx.Err() != nil && !IsTransient(err) {
-				return ctx.Err()
-			}
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err() // the caller's end, not the store's failure
+		}
+		if err == nil || !IsTransient(err) || i >= l.retries {
 			return err
 		}
 		if werr := b.Sleep(ctx); werr != nil {
-			return err
+			return werr
 		}
 	}
 }

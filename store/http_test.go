@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -437,5 +438,29 @@ func TestOpenHTTPStore(t *testing.T) {
 				t.Fatalf("Open = %v, want an error containing %q", err, tt.err)
 			}
 		})
+	}
+}
+
+// TestHTTPStoreCallerCancel: the caller's cancellation is ctx's error, not a
+// store outage (a row must not park because its caller stopped).
+func TestHTTPStoreCallerCancel(t *testing.T) {
+	release := make(chan struct{})
+	srv := newOrigin(t, func(o *origin, w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	st := openHTTPTest(t, newNetHooks(), srv.URL+"/", `{"allow_private": true, "allow_http": true, "timeout": "10s"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := st.Fetch(ctx, "a", 10)
+	if !errors.Is(err, context.DeadlineExceeded) || ReasonOf(err) != "" {
+		t.Errorf("Fetch = %v, want the caller's context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Fetch took %s after its context ended", d)
 	}
 }

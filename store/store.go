@@ -41,6 +41,7 @@ type Info struct {
 
 // Store reads objects by reference. A reference is a key relative to the
 // store, or an absolute s3://bucket/key or URL that must fall inside it.
+// When ctx ends, Stat and Fetch return ctx's error, not an *Error.
 type Store interface {
 	// Stat returns the object's size and version, without its body (HEAD, stat).
 	Stat(ctx context.Context, ref string) (Info, error)
@@ -91,11 +92,20 @@ type Config struct {
 // Env is what the operator's process gives every store: the directories a
 // file store may read under (--file-root), the environment, and hooks that
 // tests use to watch or replace the network.
+//
+// Getenv is the only way a store reads a key: the caller enforces which
+// variables a store may name (--key-env-allow) by the Getenv it passes. The
+// s3 kind's default credential chain (both key columns NULL) reads the AWS
+// SDK's own variables and files, as AWS users expect.
 type Env struct {
-	FileRoots []string                                                          // absolute directories; a file store's prefix must lie under one
-	Getenv    func(string) string                                               // nil = os.Getenv
-	LookupIP  func(ctx context.Context, host string) ([]net.IP, error)          // nil = net.DefaultResolver
-	Dial      func(ctx context.Context, network, addr string) (net.Conn, error) // nil = a net.Dialer; addr is always a checked IP:port
+	FileRoots []string            // absolute directories; a file store's prefix must lie under one
+	Getenv    func(string) string // nil = os.Getenv
+	// LookupIP resolves an http store's host names; nil = net.DefaultResolver.
+	LookupIP func(ctx context.Context, host string) ([]net.IP, error)
+	// Dial makes every connection; nil = a net.Dialer. For an http store
+	// addr is always an IP:port that passed its address checks; for an s3
+	// store it is the endpoint's host:port.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Open returns the store that cfg describes, or an error naming what is wrong
