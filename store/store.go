@@ -12,6 +12,8 @@
 // a provider outage rather than fail them.
 //
 // The package imports nothing of the bridge: the bridge calls Stat and Fetch.
+//
+// Layer: store.
 package store
 
 import (

@@ -61,7 +61,7 @@ var Layers = []Layer{
 	{Name: "cmd", Packages: []string{"cmd/..."},
 		May: []string{"value", "toolkit", "codec", "provider", "store", "postgres", "semantics", "bookkeeping", "metrics", "sink", "parts", "engine", "bridge", "operator"},
 		Why: "the command line: it wires, it decides nothing"},
-	{Name: "test", Packages: []string{"integration/...", "internal/archtest", "internal/pgtest", "normalize/normtest", "provider/internal/fakeapi"},
+	{Name: "test", Packages: []string{"integration/...", "internal/archtest", "internal/pgtest", "normalize/normtest", "provider/internal/fakeapi", "store/storetest"},
 		May: []string{"value", "toolkit", "codec", "provider", "store", "postgres", "semantics", "bookkeeping", "metrics", "sink", "parts", "engine", "bridge", "operator", "cmd"},
 		Why: "test support, imported by tests only"},
 }

@@ -7,6 +7,8 @@
 // The binary is $PGIMAGEAI_WEED, or the cache that scripts/build-seaweedfs.sh
 // fills (${XDG_CACHE_HOME:-$HOME/.cache}/pgimageai/weed-<version>/weed).
 // Without it a test fails; only under -short outside CI does it skip.
+//
+// Layer: test.
 package storetest
 
 import (
