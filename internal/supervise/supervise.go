@@ -40,6 +40,8 @@ type Supervisor struct {
 	mu      sync.Mutex
 	wg      sync.WaitGroup
 	cancels map[int]context.CancelFunc // of the contexts not ended yet
+	soft    map[int]context.CancelFunc // of Soft's contexts not ended yet
+	drained bool                       // Drain was called
 	next    int
 	hard    bool  // the contexts are cancelled: what Go starts ends at once
 	joined  bool  // Wait returned with nothing running: Go starts nothing
@@ -49,7 +51,7 @@ type Supervisor struct {
 
 // New returns a Supervisor with nothing running.
 func New() *Supervisor {
-	return &Supervisor{drain: make(chan struct{}), cancels: map[int]context.CancelFunc{}, names: map[int]string{}}
+	return &Supervisor{drain: make(chan struct{}), cancels: map[int]context.CancelFunc{}, soft: map[int]context.CancelFunc{}, names: map[int]string{}}
 }
 
 type drainKey struct{}
@@ -70,6 +72,15 @@ func From(ctx context.Context) Spawner {
 		return nil
 	}
 	return s
+}
+
+// OrNew returns From(ctx), or for a ctx of no leadership (a test, a
+// command) a new Supervisor, whose goroutines the caller joins itself.
+func OrNew(ctx context.Context) Spawner {
+	if sp := From(ctx); sp != nil {
+		return sp
+	}
+	return New()
 }
 
 // newContext returns a context that ends at the hard stop, registered
@@ -128,8 +139,45 @@ func (s *Supervisor) Go(name string, run func(ctx context.Context) error) {
 	}()
 }
 
-// Drain begins the soft stop: Draining's channel closes.
-func (s *Supervisor) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+// Drain begins the soft stop: Draining's channel closes and Soft's
+// contexts end.
+func (s *Supervisor) Drain() {
+	s.drainOnce.Do(func() { close(s.drain) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drained = true
+	for id, c := range s.soft {
+		c()
+		delete(s.soft, id)
+	}
+}
+
+// Soft returns a child of a supervised ctx that ends at the soft stop too:
+// the context of a goroutine that has nothing in flight to finish (a
+// poller, a watcher). For a ctx no Supervisor gave it is
+// context.WithCancel.
+func Soft(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	s, _ := ctx.Value(spawnerKey{}).(*Supervisor)
+	if s == nil {
+		return ctx, cancel
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drained {
+		cancel()
+		return ctx, cancel
+	}
+	id := s.next
+	s.next++
+	s.soft[id] = cancel
+	return ctx, func() {
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.soft, id)
+	}
+}
 
 // Cancel is the hard stop at once: every context the supervisor gave ends,
 // and so does every one it gives from now on.

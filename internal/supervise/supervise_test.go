@@ -89,9 +89,18 @@ func TestContext(t *testing.T) {
 	if From(ctx) == nil || Draining(ctx) == nil {
 		t.Fatal("Context carries no supervisor")
 	}
+	soft, cancel := Soft(ctx)
+	defer cancel()
 	s.Drain()
 	if ctx.Err() != nil {
 		t.Fatal("the soft stop cancelled the context")
+	}
+	if soft.Err() == nil {
+		t.Fatal("the soft stop left Soft's context alive")
+	}
+	if late, cancel := Soft(ctx); late.Err() == nil {
+		cancel()
+		t.Fatal("Soft after the soft stop gave a live context")
 	}
 	s.Cancel()
 	if ctx.Err() == nil {
