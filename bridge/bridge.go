@@ -49,16 +49,11 @@ const (
 
 // Config configures a Bridge.
 type Config struct {
-	SourceDSN   string // where the rules, the slot and the source tables live
-	TargetDSN   string // where results, errors and checkpoints go; "" = SourceDSN
-	Slot        string
-	Publication string
-	// Group is the rule group to stream (rules.rule_group); "" = default.
-	// Each group needs a slot and publication of its own.
-	Group    string
-	Registry *provider.Registry
-	Env      provider.Env
-	Logger   *slog.Logger
+	SourceDSN string // where the rules, the slot and the source tables live
+	TargetDSN string // where results, errors and checkpoints go; "" = SourceDSN
+	Stream
+	Providers
+	Logger *slog.Logger
 	// Metrics receives counters and the bridge's status; nil = none.
 	Metrics *metrics.Metrics
 	// Version is the build's version, for the start-up line.
@@ -67,6 +62,22 @@ type Config struct {
 	Timing  Timing
 	Trust   Trust
 	Outage  Outage
+}
+
+// Stream names what a Bridge streams: its slot, publication and rule group.
+type Stream struct {
+	Slot        string
+	Publication string
+	// Group is the rule group to stream (rules.rule_group); "" = default.
+	// Each group needs a slot and publication of its own.
+	Group string
+}
+
+// Providers is where a Bridge finds its models: the registry of provider
+// kinds and the environment their keys are read from.
+type Providers struct {
+	Registry *provider.Registry
+	Env      provider.Env
 }
 
 // Trust names what of the database's other roles the operator trusts the
