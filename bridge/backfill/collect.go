@@ -217,12 +217,15 @@ func (b *batchRun) startUpload(ctx context.Context, seq int) *upload {
 		return nil
 	}
 	// The leadership's spawner starts it (the upload is joined here too:
-	// wait, result, abort); ctx ends it as it ends the batch's collection.
+	// wait, result, abort); ctx ends it as it ends the batch's collection,
+	// and so does the leadership's stop, soft or hard: the batch is
+	// collected again by the next.
 	supervise.OrNew(ctx).Go("batch upload "+b.r.Name, func(sctx context.Context) error {
+		soft, cancelSoft := supervise.Soft(sctx)
+		defer cancelSoft()
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stop := context.AfterFunc(sctx, cancel) // the leadership's hard stop
-		defer stop()
+		defer context.AfterFunc(soft, cancel)()
 		return run(ctx)
 	})
 	return u
