@@ -176,8 +176,11 @@ loop:
 		}
 		return err
 	}
-	// Graceful stop: the lanes write what they hold, the checkpoint is
-	// stored and confirmed, then the stream closes.
+	// Graceful stop: the soft stop of the leadership — the pollers and
+	// watchers end, the lanes write what they hold —, then the checkpoint
+	// is stored and confirmed, then the stream closes.
+	err = nil
+	sup.Drain()
 	drained := make(chan struct{})
 	sup.Go("drain lanes", func(context.Context) error { p.lanes.Drain(); close(drained); return nil })
 	timer := time.NewTimer(p.timing.DrainTimeout)
