@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/apply"
@@ -193,7 +194,8 @@ loop:
 		default:
 		}
 	case <-timer.C:
-		err = fmt.Errorf("graceful stop: calls still running after %s; unfinished transactions will be read again on restart", p.timing.DrainTimeout)
+		err = fmt.Errorf("graceful stop: calls still running after %s (%s); unfinished transactions will be read again on restart",
+			p.timing.DrainTimeout, strings.Join(sup.Running(), ", "))
 	}
 	stopCheckpointer()
 	if cerr := <-cpErr; err == nil && cerr != nil {

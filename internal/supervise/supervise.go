@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 )
@@ -38,20 +39,29 @@ type Supervisor struct {
 	drainOnce sync.Once
 
 	mu      sync.Mutex
-	wg      sync.WaitGroup
-	cancels map[int]context.CancelFunc // of the contexts not ended yet
+	idle    *sync.Cond                 // signalled when running drops to 0
+	running int                        // goroutines started and not returned
+	cancels map[int]entry              // the contexts not ended yet
 	soft    map[int]context.CancelFunc // of Soft's contexts not ended yet
 	drained bool                       // Drain was called
 	next    int
 	hard    bool  // the contexts are cancelled: what Go starts ends at once
 	joined  bool  // Wait returned with nothing running: Go starts nothing
 	err     error // the first failure
-	names   map[int]string
+}
+
+// entry is a context the supervisor gave: of a goroutine (name) or of
+// Context (no name).
+type entry struct {
+	name   string
+	cancel context.CancelFunc
 }
 
 // New returns a Supervisor with nothing running.
 func New() *Supervisor {
-	return &Supervisor{drain: make(chan struct{}), cancels: map[int]context.CancelFunc{}, soft: map[int]context.CancelFunc{}, names: map[int]string{}}
+	s := &Supervisor{drain: make(chan struct{}), cancels: map[int]entry{}, soft: map[int]context.CancelFunc{}}
+	s.idle = sync.NewCond(&s.mu)
+	return s
 }
 
 type drainKey struct{}
@@ -85,12 +95,12 @@ func OrNew(ctx context.Context) Spawner {
 
 // newContext returns a context that ends at the hard stop, registered
 // under the returned id (release it with done).
-func (s *Supervisor) newContext() (context.Context, int) {
+func (s *Supervisor) newContext(name string) (context.Context, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = context.WithValue(context.WithValue(ctx, drainKey{}, s.drain), spawnerKey{}, s)
 	id := s.next
 	s.next++
-	s.cancels[id] = cancel
+	s.cancels[id] = entry{name: name, cancel: cancel}
 	if s.hard {
 		cancel()
 	}
@@ -104,12 +114,13 @@ func (s *Supervisor) newContext() (context.Context, int) {
 func (s *Supervisor) Context() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ctx, _ := s.newContext()
+	ctx, _ := s.newContext("")
 	return ctx
 }
 
-// Go starts run on a goroutine of its own, joined by Stop and Wait. Once
-// the supervisor has joined its goroutines it starts nothing and records
+// Go starts run on a goroutine of its own, joined by Stop and Wait; it may
+// be called from any goroutine, while Stop or Wait waits too. Once the
+// supervisor has joined its goroutines it starts nothing and records
 // ErrStopped.
 func (s *Supervisor) Go(name string, run func(ctx context.Context) error) {
 	s.mu.Lock()
@@ -120,19 +131,19 @@ func (s *Supervisor) Go(name string, run func(ctx context.Context) error) {
 		s.mu.Unlock()
 		return
 	}
-	ctx, id := s.newContext()
-	s.names[id] = name
-	s.wg.Add(1)
+	ctx, id := s.newContext(name)
+	s.running++
 	s.mu.Unlock()
 	go func() {
-		defer s.wg.Done()
 		err := run(ctx)
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.running--; s.running == 0 {
+			s.idle.Broadcast()
+		}
 		hard := ctx.Err() != nil
-		s.cancels[id]()
+		s.cancels[id].cancel()
 		delete(s.cancels, id)
-		delete(s.names, id)
 		if err != nil && s.err == nil && !(hard && errors.Is(err, context.Canceled)) {
 			s.err = fmt.Errorf("%s: %w", name, err)
 		}
@@ -186,20 +197,22 @@ func (s *Supervisor) Cancel() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hard = true
-	for _, c := range s.cancels {
-		c()
+	for _, e := range s.cancels {
+		e.cancel()
 	}
 }
 
 // Wait waits for every goroutine started, and for those they start, then
 // returns the first failure. Afterwards Go starts nothing.
 func (s *Supervisor) Wait() error {
-	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for s.running > 0 {
+		s.idle.Wait()
+	}
 	s.joined = true
-	for id, c := range s.cancels { // Context's: nothing runs on them any more
-		c()
+	for id, e := range s.cancels { // Context's: nothing runs on them any more
+		e.cancel()
 		delete(s.cancels, id)
 	}
 	return s.err
@@ -212,7 +225,14 @@ func (s *Supervisor) Wait() error {
 func (s *Supervisor) Stop(deadline time.Duration) error {
 	s.Drain()
 	joined := make(chan struct{})
-	go func() { s.wg.Wait(); close(joined) }() // ends with the last goroutine, below
+	go func() { // ends with the last goroutine, below
+		s.mu.Lock()
+		for s.running > 0 {
+			s.idle.Wait()
+		}
+		s.mu.Unlock()
+		close(joined)
+	}()
 	if deadline > 0 {
 		t := time.NewTimer(deadline)
 		defer t.Stop()
@@ -231,9 +251,12 @@ func (s *Supervisor) Stop(deadline time.Duration) error {
 func (s *Supervisor) Running() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.names))
-	for _, n := range s.names {
-		out = append(out, n)
+	var out []string
+	for _, e := range s.cancels {
+		if e.name != "" {
+			out = append(out, e.name)
+		}
 	}
+	sort.Strings(out)
 	return out
 }

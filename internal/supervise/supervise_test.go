@@ -110,3 +110,32 @@ func TestContext(t *testing.T) {
 		t.Fatal("an unsupervised context has a drain signal")
 	}
 }
+
+// TestGoWhileStopping: Go called from outside the supervisor's goroutines
+// while Stop waits is joined too, or, once the supervisor has joined,
+// refused — never left running.
+func TestGoWhileStopping(t *testing.T) {
+	for range 50 {
+		s := New()
+		var started, ended atomic.Int32
+		s.Go("first", func(ctx context.Context) error { <-Draining(ctx); return nil })
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 20 {
+				s.Go("late", func(ctx context.Context) error {
+					started.Add(1)
+					defer ended.Add(1)
+					<-Draining(ctx)
+					return nil
+				})
+			}
+		}()
+		_ = s.Stop(time.Minute)
+		<-done
+		_ = s.Wait()
+		if started.Load() != ended.Load() {
+			t.Fatalf("%d started, %d ended after Stop and Wait", started.Load(), ended.Load())
+		}
+	}
+}
