@@ -346,6 +346,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 	pl, err := b.start(ctx, sup, p)
 	if err == nil {
 		err = pl.run(ctx, sup)
+		pl.eng.StopWatch() // its reconciliations end with the leadership
 	}
 	// A graceful stop has drained the lanes: what is left gets its drain
 	// signal and DrainTimeout; any other end is the hard stop at once.
@@ -357,9 +358,6 @@ func (b *Bridge) lead(ctx context.Context) error {
 		err = serr
 	}
 	b.setStream(nil)
-	if pl != nil {
-		pl.eng.StopWatch() // its reconciliations end with the leadership
-	}
 	if err != nil {
 		return err
 	}

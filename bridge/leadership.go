@@ -125,7 +125,7 @@ func (b *Bridge) prepare(ctx context.Context) (_ *prepared, err error) {
 // under sup: the parked rows' drainer, the pace watch and retention; the
 // lanes and calls start theirs through sup as work comes. The engine is
 // made before anything asks it, so that no function captures it unset.
-func (b *Bridge) start(ctx context.Context, sup *supervise.Supervisor, p *prepared) (*pipeline, error) {
+func (b *Bridge) start(ctx context.Context, sup *supervise.Supervisor, p *prepared) (_ *pipeline, err error) {
 	cfg, log := b.cfg, b.cfg.Logger
 	src, tgt, err := p.conns.Conns(ctx)
 	if err != nil {
@@ -161,6 +161,11 @@ func (b *Bridge) start(ctx context.Context, sup *supervise.Supervisor, p *prepar
 		Calls: caller, Metrics: cfg.Metrics, Lanes: lanes, Resume: p.resume,
 		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN, Parked: drainer,
 	})
+	defer func() {
+		if err != nil {
+			eng.StopWatch()
+		}
+	}()
 	caller.SetLive(eng.Live)
 	lanes.SetTargets(targets(eng, cfg.SourceDSN, cfg.TargetDSN))
 	drainer.SetModels(eng.RuleModels)
