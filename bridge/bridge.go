@@ -20,11 +20,10 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/park"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/track"
-	"github.com/pgimageai/pgimageai/bridge/work"
-	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/internal/circuit"
 	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
@@ -50,16 +49,11 @@ const (
 
 // Config configures a Bridge.
 type Config struct {
-	SourceDSN   string // where the rules, the slot and the source tables live
-	TargetDSN   string // where results, errors and checkpoints go; "" = SourceDSN
-	Slot        string
-	Publication string
-	// Group is the rule group to stream (rules.rule_group); "" = default.
-	// Each group needs a slot and publication of its own.
-	Group    string
-	Registry *provider.Registry
-	Env      provider.Env
-	Logger   *slog.Logger
+	SourceDSN string // where the rules, the slot and the source tables live
+	TargetDSN string // where results, errors and checkpoints go; "" = SourceDSN
+	Stream
+	Providers
+	Logger *slog.Logger
 	// Metrics receives counters and the bridge's status; nil = none.
 	Metrics *metrics.Metrics
 	// Version is the build's version, for the start-up line.
@@ -68,6 +62,22 @@ type Config struct {
 	Timing  Timing
 	Trust   Trust
 	Outage  Outage
+}
+
+// Stream names what a Bridge streams: its slot, publication and rule group.
+type Stream struct {
+	Slot        string
+	Publication string
+	// Group is the rule group to stream (rules.rule_group); "" = default.
+	// Each group needs a slot and publication of its own.
+	Group string
+}
+
+// Providers is where a Bridge finds its models: the registry of provider
+// kinds and the environment their keys are read from.
+type Providers struct {
+	Registry *provider.Registry
+	Env      provider.Env
 }
 
 // Trust names what of the database's other roles the operator trusts the
@@ -321,180 +331,39 @@ func (b *Bridge) setStream(s *replication.Stream) {
 	b.stream = s
 }
 
-// lead is Run while this instance holds the leader lock.
+// lead is Run while this instance holds the leader lock: prepare what the
+// leadership starts from, start its goroutines under one supervisor, run
+// the pipeline until ctx ends or a stage fails, then stop: every goroutine
+// of the leadership has returned before lead does, so the next leadership
+// never meets a writer of this one.
 func (b *Bridge) lead(ctx context.Context) error {
-	cfg := b.cfg
-	log := cfg.Logger
-	conns := reconn.NewPair(cfg.SourceDSN, cfg.TargetDSN)
-	defer conns.Close(context.WithoutCancel(ctx))
-	src, tgt, err := conns.Conns(ctx)
+	p, err := b.prepare(ctx)
 	if err != nil {
 		return err
 	}
-	// The checkpointer's writer stores the slot's checkpoint; each lane has
-	// a writer of its own.
-	cpw := sink.NewWriter(cfg.TargetDSN, cfg.Slot, "")
-	defer cpw.Close(context.WithoutCancel(ctx))
-
-	if err := replication.Preflight(ctx, src); err != nil {
-		return err
+	defer p.close(context.WithoutCancel(ctx))
+	sup := supervise.New()
+	pl, err := b.start(ctx, sup, p)
+	if err == nil {
+		err = pl.run(ctx, sup)
+		pl.eng.StopWatch() // its reconciliations end with the leadership
 	}
-	if err := replication.CheckPrimary(ctx, src); err != nil {
-		return err
+	// A graceful stop has drained the lanes: what is left gets its drain
+	// signal and DrainTimeout; any other end is the hard stop at once.
+	deadline := time.Duration(0)
+	if err == nil {
+		deadline = b.cfg.Timing.DrainTimeout
 	}
-	live := rules.NewLive(log, cfg.Publication, cfg.Registry, cfg.Env, conns)
-	if cfg.Limits.ReadColumnsOnly {
-		live.PublishReadColumns()
+	if serr := sup.Stop(deadline); err == nil && serr != nil && ctx.Err() == nil {
+		err = serr
 	}
-	live.TrustTables(cfg.Trust.Tables)
-	if err := live.Load(ctx, rules.GroupOrDefault(cfg.Group)); err != nil {
-		return fmt.Errorf("%w (run pgimageai migrate first)", err)
-	}
-	rulesOID, modelsOID, retriesOID, err := state.TableOIDs(ctx, src)
+	b.setStream(nil)
 	if err != nil {
-		return fmt.Errorf("%w (run pgimageai migrate first)", err)
-	}
-	// The bridge's own write-back transactions that the slot may send again.
-	xids, err := state.OwnXacts(ctx, tgt)
-	if err != nil {
-		return err
-	}
-	next, err := state.NextXID(ctx, src)
-	if err != nil {
-		return err
-	}
-	own := apply.NewOwn(xids, next)
-	// Permanent failures of earlier runs are not paid for again.
-	cache := cost.NewCache(max(cfg.Limits.CacheEntries, 0), cfg.Limits.CacheBytes)
-	failed, err := state.PermanentFailures(ctx, tgt, max(cfg.Limits.CacheEntries, 0))
-	if err != nil {
-		return err
-	}
-	for _, f := range failed {
-		if len(f.InputKey) == len(work.Key{}) {
-			cache.Fail(work.Key(f.InputKey), &functions.Error{Reason: functions.Reason(f.Reason), Detail: f.Detail, ImageBytes: -1,
-				Err: provider.Errorf(provider.Permanent, "%s", f.Detail)})
-		}
-	}
-	// Where to stream from — after starting over, when the slot skipped
-	// changes since the checkpoint.
-	checkpoint, err := b.closeGap(ctx, src, tgt)
-	if err != nil {
-		return err
-	}
-	// Each lane resumes after its own checkpoint: what a lane wrote of a
-	// transaction the slot has not confirmed is skipped, without a call.
-	routed, err := state.LoadLaneCheckpoints(ctx, tgt, cfg.Slot)
-	if err != nil {
-		return err
-	}
-	// The requests waiting in batches count against the day they went into
-	// the batch, as they did before the restart.
-	spent, day, err := state.CountedToday(ctx, tgt)
-	if err != nil {
-		return err
-	}
-
-	// The slot is confirmed only through the checkpointer, once stored:
-	// the tracker's moves and the stream's idle positions alike.
-	tracker := track.New(nil)
-	stream := replication.NewStream(replication.Config{
-		ConnString: cfg.SourceDSN, Slot: cfg.Slot, Publication: cfg.Publication,
-		StatusInterval: cfg.Timing.StatusInterval, FailoverWait: cfg.Timing.FailoverWait, Logger: log,
-		Idle: func(lsn replication.LSN) { tracker.Idle(lsn) },
-	})
-	// The stream and the calls outlive ctx so that a graceful stop can finish
-	// what it read and confirm it; hard bounds them instead.
-	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHard()
-	laneCtx, stopLanes := context.WithCancel(hard)
-	defer stopLanes()
-	budget := cost.NewBudget(cfg.Limits.ByteBudget)
-	var eng *engine.Engine
-	// The models' circuits, and the rows parked while a model is down:
-	// restored first, so that a model a previous run left down is probed
-	// before any call, and lanes know which rules have parked rows.
-	drainer := park.New(park.Config{Log: log, Slot: cfg.Slot, SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN,
-		Circuit: circuit.Config{Threshold: cfg.Outage.Threshold, ProbeMin: cfg.Outage.ProbeMin, ProbeMax: cfg.Outage.ProbeMax},
-		Models:  func() map[string]string { return eng.RuleModels() }})
-	breaker := drainer.Breaker()
-	if err := drainer.Load(ctx, tgt); err != nil {
-		return err
-	}
-	lanes := apply.New(laneCtx, apply.Config{
-		Parked: drainer.Rules(),
-		Log:    log, Budget: budget, Tracker: tracker, Metrics: cfg.Metrics, MaxOps: cfg.Limits.BatchOps,
-		Linger: apply.LingerFor, Backoff: 200 * time.Millisecond, Own: own.Add, Idle: apply.DefaultIdle,
-		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
-		Targets: apply.Targets{
-			Any:  func(lane string) bool { return len(eng.TargetRules(lane)) > 0 },
-			Live: func(r *rules.Rule) bool { return eng.Live(r) },
-			Repair: func(ctx context.Context, lane string) error {
-				rs := eng.TargetRules(lane)
-				if len(rs) == 0 {
-					return apply.ErrNoRules // deleted with its rules: nothing to make again
-				}
-				// The stream may not have reached the rules' deletion yet: a
-				// table dropped after its rules were deleted is not made again.
-				if alive, err := rulesAlive(ctx, cfg.SourceDSN, rs); err != nil {
-					return err
-				} else if !alive {
-					return apply.ErrNoRules
-				}
-				return recreate(ctx, cfg.TargetDSN, rs)
-			},
-		},
-	})
-	lookups := cost.NewLookups(cfg.TargetDSN, 4)
-	defer lookups.Close(context.WithoutCancel(ctx))
-	caller := calls.New(hard, calls.Cost{Budget: budget, Cache: cache, Lookups: lookups,
-		Daily: cost.NewDaily(cfg.Timing.Now, day, spent, cfg.Metrics)}, cfg.Metrics, lanes.Rows())
-	caller.SetBreaker(breaker)
-	eng = engine.New(hard, engine.Deps{
-		Log: log, TypeMap: tgt.TypeMap(), Live: live, Conns: conns,
-		Tables: engine.Tables{Rules: rulesOID, Models: modelsOID, Retries: retriesOID},
-		Calls:  caller, Metrics: cfg.Metrics, Lanes: lanes,
-		Resume:    engine.Resume{Tracker: tracker, Own: own, Routed: routed},
-		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN, Parked: drainer,
-	})
-	caller.SetLive(eng.Live)
-	defer eng.StopWatch() // its reconciliations end with the leadership
-	// The publication goes first: pgoutput refuses to decode from before
-	// its publication existed. Backfills read rows only once the slot exists.
-	if err := eng.Load(ctx); err != nil {
-		return err
-	}
-	if err := replication.EnsureSlot(ctx, src, cfg.Slot); err != nil {
-		return err
-	}
-	if err := eng.StartDeferred(ctx); err != nil {
-		return err
-	}
-	valid, invalid := live.Counts()
-	// The one line that says what runs: which build, on which database and
-	// slot, for which group and how many rules.
-	log.Info("streaming", "version", cfg.Version, "database", src.Config().Database, "slot", cfg.Slot, "group", cfg.Group,
-		"publication", cfg.Publication, "rules", valid, "invalid_rules", invalid, "checkpoint", checkpoint.String(), "lanes", len(routed))
-
-	b.run.Store(&running{budget: budget, tracker: tracker, lanes: lanes, engine: eng, calls: caller.Counters(), breaker: breaker, parked: drainer.Rules()})
-	drainCtx, stopDrain := context.WithCancel(ctx)
-	drained := make(chan struct{})
-	go func() { defer close(drained); drainer.Run(drainCtx) }()
-	defer func() { stopDrain(); <-drained }()
-	b.setStream(stream)
-	defer b.setStream(nil)
-	stopWatch := watchPace(ctx, paceWatch{log: log, dsn: cfg.TargetDSN, slot: cfg.Slot, every: cfg.Timing.PaceReport, governors: eng.Governors, lanes: lanes.Status})
-	defer stopWatch()
-	stopRetention := runRetention(ctx, retention{log: log, sourceDSN: cfg.SourceDSN, targetDSN: cfg.TargetDSN, slot: cfg.Slot, metrics: cfg.Metrics,
-		first: retentionFirst, every: retentionEvery})
-	defer stopRetention()
-	p := &pipeline{log: log, timing: cfg.Timing, eng: eng, lanes: lanes, tracker: tracker, lock: b.lock}
-	if err := p.run(ctx, hard, stream, checkpoint, cpw); err != nil {
 		return err
 	}
 	s := b.Stats()
-	confirmed, _, _ := tracker.State()
-	log.Info("stopped", "checkpoint", max(confirmed, checkpoint).String(), "changes", s.Changes, "calls", s.Calls, "cache_hits", s.CacheHits, "unchanged", s.Unchanged)
+	confirmed, _, _ := p.resume.Tracker.State()
+	b.cfg.Logger.Info("stopped", "checkpoint", max(confirmed, p.checkpoint).String(), "changes", s.Changes, "calls", s.Calls, "cache_hits", s.CacheHits, "unchanged", s.Unchanged)
 	return nil
 }
 

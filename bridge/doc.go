@@ -1,7 +1,10 @@
 // Package bridge wires the orchestration between replication and sink: it
 // takes the slot's leader lock (bridge/leader), prepares one leadership —
 // connections, the rules as the WAL shows them, the slot, the lanes, the
-// engine — and runs its pipeline (pipeline.go): the stream's events go to
+// engine (leadership.go) — and runs its pipeline (pipeline.go) under one
+// supervisor (internal/supervise), which starts every goroutine of the
+// leadership and has joined them all, soft stop then hard, before the next
+// leadership starts: the stream's events go to
 // the engine, the lanes write, the checkpointer stores what the tracker
 // confirms, and acks flow back to replication only once stored. Before
 // anything streams it finds whether the slot skipped changes since the
@@ -44,8 +47,9 @@
 //     the stored input and asks the cache and the daily cap (all in cost),
 //     then queues it on its model's workers; engine/engine.go emits the
 //     item to its lane (apply.Lanes.Push).
-//  4. apply/lane.go writes the ready prefix of the lane, turned into sink
-//     ops by apply/batch.go, with the lane's checkpoint,
+//  4. apply/lane.go takes the ready prefix of the lane; apply/lanewrite.go
+//     writes it, turned into sink ops by apply/batch.go, with the lane's
+//     checkpoint,
 //  5. through sink/writer.go, in one target transaction;
 //  6. then the lane tells track/track.go that the items are durable; the
 //     checkpointer (apply/checkpoint.go) stores the position past every

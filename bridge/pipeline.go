@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/apply"
 	"github.com/pgimageai/pgimageai/bridge/engine"
 	"github.com/pgimageai/pgimageai/bridge/leader"
 	"github.com/pgimageai/pgimageai/bridge/track"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 )
@@ -32,17 +34,25 @@ var errCheckpoint = errors.New("checkpoint")
 // pipeline is one leadership's stages: stream → engine → lanes, with the
 // checkpointer and the leader lock's watch beside them.
 type pipeline struct {
-	log     *slog.Logger
-	timing  Timing
-	eng     *engine.Engine
-	lanes   *apply.Lanes
-	tracker *track.Tracker
-	lock    *leader.Lock
+	log        *slog.Logger
+	timing     Timing
+	eng        *engine.Engine
+	lanes      *apply.Lanes
+	tracker    *track.Tracker
+	lock       *leader.Lock
+	stream     *replication.Stream
+	checkpoint replication.LSN // where the stream starts
+	cpw        *sink.Writer    // the checkpointer's
 }
 
-// run runs the pipeline until ctx ends or a stage fails.
-func (p *pipeline) run(ctx, hard context.Context, stream *replication.Stream, checkpoint replication.LSN, cpw *sink.Writer) error {
-	streamCtx, stopStream := context.WithCancel(hard)
+// run runs the pipeline until ctx ends or a stage fails. Its goroutines
+// (the stream, the checkpointer, the lock's watch) are sup's; run stops
+// them in their order — the lanes, then the checkpoint, then the stream —
+// and has joined them when it returns.
+func (p *pipeline) run(ctx context.Context, sup *supervise.Supervisor) error {
+	// The stream and the checkpointer outlive ctx so that a graceful stop
+	// can finish what it read and confirm it; sup's hard stop bounds them.
+	streamCtx, stopStream := context.WithCancel(sup.Context())
 	defer stopStream()
 	eng := p.eng
 	// The engine's work ends with ctx, or as soon as a stage it may be
@@ -55,37 +65,41 @@ func (p *pipeline) run(ctx, hard context.Context, stream *replication.Stream, ch
 
 	events := make(chan replication.Event, 16)
 	streamErr := make(chan error, 1)
-	go func() { streamErr <- stream.Run(streamCtx, checkpoint, events) }()
-	cp := apply.NewCheckpointer(cpw, p.tracker, stream.Ack, p.log, checkpoint)
-	cpCtx, stopCheckpointer := context.WithCancel(hard)
+	sup.Go("stream", func(context.Context) error {
+		streamErr <- p.stream.Run(streamCtx, p.checkpoint, events)
+		return nil
+	})
+	cp := apply.NewCheckpointer(p.cpw, p.tracker, p.stream.Ack, p.log, p.checkpoint)
+	cpCtx, stopCheckpointer := context.WithCancel(sup.Context())
 	defer stopCheckpointer()
 	cpErr := make(chan error, 1)
 	cpDone := make(chan struct{})
 	// Whatever the way out, the checkpointer has stopped before run returns:
 	// its writer is closed by the caller then.
 	defer func() { stopCheckpointer(); <-cpDone }()
-	go func() {
+	sup.Go("checkpointer", func(context.Context) error {
 		defer close(cpDone)
 		err := cp.Run(cpCtx)
 		if err != nil {
 			failEngine(fmt.Errorf("%w: %w", errCheckpoint, err))
 		}
 		cpErr <- err
-	}()
-	lost, watched := make(chan error, 1), make(chan error, 1)
+		return nil
+	})
+	lost := make(chan error, 1)
 	watching := make(chan struct{})
-	go func() {
+	sup.Go("leader watch", func(context.Context) error {
 		defer close(watching)
+		watched := make(chan error, 1)
 		p.lock.Watch(streamCtx, watched)
-	}()
-	go func() {
 		select {
 		case err := <-watched:
 			failEngine(err)
 			lost <- err
-		case <-streamCtx.Done():
+		default: // stopped
 		}
-	}()
+		return nil
+	})
 	defer func() { // the lock's connection is the watcher's until it returns
 		stopStream()
 		<-watching
@@ -163,10 +177,13 @@ loop:
 		}
 		return err
 	}
-	// Graceful stop: the lanes write what they hold, the checkpoint is
-	// stored and confirmed, then the stream closes.
+	// Graceful stop: the soft stop of the leadership — the pollers and
+	// watchers end, the lanes write what they hold —, then the checkpoint
+	// is stored and confirmed, then the stream closes.
+	err = nil
+	sup.Drain()
 	drained := make(chan struct{})
-	go func() { p.lanes.Drain(); close(drained) }()
+	sup.Go("drain lanes", func(context.Context) error { p.lanes.Drain(); close(drained); return nil })
 	timer := time.NewTimer(p.timing.DrainTimeout)
 	defer timer.Stop()
 	select {
@@ -177,7 +194,8 @@ loop:
 		default:
 		}
 	case <-timer.C:
-		err = fmt.Errorf("graceful stop: calls still running after %s; unfinished transactions will be read again on restart", p.timing.DrainTimeout)
+		err = fmt.Errorf("graceful stop: calls still running after %s (%s); unfinished transactions will be read again on restart",
+			p.timing.DrainTimeout, strings.Join(sup.Running(), ", "))
 	}
 	stopCheckpointer()
 	if cerr := <-cpErr; err == nil && cerr != nil {

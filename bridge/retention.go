@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -27,43 +28,39 @@ type retention struct {
 	first, every         time.Duration
 }
 
-// runRetention deletes old bookkeeping rows while this instance leads
+// run deletes old bookkeeping rows while this instance leads
 // (state.Prune: pgimageai.retention's horizons; the results, Batch API
 // answers and open errors of deleted rules when source and target are one
 // database; state.PruneRetryRequests: the retry requests the slot has
 // passed), in small batches, counting them in metrics. A failure is
-// logged and the pass tried again next time. It returns a function that
-// stops the task and waits for it.
-func runRetention(ctx context.Context, r retention) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		conns := reconn.NewPair(r.sourceDSN, r.targetDSN)
-		wait := r.first
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-			wait = r.every
-			pruned, err := pruneOnce(ctx, conns, r.slot)
-			conns.Close(context.WithoutCancel(ctx)) // no connection held between passes
-			if err != nil && ctx.Err() == nil {
-				r.log.Warn("retention pass failed; trying again at the next", "err", err)
-			}
-			var total int64 // what the pass deleted before any failure is deleted
-			for table, n := range pruned {
-				r.metrics.Pruned(table, n)
-				total += n
-			}
-			if total > 0 {
-				r.log.Info("retention: old bookkeeping rows deleted", "rows", total, "by_table", map[string]int64(pruned))
-			}
+// logged and the pass tried again next time. It runs on a goroutine of
+// the leadership (supervise) until ctx ends or its soft stop.
+func (r retention) run(ctx context.Context) error {
+	ctx, cancel := supervise.Soft(ctx)
+	defer cancel()
+	conns := reconn.NewPair(r.sourceDSN, r.targetDSN)
+	wait := r.first
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
 		}
-	}()
-	return func() { cancel(); <-done }
+		wait = r.every
+		pruned, err := pruneOnce(ctx, conns, r.slot)
+		conns.Close(context.WithoutCancel(ctx)) // no connection held between passes
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("retention pass failed; trying again at the next", "err", err)
+		}
+		var total int64 // what the pass deleted before any failure is deleted
+		for table, n := range pruned {
+			r.metrics.Pruned(table, n)
+			total += n
+		}
+		if total > 0 {
+			r.log.Info("retention: old bookkeeping rows deleted", "rows", total, "by_table", map[string]int64(pruned))
+		}
+	}
 }
 
 // pruneOnce is one retention pass on conns: the target's bookkeeping, then

@@ -58,7 +58,7 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 	reg.Register("openai", openai.Factory)
 	const slot = "pgimageai_failover"
 	cfg := bridge.Config{
-		SourceDSN: dsn, Slot: slot, Publication: slot, Registry: reg, Env: os.LookupEnv,
+		SourceDSN: dsn, Stream: bridge.Stream{Slot: slot, Publication: slot}, Providers: bridge.Providers{Registry: reg, Env: os.LookupEnv},
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Timing: bridge.Timing{StatusInterval: 500 * time.Millisecond, FailoverWait: time.Minute},
 	}

@@ -79,7 +79,7 @@ func (s *source) config(t testing.TB) bridge.Config {
 	reg := provider.NewRegistry()
 	reg.Register("openai", openai.Factory)
 	return bridge.Config{
-		SourceDSN: s.db.DSN(), Slot: s.slot, Publication: s.slot, Registry: reg, Env: os.LookupEnv,
+		SourceDSN: s.db.DSN(), Stream: bridge.Stream{Slot: s.slot, Publication: s.slot}, Providers: bridge.Providers{Registry: reg, Env: os.LookupEnv},
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Timing: bridge.Timing{StatusInterval: 500 * time.Millisecond},
 	}

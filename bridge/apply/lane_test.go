@@ -17,6 +17,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
@@ -105,10 +106,9 @@ func testRule(t *testing.T, fn functions.Name, dim int) *rules.Rule {
 // that records acks.
 func testLanes(t *testing.T, w *fakeWriter, maxOps int, acks *[]replication.LSN, mu *sync.Mutex) *Lanes {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	sp := testSpawner(t)
 	tr := track.New(func(l replication.LSN) { mu.Lock(); *acks = append(*acks, l); mu.Unlock() })
-	return New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
+	return New(sp, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
 		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: maxOps, Backoff: time.Millisecond})
 }
 
@@ -620,10 +620,9 @@ func TestLaneAbandonsATargetWithoutRules(t *testing.T) {
 	var acks []replication.LSN
 	var mu sync.Mutex
 	tr := track.New(func(l replication.LSN) { mu.Lock(); acks = append(acks, l); mu.Unlock() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	sp := testSpawner(t)
 	repairs := 0
-	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
+	ls := New(sp, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
 		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
 		Targets: Targets{Repair: func(context.Context, string) error { repairs++; return ErrNoRules }}})
 	ls.cfg.Budget.Acquire(context.Background(), 2*itemCost)
@@ -684,9 +683,8 @@ func TestLaneStalledOnFailingWrites(t *testing.T) {
 	r := testRule(t, functions.Complete, 0)
 	w := &missingWriter{}
 	tr := track.New(func(replication.LSN) {})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
+	sp := testSpawner(t)
+	ls := New(sp, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
 		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
 		Targets: Targets{Repair: func(context.Context, string) error { return errors.New("permission denied to create table") }}})
 	ls.cfg.Budget.Acquire(context.Background(), itemCost)
@@ -749,9 +747,8 @@ func TestLaneDrainDoesNotWaitOnAFailingTarget(t *testing.T) {
 	w := &missingWriter{}
 	var acks []replication.LSN
 	tr := track.New(func(l replication.LSN) { acks = append(acks, l) })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ls := New(ctx, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
+	sp := testSpawner(t)
+	ls := New(sp, Config{Log: slog.New(slog.DiscardHandler), NewWriter: func(string) Writer { return w },
 		Budget: cost.NewBudget(1 << 20), Tracker: tr, MaxOps: 100, Backoff: time.Millisecond,
 		Targets: Targets{Repair: func(context.Context, string) error { return errors.New("the target server is down") }}})
 	ls.cfg.Budget.Acquire(context.Background(), itemCost)
@@ -775,4 +772,13 @@ func TestLaneDrainDoesNotWaitOnAFailingTarget(t *testing.T) {
 	if len(acks) != 0 {
 		t.Errorf("acks %v: what the lane held was confirmed without being written", acks)
 	}
+}
+
+// testSpawner returns a supervisor stopped hard, and joined, at the end of
+// the test.
+func testSpawner(t *testing.T) *supervise.Supervisor {
+	t.Helper()
+	sp := supervise.New()
+	t.Cleanup(func() { sp.Stop(0) })
+	return sp
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/internal/backoff"
 	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/state"
 	"github.com/pgimageai/pgimageai/value"
@@ -23,6 +24,7 @@ import (
 // cancelled becomes final within minutes; its output files are deleted
 // then). It is safe for concurrent use.
 type Cleaner struct {
+	sp     supervise.Spawner // starts the runs
 	log    *slog.Logger
 	tgtDSN string
 	retry  backoff.Backoff
@@ -33,15 +35,16 @@ type Cleaner struct {
 	next    map[string]provider.BatchAPI // the APIs of the run asked for while one ran; nil: none
 }
 
-// NewCleaner returns the Cleaner of the target database tgtDSN.
-func NewCleaner(log *slog.Logger, tgtDSN string) *Cleaner {
-	return &Cleaner{log: log, tgtDSN: tgtDSN, retry: backoff.Backoff{Min: 2 * time.Second, Max: time.Minute}}
+// NewCleaner returns the Cleaner of the target database tgtDSN, whose runs
+// sp starts; a run ends at sp's soft stop.
+func NewCleaner(sp supervise.Spawner, log *slog.Logger, tgtDSN string) *Cleaner {
+	return &Cleaner{sp: sp, log: log, tgtDSN: tgtDSN, retry: backoff.Backoff{Min: 2 * time.Second, Max: time.Minute}}
 }
 
-// Start cleans up under ctx with apis, the batch APIs by models.name (of
+// Start cleans up with apis, the batch APIs by models.name (of
 // the models with batch_api; nil: those of the last Start), unless a run is
 // under way: that one then goes on with apis. A nil Cleaner does nothing.
-func (c *Cleaner) Start(ctx context.Context, apis map[string]provider.BatchAPI) {
+func (c *Cleaner) Start(apis map[string]provider.BatchAPI) {
 	if c == nil {
 		return
 	}
@@ -59,7 +62,12 @@ func (c *Cleaner) Start(ctx context.Context, apis map[string]provider.BatchAPI) 
 		return
 	}
 	c.running = true
-	go c.loop(ctx, apis)
+	c.sp.Go("batch cleanup", func(ctx context.Context) error {
+		ctx, cancel := supervise.Soft(ctx)
+		defer cancel()
+		c.loop(ctx, apis)
+		return nil
+	})
 }
 
 func (c *Cleaner) loop(ctx context.Context, apis map[string]provider.BatchAPI) {

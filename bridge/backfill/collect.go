@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/work"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -209,11 +210,24 @@ type upload struct {
 func (b *batchRun) startUpload(ctx context.Context, seq int) *upload {
 	pr, pw := io.Pipe()
 	u := &upload{w: pw, done: make(chan struct{})}
-	go func() {
+	run := func(ctx context.Context) error {
 		defer close(u.done)
 		u.id, u.err = b.api.UploadBatch(ctx, fmt.Sprintf("pgimageai-%s-%d.jsonl", b.r.Name, seq), pr)
 		pr.CloseWithError(errors.New("upload ended")) // a writer still writing stops
-	}()
+		return nil
+	}
+	// The leadership's spawner starts it (the upload is joined here too:
+	// wait, result, abort); ctx ends it as it ends the batch's collection,
+	// and so does the leadership's stop, soft or hard: the batch is
+	// collected again by the next.
+	supervise.OrNew(ctx).Go("batch upload "+b.r.Name, func(sctx context.Context) error {
+		soft, cancelSoft := supervise.Soft(sctx)
+		defer cancelSoft()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(soft, cancel)()
+		return run(ctx)
+	})
 	return u
 }
 

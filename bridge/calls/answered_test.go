@@ -1,7 +1,6 @@
 package calls
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -34,7 +33,7 @@ func completeRule(t testing.TB) *rules.Rule {
 func TestAnsweredCall(t *testing.T) {
 	r := completeRule(t)
 	r.ModelKey = "m@1"
-	cl := &Caller{ctx: context.Background()}
+	cl := &Caller{workers: workers{sp: testSpawner(t)}}
 	k := work.KeyFor(r, "p", batchPNG)
 	text := "a caption"
 	other := work.KeyFor(r, "p", append(append([]byte{}, batchPNG...), 9))

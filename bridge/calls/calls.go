@@ -25,6 +25,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/circuit"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider"
@@ -66,7 +67,6 @@ type Caller struct {
 	Cost
 	workers workers // run the calls, per model
 	metrics *metrics.Metrics
-	ctx     context.Context // calls outlive a graceful stop's cancellation
 	rows    Follower
 	breaker *circuit.Breaker // the models' circuits, by models.name; nil = none
 	count   Counters
@@ -85,10 +85,11 @@ func (cl *Caller) isLive(r *rules.Rule) bool {
 	return f == nil || (*f)(r)
 }
 
-// New returns a Caller of c whose calls run under ctx (which outlives a
-// graceful stop's cancellation), following calls that rows finds.
-func New(ctx context.Context, c Cost, m *metrics.Metrics, rows Follower) *Caller {
-	return &Caller{Cost: c, metrics: m, ctx: ctx, rows: rows}
+// New returns a Caller of c whose calls run on goroutines that sp starts
+// (they finish the calls queued at sp's soft stop; its hard stop cancels
+// them), following calls that rows finds.
+func New(sp supervise.Spawner, c Cost, m *metrics.Metrics, rows Follower) *Caller {
+	return &Caller{Cost: c, metrics: m, rows: rows, workers: workers{sp: sp}}
 }
 
 // SetBreaker sets the models' circuits (by models.name): a call of a model
@@ -157,7 +158,7 @@ func (cl *Caller) start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 	if !fresh && look != nil && look.Busy {
 		prev = cl.rows.Pending(look, r.Name, k)
 	}
-	cl.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() {
+	cl.workers.submit(r.ModelKey, r.Fn.Parallelism(), func(ctx context.Context) {
 		defer cl.Budget.Release(imgCost)
 		// prev was queued first on this model's workers: it runs or is done.
 		if prev != nil && c.Follow(prev) {
@@ -172,13 +173,13 @@ func (cl *Caller) start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 			close(c.Done)
 			return
 		}
-		if compare && cl.Lookups.Same(cl.ctx, r, look, k[:]) {
+		if compare && cl.Lookups.Same(ctx, r, look, k[:]) {
 			c.Unchanged, c.Hit = true, true
 			cl.count.Unchanged.Add(1)
 			close(c.Done)
 			return
 		}
-		c.Result, c.Hit, c.Err = cl.Cache.Do(cl.ctx, k, func() (functions.Result, error) {
+		c.Result, c.Hit, c.Err = cl.Cache.Do(ctx, k, func() (functions.Result, error) {
 			permit := cl.breaker.Allow(r.Model)
 			if permit == circuit.Park {
 				cl.metrics.Call(r.Name, r.Model, outcomeParked, 0)
@@ -191,7 +192,7 @@ func (cl *Caller) start(ctx context.Context, r *rules.Rule, look *cost.Lookup, i
 				return functions.Result{Null: true}, err // not cached: not permanent
 			}
 			cl.count.Calls.Add(1)
-			res, err := cl.call(r, k, img, prompt, permit, replay)
+			res, err := cl.call(ctx, r, k, img, prompt, permit, replay)
 			cl.Daily.Settle(r.Model, r.Cap, err == nil, int64(res.Usage.PromptTokens+res.Usage.CompletionTokens))
 			return res, err
 		})
@@ -228,8 +229,7 @@ func (cl *Caller) cause(model string) string {
 // whose retries are spent parks too unless the model answered other rows
 // meanwhile, or the row is a replay (see Replay): then it is the row's
 // provider_error.
-func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, permit circuit.Permit, replay bool) (functions.Result, error) {
-	ctx := cl.ctx
+func (cl *Caller) call(ctx context.Context, r *rules.Rule, k work.Key, img []byte, prompt string, permit circuit.Permit, replay bool) (functions.Result, error) {
 	tr := &provider.Trace{}
 	if m := cl.metrics; m != nil {
 		tr.Retry = func(int, error, time.Duration) { m.Retry(r.Model) }
@@ -250,7 +250,7 @@ func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, per
 			defer mu.Unlock()
 			o := circuit.Answered
 			switch {
-			case err != nil && cl.ctx.Err() != nil:
+			case err != nil && ctx.Err() != nil:
 				o = circuit.Unknown
 			case provider.Unreachable(err):
 				o = circuit.Unreachable
@@ -276,14 +276,14 @@ func (cl *Caller) call(r *rules.Rule, k work.Key, img []byte, prompt string, per
 		// all): the probe showed nothing; another goes soon.
 		cl.breaker.Report(r.Model, "", circuit.Unknown, "", true, 0, false)
 	}
-	if err != nil && cl.ctx.Err() == nil && cl.breaker != nil && provider.Unreachable(err) &&
+	if err != nil && ctx.Err() == nil && cl.breaker != nil && provider.Unreachable(err) &&
 		(permit == circuit.Probe || cl.breaker.State(r.Model) == circuit.Down || !replay && cl.breaker.Spent(r.Model, mark, err.Error())) {
 		cl.metrics.Call(r.Name, r.Model, outcomeParked, time.Since(t0))
 		return functions.Result{Null: true}, &work.Parked{Model: r.Model, Cause: err.Error(), Err: err}
 	}
 	outcome := "ok"
 	switch {
-	case err != nil && cl.ctx.Err() != nil:
+	case err != nil && ctx.Err() != nil:
 		outcome = "canceled"
 	case err != nil:
 		outcome = string(functions.ProviderError)
@@ -331,8 +331,8 @@ func (cl *Caller) Answered(r *rules.Rule, img []byte, prompt string, a *state.Ba
 		close(c.Done)
 		return c
 	}
-	cl.workers.submit(r.ModelKey, r.Fn.Parallelism(), func() { // as the calls' comparisons are
-		if cl.Lookups.Same(cl.ctx, r, look, k[:]) {
+	cl.workers.submit(r.ModelKey, r.Fn.Parallelism(), func(ctx context.Context) { // as the calls' comparisons are
+		if cl.Lookups.Same(ctx, r, look, k[:]) {
 			c.Unchanged, c.Hit = true, true
 			c.Result = functions.Result{Null: true}
 		}

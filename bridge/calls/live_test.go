@@ -33,7 +33,7 @@ func TestQueuedCallOfADeletedRuleIsDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &rules.Rule{Name: "r", Fn: f, Model: "m", Prompt: prompt, ModelKey: "m@1"}
-		cl := New(context.Background(), Cost{Budget: cost.NewBudget(1 << 20), Cache: cost.NewCache(16, 1<<20),
+		cl := New(testSpawner(t), Cost{Budget: cost.NewBudget(1 << 20), Cache: cost.NewCache(16, 1<<20),
 			Daily: cost.NewDaily(time.Now, time.Now(), nil, nil)}, nil, nil)
 		cl.SetLive(func(*rules.Rule) bool { return live })
 		c, err := cl.Start(context.Background(), r, nil, batchPNG, prompt, false)

@@ -1,6 +1,11 @@
 package calls
 
-import "sync"
+import (
+	"context"
+	"sync"
+
+	"github.com/pgimageai/pgimageai/internal/supervise"
+)
 
 // workers runs the calls of each model on at most that model's parallelism
 // of goroutines (functions.Function.Parallelism). A pending call is a queued
@@ -10,23 +15,26 @@ import "sync"
 //
 // A model's goroutines exist only while it has work: the last one leaves
 // when its queue is empty, so a model that is replaced or deleted leaves
-// nothing behind. Queues are FIFO, so calls start in the order the stream
+// nothing behind. The goroutines are the leadership's (sp): a job gets
+// the context of the goroutine that runs it, which ends at the hard stop;
+// at the soft stop the queues are run to their end. Queues are FIFO, so calls start in the order the stream
 // read them and lanes' prefixes become ready in order. Models never share a
 // queue: a slow model's backlog does not delay another's calls.
 type workers struct {
+	sp     supervise.Spawner // starts the goroutines
 	mu     sync.Mutex
 	queues map[string]*workQueue // by Rule.ModelKey
 }
 
 type workQueue struct {
-	jobs    []func()
+	jobs    []func(ctx context.Context)
 	head    int // jobs[head:] are pending
 	running int // goroutines serving the queue
 }
 
 // submit queues job on model's queue, starting a goroutine for it when
 // fewer than limit serve the queue. It never blocks.
-func (w *workers) submit(model string, limit int, job func()) {
+func (w *workers) submit(model string, limit int, job func(ctx context.Context)) {
 	w.mu.Lock()
 	if w.queues == nil {
 		w.queues = map[string]*workQueue{}
@@ -43,12 +51,12 @@ func (w *workers) submit(model string, limit int, job func()) {
 	}
 	w.mu.Unlock()
 	if start {
-		go w.serve(model, q)
+		w.sp.Go("calls "+model, func(ctx context.Context) error { w.serve(ctx, model, q); return nil })
 	}
 }
 
 // serve runs q's jobs until it is empty.
-func (w *workers) serve(model string, q *workQueue) {
+func (w *workers) serve(ctx context.Context, model string, q *workQueue) {
 	for {
 		w.mu.Lock()
 		if q.head == len(q.jobs) {
@@ -70,6 +78,6 @@ func (w *workers) serve(model string, q *workQueue) {
 			q.jobs, q.head = q.jobs[:n], 0
 		}
 		w.mu.Unlock()
-		job()
+		job(ctx)
 	}
 }

@@ -1,6 +1,7 @@
 package calls
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,14 +20,14 @@ func TestWorkers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var w workers
+			w := workers{sp: testSpawner(t)}
 			var running, peak atomic.Int32
 			var mu sync.Mutex
 			var order []int
 			var wg sync.WaitGroup
 			for i := range tt.jobs {
 				wg.Add(1)
-				w.submit("m", tt.limit, func() {
+				w.submit("m", tt.limit, func(context.Context) {
 					defer wg.Done()
 					n := running.Add(1)
 					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -60,13 +61,13 @@ func TestWorkers(t *testing.T) {
 // TestWorkersIsolateModels: a model whose jobs block does not delay
 // another model's.
 func TestWorkersIsolateModels(t *testing.T) {
-	var w workers
+	w := workers{sp: testSpawner(t)}
 	release := make(chan struct{})
 	for range 8 {
-		w.submit("slow", 2, func() { <-release })
+		w.submit("slow", 2, func(context.Context) { <-release })
 	}
 	done := make(chan struct{})
-	w.submit("fast", 2, func() { close(done) })
+	w.submit("fast", 2, func(context.Context) { close(done) })
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):

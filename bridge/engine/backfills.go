@@ -241,7 +241,7 @@ func (e *Engine) StartDeferred(ctx context.Context) error {
 		}
 	}
 	e.bf.deferred = nil
-	e.bf.cleaner.Start(e.bf.ctx, nil) // what starting them over gave up
+	e.bf.cleaner.Start(nil) // what starting them over gave up
 	return nil
 }
 

@@ -95,7 +95,7 @@ func (e *Engine) apply(ctx context.Context, d rules.Diff) error {
 	}
 	// The batches of the backfills given up above (pgimageai.batch_cleanup)
 	// are cancelled and deleted at their providers.
-	e.bf.cleaner.Start(e.bf.ctx, d.BatchAPIs)
+	e.bf.cleaner.Start(d.BatchAPIs)
 	return nil
 }
 

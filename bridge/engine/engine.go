@@ -21,6 +21,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/track"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/provider/pace"
 	"github.com/pgimageai/pgimageai/replication"
@@ -142,14 +143,16 @@ type Engine struct {
 }
 
 // New returns the Engine of d, with no rules until Load. Backfill workers
-// run under ctx, which outlives a graceful stop's cancellation.
+// run under ctx, which outlives a graceful stop's cancellation; the switch
+// watchers and the batch cleanup are started by ctx's spawner
+// (supervise.From: an adapter until New takes the Spawner itself).
 func New(ctx context.Context, d Deps) *Engine {
 	e := &Engine{log: d.Log, typeMap: d.TypeMap, conns: d.Conns, lanes: d.Lanes, calls: d.Calls, metrics: d.Metrics, parked: d.Parked,
 		pos: stream{routed: d.Resume.Routed, tracker: d.Resume.Tracker, own: d.Resume.Own},
 		bf:  newBackfills(d.SourceDSN, d.TargetDSN, ctx),
-		sw:  switches{co: switchover.NewCoordinator(ctx, d.Log, d.SourceDSN, d.TargetDSN), switched: map[string]bool{}},
+		sw:  switches{co: switchover.NewCoordinator(supervise.OrNew(ctx), d.Log, d.SourceDSN, d.TargetDSN), switched: map[string]bool{}},
 		wt:  newWatch(ctx)}
-	e.bf.cleaner = backfill.NewCleaner(d.Log, d.TargetDSN)
+	e.bf.cleaner = backfill.NewCleaner(supervise.OrNew(ctx), d.Log, d.TargetDSN)
 	if e.pos.routed == nil {
 		e.pos.routed = map[string]state.Position{}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/internal/circuit"
 	"github.com/pgimageai/pgimageai/internal/reconn"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 	"github.com/pgimageai/pgimageai/state"
 )
 
@@ -194,8 +195,15 @@ type done struct {
 	cursor int64 // probe: the seq of the row it sent
 }
 
-// Run drains until ctx ends, and waits for its passes.
+// SetModels sets what Config.Models answers; set before Run.
+func (d *Drainer) SetModels(models func() map[string]string) { d.cfg.Models = models }
+
+// Run drains until ctx ends or its soft stop (supervise.Soft), and waits
+// for its passes and probes, which ctx's spawner starts.
 func (d *Drainer) Run(ctx context.Context) {
+	ctx, cancel := supervise.Soft(ctx)
+	defer cancel()
+	sp := supervise.OrNew(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	tgt := reconn.New("target", d.cfg.TargetDSN, nil)
@@ -259,27 +267,30 @@ func (d *Drainer) Run(ctx context.Context) {
 				}
 				busy[model] = true
 				wg.Add(1)
-				go func(model string, after int64) {
+				after := cursor[model]
+				sp.Go("park probe "+model, func(context.Context) error {
 					defer wg.Done()
 					last := d.probe(ctx, model, after)
 					select {
 					case finished <- done{model: model, probe: true, cursor: last}:
 					case <-ctx.Done():
 					}
-				}(model, cursor[model])
+					return nil
+				})
 			case !counted.IsZero() && counted.After(ended[model].Add(time.Second)):
 				// Up, and counted since its last pass ended (and its lanes
 				// wrote what that pass sent): a pass from the first row.
 				busy[model], cursor[model] = true, 0
 				wg.Add(1)
-				go func(model string) {
+				sp.Go("park pass "+model, func(context.Context) error {
 					defer wg.Done()
 					d.pass(ctx, model)
 					select {
 					case finished <- done{model: model}:
 					case <-ctx.Done():
 					}
-				}(model)
+					return nil
+				})
 			}
 		}
 	}

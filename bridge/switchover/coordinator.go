@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 )
 
 // Coordinator keeps, for the engine's goroutine, the watchers of the
@@ -15,7 +16,7 @@ import (
 // through Reports.
 type Coordinator struct {
 	log            *slog.Logger
-	ctx            context.Context // of the watchers and the markers' writes
+	sp             supervise.Spawner // starts the watchers
 	srcDSN, tgtDSN string
 	reports        chan Report
 	watchers       map[string]watcher // by side rule
@@ -27,7 +28,7 @@ type Coordinator struct {
 
 type watcher struct {
 	fingerprint string
-	cancel      context.CancelFunc
+	stop        chan struct{} // closed when the watcher is to end
 }
 
 // Marker is what a placed marker does when the engine reads it: Report (a
@@ -49,9 +50,9 @@ func (m Marker) key() string {
 func dropKey(side string) string { return "drop\x00" + side }
 
 // NewCoordinator returns the Coordinator of a bridge reading srcDSN and
-// writing tgtDSN; its watchers and writes end with ctx.
-func NewCoordinator(ctx context.Context, log *slog.Logger, srcDSN, tgtDSN string) *Coordinator {
-	c := &Coordinator{log: log, ctx: ctx, srcDSN: srcDSN, tgtDSN: tgtDSN, reports: make(chan Report),
+// writing tgtDSN; sp starts its watchers, which end at its soft stop.
+func NewCoordinator(sp supervise.Spawner, log *slog.Logger, srcDSN, tgtDSN string) *Coordinator {
+	c := &Coordinator{log: log, sp: sp, srcDSN: srcDSN, tgtDSN: tgtDSN, reports: make(chan Report),
 		watchers: map[string]watcher{}, markers: map[string]Marker{}, placed: map[string]string{}}
 	c.emit = func(ctx context.Context, nonce string) error { return Emit(ctx, c.srcDSN, nonce) }
 	return c
@@ -69,7 +70,7 @@ func (c *Coordinator) Follow(sides []*rules.Rule) {
 	}
 	for name, w := range c.watchers {
 		if r := now[name]; r == nil || r.Fingerprint != w.fingerprint {
-			w.cancel()
+			close(w.stop)
 			delete(c.watchers, name)
 			delete(c.placed, name)
 		}
@@ -79,10 +80,15 @@ func (c *Coordinator) Follow(sides []*rules.Rule) {
 			continue
 		}
 		s := r.Switching
-		ctx, cancel := context.WithCancel(c.ctx)
-		c.watchers[name] = watcher{fingerprint: r.Fingerprint, cancel: cancel}
+		stop := make(chan struct{})
+		c.watchers[name] = watcher{fingerprint: r.Fingerprint, stop: stop}
 		w := Watch{Rule: s.Rule, Side: r.Name, SideFP: r.Fingerprint, To: s.To, Table: r.Target.Table, Live: s.Live, Shadow: s.Shadow}
-		go Run(ctx, c.log, c.tgtDSN, w, c.reports)
+		c.sp.Go("switch watcher "+name, func(ctx context.Context) error {
+			ctx, cancel := supervise.Soft(ctx)
+			defer cancel()
+			Run(ctx, c.log, c.tgtDSN, w, c.reports, stop)
+			return nil
+		})
 	}
 }
 
@@ -100,10 +106,12 @@ func (c *Coordinator) DropPlaced(side string) bool { _, ok := c.placed[dropKey(s
 // again; a drop is found again at the next reload).
 func (c *Coordinator) Place(m Marker) {
 	nonce := NewNonce()
-	ctx, cancel := context.WithTimeout(c.ctx, emitTimeout)
+	// Bounded by emitTimeout alone: the engine's goroutine waits for it,
+	// and a stop waits for the engine's goroutine.
+	ctx, cancel := context.WithTimeout(context.Background(), emitTimeout)
 	defer cancel()
 	if err := c.emit(ctx, nonce); err != nil {
-		if c.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			c.log.Warn("placing a switch marker failed; it is placed again when asked again", "err", err)
 		}
 		return

@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/internal/supervise"
 )
 
 // TestCoordinatorTake: a marker does something once, and only when the
 // coordinator placed it: a forged or replayed message (any role that may
 // write messages can write one with this prefix) does nothing.
 func TestCoordinatorTake(t *testing.T) {
-	c := NewCoordinator(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), "", "")
+	c := NewCoordinator(supervise.New(), slog.New(slog.NewTextHandler(io.Discard, nil)), "", "")
 	written := errors.New("the source is unreachable")
 	c.emit = func(context.Context, string) error { return written }
 	c.Place(Marker{Drop: &rules.Drop{Rule: "vec", Side: "vec@1234abcd"}})

@@ -41,9 +41,10 @@ var Poll = 2 * time.Second
 // reports again (the engine ignores a report while its marker is pending).
 const resend = 15
 
-// Run watches w until ctx ends or the switch is gone, sending its reports
-// to out. Failures to read are logged and retried at the next poll.
-func Run(ctx context.Context, log *slog.Logger, tgtDSN string, w Watch, out chan<- Report) {
+// Run watches w until ctx ends, stop is closed or the switch is gone,
+// sending its reports to out. Failures to read are logged and retried at
+// the next poll.
+func Run(ctx context.Context, log *slog.Logger, tgtDSN string, w Watch, out chan<- Report, stop <-chan struct{}) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -54,6 +55,8 @@ func Run(ctx context.Context, log *slog.Logger, tgtDSN string, w Watch, out chan
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-stop:
 			return
 		case <-time.After(wait):
 		}
@@ -84,6 +87,8 @@ func Run(ctx context.Context, log *slog.Logger, tgtDSN string, w Watch, out chan
 		select {
 		case out <- *rep:
 		case <-ctx.Done():
+			return
+		case <-stop:
 			return
 		}
 		wait = resend * Poll

@@ -116,20 +116,17 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		}()
 	}
 	b := bridge.New(bridge.Config{
-		SourceDSN:   c.DSN,
-		TargetDSN:   c.TargetDSN,
-		Slot:        c.Slot,
-		Group:       c.Group,
-		Publication: c.Publication,
-		Registry:    registry(c.KeyEnv),
-		Env:         os.LookupEnv,
-		Limits:      bridge.Limits{ByteBudget: c.ByteBudget, ReadColumnsOnly: c.ReadColumns},
-		Timing:      bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait, RevalidateInterval: c.Revalidate},
-		Outage:      bridge.Outage{ProbeMax: c.ProbeMax},
-		Logger:      log,
-		Metrics:     m,
-		Version:     versionName(),
-		Trust:       bridge.Trust{Tables: c.trustedTables()},
+		SourceDSN: c.DSN,
+		TargetDSN: c.TargetDSN,
+		Stream:    bridge.Stream{Slot: c.Slot, Group: c.Group, Publication: c.Publication},
+		Providers: bridge.Providers{Registry: registry(c.KeyEnv), Env: os.LookupEnv},
+		Limits:    bridge.Limits{ByteBudget: c.ByteBudget, ReadColumnsOnly: c.ReadColumns},
+		Timing:    bridge.Timing{StallAfter: c.StallAfter, FailoverWait: c.FailoverWait, RevalidateInterval: c.Revalidate},
+		Outage:    bridge.Outage{ProbeMax: c.ProbeMax},
+		Logger:    log,
+		Metrics:   m,
+		Version:   versionName(),
+		Trust:     bridge.Trust{Tables: c.trustedTables()},
 	})
 	return b.Run(ctx)
 }

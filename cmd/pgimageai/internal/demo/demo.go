@@ -211,8 +211,8 @@ func (s *session) stream(ctx context.Context, conn *pgx.Conn) (time.Duration, er
 		h = slog.NewJSONHandler(s.stderr, opts)
 	}
 	b := bridge.New(bridge.Config{
-		SourceDSN: s.cl.DSN(), Slot: demoSlot, Publication: demoSlot,
-		Registry: s.cfg.Registry, Env: os.LookupEnv, Limits: bridge.Limits{ByteBudget: s.cfg.ByteBudget},
+		SourceDSN: s.cl.DSN(), Stream: bridge.Stream{Slot: demoSlot, Publication: demoSlot},
+		Providers: bridge.Providers{Registry: s.cfg.Registry, Env: os.LookupEnv}, Limits: bridge.Limits{ByteBudget: s.cfg.ByteBudget},
 		Logger: slog.New(h), Timing: bridge.Timing{StatusInterval: 200 * time.Millisecond, DrainTimeout: 30 * time.Second},
 	})
 	bctx, stopBridge := context.WithCancel(ctx)
