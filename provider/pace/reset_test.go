@@ -63,3 +63,38 @@ func TestTokensPaceFromHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestNoBurstAfterAPause: after a 429 the bucket is empty, so the starts
+// that waited for the pause go one pace apart from its end, not in the
+// burst a full bucket would allow.
+func TestNoBurstAfterAPause(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	for _, tt := range []struct {
+		name   string
+		tokens float64
+		header []string
+		gap    time.Duration // between the starts after the pause, at least (the pace is 97% of the provider's)
+	}{
+		{"requests pace", 0, []string{"x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "599", "x-ratelimit-reset-requests", "100ms"},
+			100 * time.Millisecond},
+		{"tokens pace", 100, []string{"x-ratelimit-limit-tokens", "60000", "x-ratelimit-remaining-tokens", "59000", "x-ratelimit-reset-tokens", "1s"},
+			100 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPacer(0, 0)
+			p.learn(now, ParseHeaders(header(tt.header...), now))
+			p.limited(now, ParseHeaders(header("retry-after", "2"), now), 0)
+			prev := p.reserve(now, tt.tokens)
+			if d := prev.Sub(now); d < 2*time.Second {
+				t.Fatalf("first start %s after the 429, inside its Retry-After of 2s", d)
+			}
+			for i := range 5 {
+				at := p.reserve(now, tt.tokens)
+				if gap := at.Sub(prev); gap < tt.gap {
+					t.Fatalf("start %d %s after the one before, want ≥ %s: a burst after the pause", i+2, gap, tt.gap)
+				}
+				prev = at
+			}
+		})
+	}
+}
