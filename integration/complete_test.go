@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -51,7 +52,7 @@ func TestPromptTemplate(t *testing.T) {
 	// A TOASTed image whose row gets a new title: the image is read from
 	// the row for the one new call.
 	s.exec(t, "ALTER TABLE public.photos ALTER COLUMN img SET STORAGE EXTERNAL")
-	big := append(pngImage(t, 2), randomBytes(t, 64<<10)...)
+	big := append(pngImage(t, 2), integration.RandomBytes(t, 64<<10)...)
 	s.exec(t, "INSERT INTO public.photos (id, img, title, note) VALUES (2, $1, 'a fox', 'short')", big)
 	s.exec(t, "UPDATE public.photos SET title = 'a wolf' WHERE id = 2")
 	s.sync(t, 30*time.Second)

@@ -14,6 +14,9 @@
 // Tests that stop, pause or restart the server take a container of their own with
 // StartPostgres, so that they never disturb the shared one.
 //
+// WaitFor, RandomBytes and WithUser (wait.go) are the helpers both suites of this
+// directory (the package's own tests and integration_test's) share.
+//
 // StartLlama (llama.go) starts a real llama.cpp llama-server with a tiny random-weight
 // vision model, from PGIMAGEAI_LLAMA_IMAGE (default pgimageai-llama:test, built by
 // scripts/build-llama-image.sh), for the tests of the openai and llamacpp providers.

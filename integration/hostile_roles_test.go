@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // The hostile-role suite: roles below the bridge's privileges — one with
@@ -27,12 +27,7 @@ import (
 // roleDSN returns s's DSN for role with password.
 func roleDSN(t testing.TB, s *source, role, password string) string {
 	t.Helper()
-	u, err := url.Parse(s.db.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, password)
-	return u.String()
+	return integration.WithUser(t, s.db.DSN(), role, password)
 }
 
 // hostileRole creates a login role of its own for s, dropped (with what it
@@ -156,7 +151,7 @@ BEGIN INSERT INTO public.spy_log (what, who) VALUES ('jsonb_populate_recordset',
 VALUES ('caption', 'photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{note}}', 'captions', 'caption')`)
 	cfg := asRole(t, s, s.config(t), role, password)
 	_, stop := s.start(t, cfg)
-	waitFor(t, 30*time.Second, "the backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	s.exec(t, "INSERT INTO public.photos (id, img, note) VALUES (4, $1, 'four')", pngImage(t, 4))
@@ -236,7 +231,7 @@ VALUES ($1, $2, 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', $3, $4)`, name, sourc
 		"domained":  {"domain public.spy_text (function public.spy_check(text))", "--trust-tables public.domained"},
 	}
 	for rule, parts := range want {
-		waitFor(t, 30*time.Second, "rule "+rule+" to be invalid_rule", func() bool {
+		integration.WaitFor(t, 30*time.Second, "rule "+rule+" to be invalid_rule", func() bool {
 			return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL", rule) == 1
 		})
 		if detail, ok := openInvalidRule(t, s, rule); ok {
@@ -315,7 +310,7 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 	_, stop := s.start(t, s.config(t))
 	s.exec(t, "INSERT INTO public.photos (id, img, note) VALUES (2, $1, $2), (3, $3, 'short')", pngImage(t, 2), huge, pngImage(t, 3))
 	s.sync(t, 30*time.Second)
-	waitFor(t, 30*time.Second, "the backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	if err := stop(); err != nil {
@@ -373,7 +368,7 @@ VALUES ($1, $2, 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', $2, 'caption')`, tabl
 	}
 	s.exec(t, "CREATE TRIGGER audit BEFORE UPDATE ON public.later FOR EACH ROW EXECUTE FUNCTION public.spy_trigger()")
 	s.exec(t, "INSERT INTO public.later (id, img) VALUES (2, $1)", pngImage(t, 3))
-	waitFor(t, 30*time.Second, "rule later to be invalid_rule", func() bool {
+	integration.WaitFor(t, 30*time.Second, "rule later to be invalid_rule", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'later' AND reason = 'invalid_rule' AND resolved_at IS NULL") == 1
 	})
 	if detail, ok := openInvalidRule(t, s, "later"); ok && !strings.Contains(detail, "trigger audit on public.later") {
