@@ -15,6 +15,7 @@ import (
 // `id, part` backfills (the greatest-key query quotes each column before
 // appending DESC) and streams like any other.
 func TestBackfillCommaKey(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	const keyA, keyB = "id, part", "n"
 	table := pgx.Identifier{"public", "comma_keys"}.Sanitize()

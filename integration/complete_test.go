@@ -16,6 +16,7 @@ import (
 // named column alone makes exactly one new call, a named column that arrives
 // as unchanged TOAST is read from the row, and an unrelated edit costs nothing.
 func TestPromptTemplate(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, "ALTER TABLE public.photos ADD COLUMN title text, ADD COLUMN views int")
 	s.exec(t, "ALTER TABLE public.photos ALTER COLUMN note SET STORAGE EXTERNAL")
@@ -72,6 +73,7 @@ func TestPromptTemplate(t *testing.T) {
 // column, an answer that is not JSON is a bad_response with its first 200
 // characters, and pgimageai.usage holds the answered calls and their tokens.
 func TestStructuredOutputAndUsage(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	bad := pngImage(t, 3)
@@ -124,6 +126,7 @@ WHERE rule = 'tags' AND model = 'vision' AND day = (now() AT TIME ZONE 'UTC')::d
 // target table of its own) and single ones (write-back into the source
 // table) alike.
 func TestJSONTargetColumn(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	for _, target := range []string{"public.tags", "public.photos"} {
 		t.Run(target, func(t *testing.T) {
 			s := newSource(t)
@@ -174,6 +177,7 @@ func TestJSONTargetColumn(t *testing.T) {
 // and an image set to NULL replaces the caption with NULL — with no errors
 // row.
 func TestNullImageNullResult(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)

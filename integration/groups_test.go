@@ -15,6 +15,7 @@ import (
 // the second group's leader is taken over by its standby while the first
 // group never pauses.
 func TestRuleGroups(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	aiA, aiB := newFakeAI(t), newFakeAI(t)
 	s.model(t, "a", aiA, `{}`)

@@ -19,6 +19,7 @@ import (
 // beyond it; and it keeps streaming: the rows after the bombs (a PNG and a
 // real HEIC) get their captions.
 func TestHostileImages(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	ctx := context.Background()
 	s := newSource(t)
 	s.exec(t, `INSERT INTO pgimageai.models (name, provider, model) VALUES ('pixels', 'local', 'any')`)

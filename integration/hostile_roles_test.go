@@ -117,6 +117,7 @@ func asRole(t testing.TB, s *source, cfg bridge.Config, role, password string) b
 // streamed rows, an UPDATE that leaves the image as unchanged TOAST, a
 // retry, and status as a superuser: none of them runs.
 func TestHostileSearchPath(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, spyLog)
 	_, mallory := hostileRole(t, s, "mallory", "GRANT CREATE ON SCHEMA public TO %s")
@@ -183,6 +184,7 @@ VALUES ('caption', 'photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{n
 // whose check calls spy(). Each rule is an invalid_rule naming what to do;
 // the spy never runs as the bridge's role; the other rule keeps streaming.
 func TestHostileTableOwner(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, spyLog)
 	role, password := leastPrivilegeRole(t, s)
@@ -263,6 +265,7 @@ VALUES ($1, $2, 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', $3, $4)`, name, sourc
 // the bridge leads all the same (it would wait as a standby for ever),
 // logs the squatter, and status shows it.
 func TestHostileLeaderSquatter(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	_, squatter := hostileRole(t, s, "squatter", "")
 	var ok bool
@@ -300,6 +303,7 @@ func TestHostileLeaderSquatter(t *testing.T) {
 // too_large errors row naming max_prompt_bytes, and a row with a short value
 // beside them gets its caption.
 func TestHostilePromptValues(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{"max_prompt_bytes": 1000}`)
@@ -343,6 +347,7 @@ WHERE rule = 'caption' AND source_key = jsonb_build_object('id', $1::int) AND re
 // results fails before any UPDATE, the rule becomes an invalid_rule naming
 // the trigger, and the trigger never runs.
 func TestTrustTables(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, spyLog+`
 CREATE FUNCTION public.spy_trigger() RETURNS trigger LANGUAGE plpgsql AS $$

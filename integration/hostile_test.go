@@ -174,6 +174,7 @@ func captureLogs(t *testing.T, cfg *bridge.Config) *syncBuffer {
 // UPDATE, primary-key change, DELETE, an errors row keyed by a quoted column
 // name, TRUNCATE, status and errors output — and inject nothing.
 func TestHostileNames(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	hostileSource(t, s)
 	ai := newFakeAI(t)

@@ -98,6 +98,7 @@ func waitShots(t *testing.T, s *source, want []string, what string) {
 // other partitions keep theirs; the default partition and a partition in
 // another schema are followed the same.
 func TestPartitionDDL(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	partitioned(t, s, ai)
@@ -159,6 +160,7 @@ CREATE TABLE public.shots_p5a PARTITION OF public.shots_p5 FOR VALUES FROM (0) T
 // its root (publish_via_partition_root), so without the watch its rows'
 // results would stay.
 func TestPartitionTruncateNotStreamed(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	partitioned(t, s, ai)
@@ -179,6 +181,7 @@ func TestPartitionTruncateNotStreamed(t *testing.T) {
 // again under its name is a new table: the old table's results go — also
 // under keys the new table reuses — and the new table is backfilled.
 func TestSourceDroppedAndCreatedAgain(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -266,6 +269,7 @@ func targetIDs(t *testing.T, conn *pgx.Conn) string {
 
 // TestReconcileDryRun: --dry-run says what it found and changes nothing.
 func TestReconcileDryRun(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s, target, _, slot := drifted(t)
 	before := targetIDs(t, target.conn)
 	out, code := reconcileCLI(t, s, target, slot, "--dry-run")
@@ -290,6 +294,7 @@ func TestReconcileDryRun(t *testing.T) {
 // when it starts: the target then equals the source's results, with calls
 // for the missing rows only. Usage and unknown rules exit 2.
 func TestReconcile(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s, target, ai, slot := drifted(t)
 	out, code := reconcileCLI(t, s, target, slot)
 	if code != 0 {
@@ -334,6 +339,7 @@ func TestReconcile(t *testing.T) {
 // orphans keep their results (the delete is checked against the source
 // after the target rows are locked).
 func TestReconcileWhileStreaming(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)

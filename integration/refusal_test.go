@@ -22,6 +22,7 @@ import (
 // role on a target the user created and granted, then revokes the grant
 // while rows stream.
 func TestLanePrivilegeRevoked(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -75,6 +76,7 @@ WHERE rule = 'caption' AND reason = 'invalid_rule' AND resolved_at IS NULL`).Sca
 // target row. The delete becomes a target_refused errors row, the target
 // row stays, and the rows after it land.
 func TestLaneDeleteRefused(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -115,6 +117,7 @@ WHERE rule = 'caption' AND source_key = '{"id": 2}' AND resolved_at IS NULL`).Sc
 // the lane holds and the age of the oldest change (pgimageai.lane_pending,
 // stored by the leader); once written, nothing.
 func TestStatusLanePending(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	release := make(chan struct{})

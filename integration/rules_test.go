@@ -15,6 +15,7 @@ import (
 // invalid_rule errors row with a message that says what is wrong, and the
 // valid rule beside them keeps running.
 func TestInvalidRulesAreSkipped(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -79,6 +80,7 @@ WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL`, b.name).Sc
 // bridge finds it on its next check, resolves the row, backfills the rows
 // already there and streams the new ones.
 func TestInvalidRuleRecheck(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -130,6 +132,7 @@ func (embedder) EmbedImage(_ context.Context, img provider.Image) (provider.Embe
 // into an existing pgvector vector(3) column, where a vector of another
 // dimension is a bad_response.
 func TestEmbedTargets(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, "CREATE EXTENSION IF NOT EXISTS vector")
 	s.exec(t, "CREATE TABLE public.vecs (id int PRIMARY KEY, v vector(3))")

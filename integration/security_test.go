@@ -51,6 +51,7 @@ func attacker(t *testing.T, s *source) *pgx.Conn {
 // the bridge pay for retries with a forged retry message or request, and
 // cannot steer a backfill with a forged page marker.
 func TestControlIsAPrivilege(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	ai.Set(0, func(r aiRequest) (int, string) {

@@ -102,6 +102,7 @@ func writeWorks(s *source, table string) error {
 // publication within the re-validation interval: the application's UPDATE
 // works again and the rule is reported.
 func TestShapesUnkeyedNeverBreakWrites(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -181,6 +182,7 @@ CREATE TABLE public.followed (id int PRIMARY KEY, img bytea)`)
 // primary key); a DELETE removes its target row and a key change moves it,
 // without a new call.
 func TestShapesReplicaIdentityKeys(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -255,6 +257,7 @@ ALTER TABLE public.full_pk REPLICA IDENTITY FULL`)
 // TestShapesDomainOverBytea: an image column of a domain over a domain over
 // bytea is followed like bytea.
 func TestShapesDomainOverBytea(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -283,6 +286,7 @@ CREATE TABLE public.album (id int PRIMARY KEY, pic public.framed)`)
 // within the re-validation interval; once the target is dropped, the bridge
 // creates it keyed by the new identity and backfills it.
 func TestShapesIdentityChangeUnderRule(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -334,6 +338,7 @@ CREATE UNIQUE INDEX swap_code ON public.swap (code)`)
 // Without the column list the value is decoded and sent whole (about 600 MB
 // of RSS).
 func TestShapesHugeUnreadColumn(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -369,6 +374,7 @@ WHERE pubname = $1 AND schemaname = 'public' AND tablename = 'photos'`, s.slot).
 // image column, and the table leaves the publication with its last rule;
 // the configuration tables stay whole.
 func TestShapesColumnListFollowsRules(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -411,6 +417,7 @@ VALUES ('thumb', 'public.photos', 'thumb', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 // its USING INDEX identity (no primary key) writes each row's result into
 // the row itself.
 func TestShapesWriteBackUsingIndex(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -433,6 +440,7 @@ ALTER TABLE public.wb REPLICA IDENTITY USING INDEX wb_code`)
 // a primary key keeps its rule running — still keyed by the primary key, no
 // invalid_rule, no backfill again — and its deletes and updates follow.
 func TestShapesIdentityMadeFull(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)

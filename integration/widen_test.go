@@ -70,6 +70,7 @@ func wantCaptions(t testing.TB, s *source, table, key string, want map[string][]
 // their results, and re-validating the rules (a rule edited, a restart)
 // finds nothing invalid.
 func TestWidenKeyCreatedTarget(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -200,6 +201,7 @@ func TestWidenKeyCreatedTarget(t *testing.T) {
 // meanwhile. A change that is no widening (integer to text) is invalid_rule
 // with a clear message, even for a target the bridge created.
 func TestWidenKeyUserTarget(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)

@@ -12,6 +12,7 @@ import (
 // with them, and a truncate forgets them all — a write-back table used as a
 // queue leaves nothing behind.
 func TestWriteBackForgetsDeletedRows(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
