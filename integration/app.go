@@ -28,6 +28,9 @@ const (
 // container on the server's Docker network (its address there and port 5432), and the
 // network's name.
 func (d *Database) NetworkDSN(ctx context.Context) (dsn, network string, err error) {
+	if !d.pg.InDocker() {
+		return "", "", errNotDocker
+	}
 	c, err := d.pg.pool.Client.InspectContainerWithContext(d.pg.res.Container.ID, ctx)
 	if err != nil {
 		return "", "", fmt.Errorf("inspect postgres container: %w", err)

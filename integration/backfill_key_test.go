@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -14,6 +15,7 @@ import (
 // `id, part` backfills (the greatest-key query quotes each column before
 // appending DESC) and streams like any other.
 func TestBackfillCommaKey(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	const keyA, keyB = "id, part", "n"
 	table := pgx.Identifier{"public", "comma_keys"}.Sanitize()
@@ -32,7 +34,7 @@ func TestBackfillCommaKey(t *testing.T) {
 	s.start(t, s.config(t))
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('comma', 'public.comma_keys', 'img', 'AI_IMAGE_COMPLETE', 'm', 'Describe', 'public.comma_out', 'caption')`)
-	waitFor(t, 30*time.Second, "the backfill to finish", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill to finish", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'comma' AND state = 'done'") == 1
 	})
 	imgs[[2]int{3, 1}] = pngImage(t, 4)

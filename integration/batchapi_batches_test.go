@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // TestBatchAPIAppliesEachBatchWhenDone: 100 rows with batch_max_requests 40
@@ -24,7 +26,7 @@ func TestBatchAPIAppliesEachBatchWhenDone(t *testing.T) {
 	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms", "batch_max_requests": 40}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	p1 := s.runProcess(t)
-	waitFor(t, 120*time.Second, "batch 3 to be applied", func() bool {
+	integration.WaitFor(t, 120*time.Second, "batch 3 to be applied", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches WHERE rule = 'caption' AND seq = 3 AND applied") == 1
 	})
 	got := captions(t, s.conn)
@@ -152,7 +154,7 @@ func TestBatchAPIRuleDeleted(t *testing.T) {
 			s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms"}`)
 			s.rule(t, "caption", "vision", "public.captions", "caption")
 			p := s.runProcess(t)
-			waitFor(t, 60*time.Second, "the batch to run", func() bool { return ai.statusOf(1) == "in_progress" })
+			integration.WaitFor(t, 60*time.Second, "the batch to run", func() bool { return ai.statusOf(1) == "in_progress" })
 			if tc.down {
 				p.signal(t, syscall.SIGKILL)
 			}
@@ -164,12 +166,12 @@ func TestBatchAPIRuleDeleted(t *testing.T) {
 			if tc.down {
 				s.runProcess(t)
 			}
-			waitFor(t, 60*time.Second, "the batch to be cancelled and its file deleted", func() bool {
+			integration.WaitFor(t, 60*time.Second, "the batch to be cancelled and its file deleted", func() bool {
 				ai.mu.Lock()
 				defer ai.mu.Unlock()
 				return slices.Contains(ai.cancelled, "batch_1") && slices.Contains(ai.deleted, "file-in-1")
 			})
-			waitFor(t, 30*time.Second, "the cleanup to be recorded", func() bool {
+			integration.WaitFor(t, 30*time.Second, "the cleanup to be recorded", func() bool {
 				return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.batch_cleanup") == 0
 			})
 			if st := ai.statusOf(1); st != "cancelled" {
@@ -179,7 +181,7 @@ func TestBatchAPIRuleDeleted(t *testing.T) {
 				t.Errorf("batch_1 is still recorded")
 			}
 			if tc.change != "" {
-				waitFor(t, 60*time.Second, "the changed rule's batch", func() bool { return ai.statusOf(2) == "in_progress" })
+				integration.WaitFor(t, 60*time.Second, "the changed rule's batch", func() bool { return ai.statusOf(2) == "in_progress" })
 			}
 			if uploads, creates, _ := ai.counts(); uploads != tc.batches || creates != tc.batches {
 				t.Errorf("%d uploads, %d batches; want %d and %d", uploads, creates, tc.batches, tc.batches)
@@ -202,7 +204,7 @@ func TestBatchAPIBudgetAcrossRestart(t *testing.T) {
 	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms", "batch_max_requests": 40, "max_calls_per_day": 60}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	p1 := s.runProcess(t)
-	waitFor(t, 60*time.Second, "both batches to run", func() bool { return ai.statusOf(2) == "in_progress" })
+	integration.WaitFor(t, 60*time.Second, "both batches to run", func() bool { return ai.statusOf(2) == "in_progress" })
 	p1.signal(t, syscall.SIGKILL)
 	if lines := ai.linesOf(); len(lines) != 2 || len(lines[0]) != 40 || len(lines[1]) != 20 {
 		t.Fatalf("batches of %d requests, want 40 and 20", len(lines))

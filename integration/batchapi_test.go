@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -35,7 +36,7 @@ func TestBatchAPIBackfill(t *testing.T) {
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 
 	p1 := s.runProcess(t)
-	waitFor(t, 120*time.Second, "the batch to be polled", func() bool { _, _, polls := ai.counts(); return polls >= 3 })
+	integration.WaitFor(t, 120*time.Second, "the batch to be polled", func() bool { _, _, polls := ai.counts(); return polls >= 3 })
 	// A row changed while the batch runs: the stream computes it at once,
 	// synchronously, and the batch's older answer must not replace it.
 	img := pngImage(t, 5007)
@@ -208,7 +209,7 @@ func TestBatchAPICrashWhileCreating(t *testing.T) {
 	s.model(t, "vision", ai.fakeAI, `{"batch_api": true, "batch_poll_interval": "50ms"}`)
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	p1 := s.runProcess(t)
-	waitFor(t, 60*time.Second, "the batch to be created", func() bool { _, creates, _ := ai.counts(); return creates == 1 })
+	integration.WaitFor(t, 60*time.Second, "the batch to be created", func() bool { _, creates, _ := ai.counts(); return creates == 1 })
 	p1.signal(t, syscall.SIGKILL)
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfill_batches WHERE batch_id IS NULL AND status = 'uploaded' AND input_file_id = 'file-in-1'"); n != 1 {
 		t.Fatalf("the uploaded batch is not recorded without its ID (%d rows)", n)
@@ -327,7 +328,7 @@ func (c countingConn) Read(p []byte) (int, error) {
 // applied the stream up to now.
 func backfillDone(t testing.TB, s *source, rule string, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, "the backfill of "+rule, func() bool {
+	integration.WaitFor(t, timeout, "the backfill of "+rule, func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = $1 AND state = 'done'", rule) == 1
 	})
 	s.sync(t, 60*time.Second)

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // The fast-path benchmarks put pgimageai next to what the machine
@@ -519,7 +521,7 @@ VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Desc
 	// The backfill's state, an index lookup, is polled until it is done;
 	// counting the target's rows every 50 ms would cost the database a
 	// scan of a growing table each time, CPU that the run measures.
-	waitFor(b, 30*time.Minute, "the backfill of caption2", func() bool {
+	integration.WaitFor(b, 30*time.Minute, "the backfill of caption2", func() bool {
 		return queryInt(b, s.conn, `SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption2' AND state = 'done'`) == 1
 	})
 	waitCount(b, s.conn, "SELECT count(*) FROM public.captions2 WHERE caption IS NOT NULL", fastRows, 30*time.Minute)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // BenchmarkSwitch100k switches an AI_IMAGE_EMBED rule of 100,000 rows
@@ -28,7 +30,7 @@ func benchSwitch(b *testing.B, n int) {
 	x := newSwitchSetup(b, n)
 	s := x.s
 	x.start(b)
-	waitFor(b, 20*time.Minute, "100,000 vectors of model a", func() bool {
+	integration.WaitFor(b, 20*time.Minute, "100,000 vectors of model a", func() bool {
 		return queryInt(b, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == n
 	})
 	reader := s.db.Connect(b)
@@ -61,7 +63,7 @@ func benchSwitch(b *testing.B, n int) {
 	}()
 	began := time.Now()
 	x.toB(b)
-	waitFor(b, 30*time.Minute, "the switch", func() bool {
+	integration.WaitFor(b, 30*time.Minute, "the switch", func() bool {
 		return queryInt(b, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'vec' AND outcome = 'switched'") == 1
 	})
 	took := time.Since(began)

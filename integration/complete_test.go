@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -15,6 +16,7 @@ import (
 // named column alone makes exactly one new call, a named column that arrives
 // as unchanged TOAST is read from the row, and an unrelated edit costs nothing.
 func TestPromptTemplate(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, "ALTER TABLE public.photos ADD COLUMN title text, ADD COLUMN views int")
 	s.exec(t, "ALTER TABLE public.photos ALTER COLUMN note SET STORAGE EXTERNAL")
@@ -51,7 +53,7 @@ func TestPromptTemplate(t *testing.T) {
 	// A TOASTed image whose row gets a new title: the image is read from
 	// the row for the one new call.
 	s.exec(t, "ALTER TABLE public.photos ALTER COLUMN img SET STORAGE EXTERNAL")
-	big := append(pngImage(t, 2), randomBytes(t, 64<<10)...)
+	big := append(pngImage(t, 2), integration.RandomBytes(t, 64<<10)...)
 	s.exec(t, "INSERT INTO public.photos (id, img, title, note) VALUES (2, $1, 'a fox', 'short')", big)
 	s.exec(t, "UPDATE public.photos SET title = 'a wolf' WHERE id = 2")
 	s.sync(t, 30*time.Second)
@@ -71,6 +73,7 @@ func TestPromptTemplate(t *testing.T) {
 // column, an answer that is not JSON is a bad_response with its first 200
 // characters, and pgimageai.usage holds the answered calls and their tokens.
 func TestStructuredOutputAndUsage(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	bad := pngImage(t, 3)
@@ -123,6 +126,7 @@ WHERE rule = 'tags' AND model = 'vision' AND day = (now() AT TIME ZONE 'UTC')::d
 // target table of its own) and single ones (write-back into the source
 // table) alike.
 func TestJSONTargetColumn(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	for _, target := range []string{"public.tags", "public.photos"} {
 		t.Run(target, func(t *testing.T) {
 			s := newSource(t)
@@ -173,6 +177,7 @@ func TestJSONTargetColumn(t *testing.T) {
 // and an image set to NULL replaces the caption with NULL — with no errors
 // row.
 func TestNullImageNullResult(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)

@@ -80,7 +80,7 @@ func TestComposeOffline(t *testing.T) {
 	ctx := context.Background()
 	dsn := fmt.Sprintf("postgres://postgres:pgimageai@127.0.0.1:%d/postgres?sslmode=disable", pgPort)
 	var conn *pgx.Conn
-	waitFor(t, 90*time.Second, "the bridge to create its target tables", func() bool {
+	integration.WaitFor(t, 90*time.Second, "the bridge to create its target tables", func() bool {
 		if conn == nil {
 			c, err := pgx.Connect(ctx, dsn)
 			if err != nil {
@@ -99,7 +99,7 @@ func TestComposeOffline(t *testing.T) {
 	}
 	var caption string
 	var dims int
-	waitFor(t, 60*time.Second, "the caption and the embedding of photo 1", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the caption and the embedding of photo 1", func() bool {
 		return conn.QueryRow(ctx, `SELECT c.caption, array_length(e.embedding, 1) FROM public.photo_captions c
 JOIN public.photo_embeddings e USING (id) WHERE id = 1`).Scan(&caption, &dims) == nil
 	})

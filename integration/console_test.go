@@ -26,6 +26,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/console"
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider/local"
 )
@@ -430,7 +431,7 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Fatalf("%d retry requests before the confirmation", n)
 		}
 		b.run(t, chromedp.Click(chromedp.ID("confirm-retry")), chromedp.WaitVisible(chromedp.CSS(`p.ok`)))
-		waitFor(t, 60*time.Second, "the retried error to resolve", func() bool {
+		integration.WaitFor(t, 60*time.Second, "the retried error to resolve", func() bool {
 			return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'html' AND reason = 'provider_error' AND resolved_at IS NULL") == 0
 		})
 		if n := queryInt(t, s.conn, "SELECT count(*) FROM public.answers WHERE id = 8 AND answer IS NOT NULL"); n != 1 {

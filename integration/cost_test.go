@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // captionedThenKilled captions rows 1..n (inserted in transactions of per)
@@ -67,7 +69,7 @@ func TestNeverPayTwice(t *testing.T) {
 
 	runCLI(t, s, "recover-slot", "--force", "--publication", s.slot)
 	s.runProcess(t)
-	waitFor(t, 120*time.Second, "the backfill after recover-slot", func() bool {
+	integration.WaitFor(t, 120*time.Second, "the backfill after recover-slot", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done' AND rows_done = 1000") == 1
 	})
 	s.sync(t, 60*time.Second)
@@ -120,7 +122,7 @@ func TestBudgets(t *testing.T) {
 	mu.Lock()
 	clock = clock.Add(24 * time.Hour)
 	mu.Unlock()
-	waitFor(t, 30*time.Second, "the refused rows retried on the new day", func() bool { return results() == 10 })
+	integration.WaitFor(t, 30*time.Second, "the refused rows retried on the new day", func() bool { return results() == 10 })
 	if ai.Count() != 10 || exhausted() != 0 {
 		t.Errorf("after the new day: %d calls, %d budget_exhausted rows; want 10, 0", ai.Count(), exhausted())
 	}
@@ -133,7 +135,7 @@ func TestBudgets(t *testing.T) {
 	}
 	s.exec(t, `UPDATE pgimageai.models SET options = '{"max_calls_per_day": 20}' WHERE name = 'vision'`)
 	runCLI(t, s, "retry", "--reason", "budget_exhausted")
-	waitFor(t, 30*time.Second, "the retry after raising the budget", func() bool { return results() == 13 })
+	integration.WaitFor(t, 30*time.Second, "the retry after raising the budget", func() bool { return results() == 13 })
 	if ai.Count() != 13 || exhausted() != 0 {
 		t.Errorf("after the retry: %d calls, %d budget_exhausted rows; want 13, 0", ai.Count(), exhausted())
 	}

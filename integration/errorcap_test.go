@@ -19,6 +19,7 @@ import (
 // arrive and the errors resolve. Then the retention deletes the retry
 // request once the slot has passed it.
 func TestErrorCapEndToEnd(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	ctx := context.Background()
 	s := newSource(t)
 	ai := newFakeAI(t)

@@ -125,11 +125,11 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 	// Wait until the standby holds a synchronised copy of the slot that has
 	// moved past the first rows.
 	var sconn *pgx.Conn
-	waitFor(t, 30*time.Second, "database app on the standby", func() bool {
+	integration.WaitFor(t, 30*time.Second, "database app on the standby", func() bool {
 		sconn, err = pgx.Connect(ctx, standby.DSN("app")) // replayed, not only flushed
 		return err == nil
 	})
-	waitFor(t, 90*time.Second, "the standby's copy of the slot, synced and moving", func() bool {
+	integration.WaitFor(t, 90*time.Second, "the standby's copy of the slot, synced and moving", func() bool {
 		var synced, failover bool
 		var moved bool
 		err := sconn.QueryRow(ctx, `SELECT synced, failover, confirmed_flush_lsn > '0/0' AND
@@ -157,7 +157,7 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 		t.Fatal(err)
 	}
 	top := queryInt(t, pconn, "SELECT coalesce(max(id), 0) FROM public.captions")
-	waitFor(t, 30*time.Second, "a new caption after the promotion", func() bool {
+	integration.WaitFor(t, 30*time.Second, "a new caption after the promotion", func() bool {
 		return queryInt(t, pconn, "SELECT coalesce(max(id), 0) FROM public.captions") > top
 	})
 	resumed := time.Since(promoted)
@@ -193,7 +193,7 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 	}
 	t.Logf("%d rows inserted and committed, %d on the new primary", committed, len(want))
 	mu.Unlock()
-	waitFor(t, 60*time.Second, "every row of the new primary captioned", func() bool {
+	integration.WaitFor(t, 60*time.Second, "every row of the new primary captioned", func() bool {
 		got := captions(t, nconn)
 		n := 0
 		for id, c := range got {

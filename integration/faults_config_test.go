@@ -56,7 +56,7 @@ func TestFaultRuleChangeWhileTargetRefusesWrites(t *testing.T) {
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe the image', 'public.captions2', 'caption')`)
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (2, $1)", img2)
-	waitFor(t, 30*time.Second, "the bridge to retry the configuration change", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the bridge to retry the configuration change", func() bool {
 		return strings.Count(logs.String(), "applying the configuration change at") >= 2
 	})
 	// Still running: its walsender still streams the slot.
@@ -67,7 +67,7 @@ VALUES ('caption2', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Desc
 	readOnly(false)
 	t0 := time.Now()
 	s.sync(t, 60*time.Second)
-	waitFor(t, 30*time.Second, "the new rule's backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the new rule's backfill", func() bool {
 		return queryInt(t, tconn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption2' AND state = 'done'") == 1
 	})
 	t.Logf("caught up %s after the target took writes again", time.Since(t0).Round(time.Millisecond))

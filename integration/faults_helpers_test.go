@@ -40,7 +40,7 @@ WHERE sl.slot_name = $1 AND r.state = 'streaming'), 0)`, s.slot)
 func (s *source) waitStreamingAgain(t testing.TB, timeout time.Duration) time.Duration {
 	t.Helper()
 	t0 := time.Now()
-	waitFor(t, timeout, "the stream to be back", func() bool { return s.walsenderPID(t) != 0 })
+	integration.WaitFor(t, timeout, "the stream to be back", func() bool { return s.walsenderPID(t) != 0 })
 	return time.Since(t0)
 }
 
@@ -52,7 +52,7 @@ func (s *source) waitNewWalsender(t testing.TB, timeout time.Duration, old int) 
 	t.Helper()
 	t0 := time.Now()
 	var pid int
-	waitFor(t, timeout, fmt.Sprintf("a walsender other than %d to stream the slot", old), func() bool {
+	integration.WaitFor(t, timeout, fmt.Sprintf("a walsender other than %d to stream the slot", old), func() bool {
 		pid = s.walsenderPID(t)
 		return pid != 0 && pid != old
 	})

@@ -341,7 +341,7 @@ func TestFaultTargetRefusesWrites(t *testing.T) {
 	insertEach(t, s, 51, total+1, want)
 	var stalled int
 	last, stable := -1, 0
-	waitFor(t, 60*time.Second, "the engine to back up (requests stalled)", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the engine to back up (requests stalled)", func() bool {
 		n := ai.Count()
 		if n == last {
 			stable++

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // TestRuleGroups runs two rule groups on one database in two processes (and
@@ -13,6 +15,7 @@ import (
 // the second group's leader is taken over by its standby while the first
 // group never pauses.
 func TestRuleGroups(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	aiA, aiB := newFakeAI(t), newFakeAI(t)
 	s.model(t, "a", aiA, `{}`)
@@ -42,7 +45,7 @@ VALUES ('thumbs', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'b', 'Describe', 
 	}
 	// The standby takes over the second group's slot.
 	var takeover time.Duration
-	waitFor(t, 30*time.Second, "the standby to stream group g2", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the standby to stream group g2", func() bool {
 		n := queryInt(t, s.conn, `SELECT count(*) FROM pg_replication_slots sl JOIN pg_stat_replication r ON r.pid = sl.active_pid
 WHERE sl.slot_name = $1 AND r.state = 'streaming' AND sl.active_pid <> $2`, g2.slot, 0)
 		if n == 1 && takeover == 0 {

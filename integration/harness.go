@@ -14,13 +14,21 @@
 // Tests that stop, pause or restart the server take a container of their own with
 // StartPostgres, so that they never disturb the shared one.
 //
+// WaitFor, RandomBytes and WithUser (wait.go) are the helpers both suites of this
+// directory (the package's own tests and integration_test's) share.
+//
 // StartLlama (llama.go) starts a real llama.cpp llama-server with a tiny random-weight
 // vision model, from PGIMAGEAI_LLAMA_IMAGE (default pgimageai-llama:test, built by
 // scripts/build-llama-image.sh), for the tests of the openai and llamacpp providers.
 //
 // The image comes from PGIMAGEAI_TEST_IMAGE (default postgres:17); scripts/test sets it to
-// a locally built image when no registry is reachable. Without a Docker engine the harness
-// fails the test; only with -short outside CI (CI unset or false) does it skip.
+// a locally built image when no registry is reachable. When Docker has no engine or the
+// image is missing and cannot be pulled, the shared server (Shared, NewDatabase) is a
+// throwaway server from the host's PostgreSQL binaries instead (internal/pgtest: no
+// pgvector unless the host has it); PGIMAGEAI_TEST_POSTGRES=host asks for that server
+// whatever Docker offers. Tests that take a container of their own (StartPostgres) need
+// Docker. Without either the harness fails the test; only with -short outside CI (CI unset
+// or false) does it skip.
 //
 // Layer: test.
 package integration
@@ -43,11 +51,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/ory/dockertest/v3"
 	"github.com/ory/dockertest/v3/docker"
+
+	"github.com/pgimageai/pgimageai/internal/pgtest"
 )
 
 const (
 	// ImageEnv names the environment variable that selects the PostgreSQL image.
 	ImageEnv = "PGIMAGEAI_TEST_IMAGE"
+	// ServerEnv set to "host" makes the shared server one from the host's binaries
+	// (internal/pgtest) even when Docker is there.
+	ServerEnv = "PGIMAGEAI_TEST_POSTGRES"
 	// DefaultImage is the image used when ImageEnv is unset.
 	DefaultImage = "postgres:17"
 	// Superuser is the superuser every DSN of the harness connects as.
@@ -77,6 +90,9 @@ var serverArgs = []string{
 // ErrDockerUnavailable reports that no Docker engine answered.
 var ErrDockerUnavailable = errors.New("docker engine unavailable")
 
+// ErrNoImage reports that the PostgreSQL image is not present and cannot be pulled.
+var ErrNoImage = errors.New("postgres image unavailable")
+
 // Postgres is one PostgreSQL server in a Docker container. Its methods are safe for
 // concurrent use; Stop, Start, Pause and Unpause affect every user of the container.
 //
@@ -86,6 +102,10 @@ type Postgres struct {
 	pool *dockertest.Pool
 	res  *dockertest.Resource
 	host string // the address that reaches the engine's published ports
+
+	// local is the server from the host's binaries that stands in for the shared
+	// container without Docker; pool and res are nil then.
+	local *pgtest.Server
 
 	mu   sync.Mutex
 	port string // host port published for 5432/tcp
@@ -125,7 +145,7 @@ var shared struct {
 // is only stopped by its expiry and stays behind for "docker container prune".
 func Shared(tb testing.TB) *Postgres {
 	tb.Helper()
-	shared.once.Do(func() { shared.pg, shared.err = start(context.Background(), serverArgs) })
+	shared.once.Do(func() { shared.pg, shared.err = startShared(context.Background()) })
 	if shared.err != nil {
 		fail(tb, shared.err)
 	}
@@ -146,6 +166,28 @@ func Main(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// startShared starts the shared server: a container, or a server from the host's
+// binaries when Docker has no engine or no image (or ServerEnv says host).
+func startShared(ctx context.Context) (*Postgres, error) {
+	if os.Getenv(ServerEnv) != "host" {
+		p, err := start(ctx, serverArgs)
+		if err == nil || !(errors.Is(err, ErrDockerUnavailable) || errors.Is(err, ErrNoImage)) {
+			return p, err
+		}
+		local, lerr := pgtest.Start(ctx)
+		if lerr != nil {
+			return nil, fmt.Errorf("%w; and no server from the host's binaries: %v", err, lerr)
+		}
+		fmt.Fprintf(os.Stderr, "integration: %v; using PostgreSQL from %s instead\n", err, local.BinDir)
+		return &Postgres{local: local, host: "127.0.0.1", port: strconv.Itoa(local.Port)}, nil
+	}
+	local, err := pgtest.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Postgres{local: local, host: "127.0.0.1", port: strconv.Itoa(local.Port)}, nil
 }
 
 // fail ends tb because the harness could not provide a server. Only a missing Docker
@@ -253,9 +295,9 @@ func ensureImage(ctx context.Context, pool *dockertest.Pool, image string) error
 	repo, tag := splitImage(image)
 	err := pool.Client.PullImage(docker.PullImageOptions{Repository: repo, Tag: tag, Context: ctx}, docker.AuthConfiguration{})
 	if err != nil {
-		return fmt.Errorf("image %s is not present and cannot be pulled (%v); "+
+		return fmt.Errorf("%w: image %s is not present and cannot be pulled (%v); "+
 			"build one with scripts/build-test-image.sh and set %s=pgimageai-postgres:17, or run scripts/test",
-			image, err, ImageEnv)
+			ErrNoImage, image, err, ImageEnv)
 	}
 	return nil
 }
@@ -345,6 +387,9 @@ func (p *Postgres) waitReady(ctx context.Context) error {
 }
 
 func (p *Postgres) logs(ctx context.Context) string {
+	if p.local != nil {
+		return ""
+	}
 	return containerLogs(ctx, p.pool, p.res.Container.ID)
 }
 
@@ -363,17 +408,34 @@ func containerLogs(ctx context.Context, pool *dockertest.Pool, id string) string
 	return buf.String()
 }
 
-// ContainerID returns the Docker ID of the container.
-func (p *Postgres) ContainerID() string { return p.res.Container.ID }
+// ContainerID returns the Docker ID of the container; "" for a server from the
+// host's binaries.
+func (p *Postgres) ContainerID() string {
+	if p.local != nil {
+		return ""
+	}
+	return p.res.Container.ID
+}
+
+// InDocker reports whether p is a container (not a server from the host's binaries):
+// Pause, Disconnect and the container's network need one.
+func (p *Postgres) InDocker() bool { return p.local == nil }
+
+// errNotDocker is what the container-only methods return for a host server.
+var errNotDocker = errors.New("the server is not in Docker (started from the host's binaries)")
 
 // DSN returns a URL connecting to database db as the superuser over TCP.
 func (p *Postgres) DSN(db string) string {
 	p.mu.Lock()
 	port := p.port
 	p.mu.Unlock()
+	user := url.UserPassword(Superuser, password)
+	if p.local != nil {
+		user = url.User(Superuser) // trust authentication
+	}
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.UserPassword(Superuser, password),
+		User:     user,
 		Host:     net.JoinHostPort(p.host, port),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
@@ -404,6 +466,10 @@ func (p *Postgres) Exec(ctx context.Context, db, sql string, args ...any) error 
 // has exited. (A plain "docker stop" would not do: dockertest gives its containers the
 // stop signal SIGWINCH, which PostgreSQL ignores, so it would wait and then SIGKILL.)
 func (p *Postgres) Stop(ctx context.Context) error {
+	if p.local != nil {
+		p.local.Kill()
+		return nil
+	}
 	id := p.res.Container.ID
 	err := p.pool.Client.KillContainer(docker.KillContainerOptions{ID: id, Signal: docker.SIGINT, Context: ctx})
 	if err != nil {
@@ -418,6 +484,9 @@ func (p *Postgres) Stop(ctx context.Context) error {
 // Start starts the stopped container again and waits until the server accepts
 // connections. The data directory survives; DSNs stay valid for a local engine.
 func (p *Postgres) Start(ctx context.Context) error {
+	if p.local != nil {
+		return p.local.Restart(ctx)
+	}
 	if err := p.pool.Client.StartContainerWithContext(p.res.Container.ID, nil, ctx); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
@@ -437,6 +506,9 @@ func (p *Postgres) Pause(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if p.local != nil {
+		return errNotDocker
+	}
 	if err := p.pool.Client.PauseContainer(p.res.Container.ID); err != nil {
 		return fmt.Errorf("pause postgres: %w", err)
 	}
@@ -447,6 +519,9 @@ func (p *Postgres) Pause(ctx context.Context) error {
 func (p *Postgres) Unpause(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if p.local != nil {
+		return errNotDocker
 	}
 	if err := p.pool.Client.UnpauseContainer(p.res.Container.ID); err != nil {
 		return fmt.Errorf("unpause postgres: %w", err)
@@ -460,6 +535,9 @@ func (p *Postgres) Unpause(ctx context.Context) error {
 // server until Reconnect. The server keeps running; its side of the old connections
 // learns of the cut only when it sends (or by wal_sender_timeout, tcp_keepalives_*).
 func (p *Postgres) Disconnect(ctx context.Context) error {
+	if p.local != nil {
+		return errNotDocker
+	}
 	c, err := p.pool.Client.InspectContainerWithContext(p.res.Container.ID, ctx)
 	if err != nil {
 		return fmt.Errorf("disconnect postgres: %w", err)
@@ -479,6 +557,9 @@ func (p *Postgres) Disconnect(ctx context.Context) error {
 // Disconnect took it off, and waits until the server accepts connections. The published
 // port is kept (the engine maps it again), so DSNs stay valid.
 func (p *Postgres) Reconnect(ctx context.Context) error {
+	if p.local != nil {
+		return errNotDocker
+	}
 	c, err := p.pool.Client.InspectContainerWithContext(p.res.Container.ID, ctx)
 	if err != nil {
 		return fmt.Errorf("reconnect postgres: %w", err)
@@ -505,5 +586,8 @@ func (p *Postgres) Reconnect(ctx context.Context) error {
 
 // Purge removes the container and its volumes, whatever its state.
 func (p *Postgres) Purge() error {
+	if p.local != nil {
+		return p.local.Stop()
+	}
 	return p.pool.Purge(p.res)
 }

@@ -24,6 +24,7 @@ import (
 // bad_response row, not a 629,145,600-character caption; the 50,000,000 × 1
 // PNG strip (48 KB) is too_large for the local provider, before decoding.
 func TestHostileAnswersAndImages(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	var written atomic.Int64
@@ -141,6 +142,7 @@ func TestHostileAnswerPeakRSS(t *testing.T) {
 // a text column cannot store) gets a bad_response row for that row, and the
 // lane goes on with the others instead of retrying the write forever.
 func TestHostileAnswerNUL(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	nul := magic.DataURL(magic.PNG, pngImage(t, 1))
@@ -170,6 +172,7 @@ func TestHostileAnswerNUL(t *testing.T) {
 // user's CHECK constraint) costs only those rows — a NULL and a bad_response
 // row saying why — while the lane writes the others.
 func TestTargetRefusesOneResult(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	refusedURL := magic.DataURL(magic.PNG, pngImage(t, 2))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/cohere"
@@ -113,7 +114,7 @@ VALUES ('template', $1, $2, 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{note}}', 
 	s.exec(t, "DELETE FROM pgimageai.rules WHERE name = 'missing-table'")
 	s.exec(t, "UPDATE pgimageai.rules SET image_column = $1 WHERE name = 'exact-case'", hostileImage)
 	s.sync(t, 30*time.Second)
-	waitFor(t, 30*time.Second, "the fixed rule's backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the fixed rule's backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.t2 WHERE c IS NOT NULL") == 1
 	})
 	if n := queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule IN ('missing-table', 'exact-case') AND resolved_at IS NOT NULL`); n != 2 {
@@ -338,7 +339,7 @@ VALUES ($1, 'public.photos', 'img', 'AI_IMAGE_COMPLETE', $2, $1, 'public.out', $
 	// may first be parked — two rows failing at once, with no answer between,
 	// look like an outage — and becomes its provider_error when it alone keeps
 	// failing once it is sent again: wait for the errors rows.
-	waitFor(t, 90*time.Second, "every errors row", func() bool {
+	integration.WaitFor(t, 90*time.Second, "every errors row", func() bool {
 		want := 0
 		for _, r := range rules {
 			if r.reason != "" {

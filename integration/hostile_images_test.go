@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/normalize/normtest"
 )
 
@@ -18,6 +19,7 @@ import (
 // beyond it; and it keeps streaming: the rows after the bombs (a PNG and a
 // real HEIC) get their captions.
 func TestHostileImages(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	ctx := context.Background()
 	s := newSource(t)
 	s.exec(t, `INSERT INTO pgimageai.models (name, provider, model) VALUES ('pixels', 'local', 'any')`)
@@ -58,7 +60,7 @@ VALUES ('describe', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'pixels', 'Desc
 	}
 	start := time.Now()
 	s.exec(t, `INSERT INTO public.photos (id, img, note) VALUES (100, $1, 'png'), (101, $2, 'heic')`, pngImage(t, 100), fixture(t, "gradient.heic"))
-	waitFor(t, 2*time.Minute, "the captions of the rows after the bombs", func() bool {
+	integration.WaitFor(t, 2*time.Minute, "the captions of the rows after the bombs", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'captions'") == 1 &&
 			queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE id IN (100, 101) AND caption IS NOT NULL") == 2
 	})

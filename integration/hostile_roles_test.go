@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // The hostile-role suite: roles below the bridge's privileges — one with
@@ -27,12 +27,7 @@ import (
 // roleDSN returns s's DSN for role with password.
 func roleDSN(t testing.TB, s *source, role, password string) string {
 	t.Helper()
-	u, err := url.Parse(s.db.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, password)
-	return u.String()
+	return integration.WithUser(t, s.db.DSN(), role, password)
 }
 
 // hostileRole creates a login role of its own for s, dropped (with what it
@@ -122,6 +117,7 @@ func asRole(t testing.TB, s *source, cfg bridge.Config, role, password string) b
 // streamed rows, an UPDATE that leaves the image as unchanged TOAST, a
 // retry, and status as a superuser: none of them runs.
 func TestHostileSearchPath(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, spyLog)
 	_, mallory := hostileRole(t, s, "mallory", "GRANT CREATE ON SCHEMA public TO %s")
@@ -156,7 +152,7 @@ BEGIN INSERT INTO public.spy_log (what, who) VALUES ('jsonb_populate_recordset',
 VALUES ('caption', 'photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{note}}', 'captions', 'caption')`)
 	cfg := asRole(t, s, s.config(t), role, password)
 	_, stop := s.start(t, cfg)
-	waitFor(t, 30*time.Second, "the backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	s.exec(t, "INSERT INTO public.photos (id, img, note) VALUES (4, $1, 'four')", pngImage(t, 4))
@@ -188,6 +184,7 @@ VALUES ('caption', 'photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{n
 // whose check calls spy(). Each rule is an invalid_rule naming what to do;
 // the spy never runs as the bridge's role; the other rule keeps streaming.
 func TestHostileTableOwner(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, spyLog)
 	role, password := leastPrivilegeRole(t, s)
@@ -236,7 +233,7 @@ VALUES ($1, $2, 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', $3, $4)`, name, sourc
 		"domained":  {"domain public.spy_text (function public.spy_check(text))", "--trust-tables public.domained"},
 	}
 	for rule, parts := range want {
-		waitFor(t, 30*time.Second, "rule "+rule+" to be invalid_rule", func() bool {
+		integration.WaitFor(t, 30*time.Second, "rule "+rule+" to be invalid_rule", func() bool {
 			return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL", rule) == 1
 		})
 		if detail, ok := openInvalidRule(t, s, rule); ok {
@@ -268,6 +265,7 @@ VALUES ($1, $2, 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', $3, $4)`, name, sourc
 // the bridge leads all the same (it would wait as a standby for ever),
 // logs the squatter, and status shows it.
 func TestHostileLeaderSquatter(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	_, squatter := hostileRole(t, s, "squatter", "")
 	var ok bool
@@ -305,6 +303,7 @@ func TestHostileLeaderSquatter(t *testing.T) {
 // too_large errors row naming max_prompt_bytes, and a row with a short value
 // beside them gets its caption.
 func TestHostilePromptValues(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{"max_prompt_bytes": 1000}`)
@@ -315,7 +314,7 @@ VALUES ('caption', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 	_, stop := s.start(t, s.config(t))
 	s.exec(t, "INSERT INTO public.photos (id, img, note) VALUES (2, $1, $2), (3, $3, 'short')", pngImage(t, 2), huge, pngImage(t, 3))
 	s.sync(t, 30*time.Second)
-	waitFor(t, 30*time.Second, "the backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	if err := stop(); err != nil {
@@ -348,6 +347,7 @@ WHERE rule = 'caption' AND source_key = jsonb_build_object('id', $1::int) AND re
 // results fails before any UPDATE, the rule becomes an invalid_rule naming
 // the trigger, and the trigger never runs.
 func TestTrustTables(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, spyLog+`
 CREATE FUNCTION public.spy_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -373,7 +373,7 @@ VALUES ($1, $2, 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p', $2, 'caption')`, tabl
 	}
 	s.exec(t, "CREATE TRIGGER audit BEFORE UPDATE ON public.later FOR EACH ROW EXECUTE FUNCTION public.spy_trigger()")
 	s.exec(t, "INSERT INTO public.later (id, img) VALUES (2, $1)", pngImage(t, 3))
-	waitFor(t, 30*time.Second, "rule later to be invalid_rule", func() bool {
+	integration.WaitFor(t, 30*time.Second, "rule later to be invalid_rule", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'later' AND reason = 'invalid_rule' AND resolved_at IS NULL") == 1
 	})
 	if detail, ok := openInvalidRule(t, s, "later"); ok && !strings.Contains(detail, "trigger audit on public.later") {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -173,6 +174,7 @@ func captureLogs(t *testing.T, cfg *bridge.Config) *syncBuffer {
 // UPDATE, primary-key change, DELETE, an errors row keyed by a quoted column
 // name, TRUNCATE, status and errors output — and inject nothing.
 func TestHostileNames(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	hostileSource(t, s)
 	ai := newFakeAI(t)
@@ -189,7 +191,7 @@ func TestHostileNames(t *testing.T) {
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ($1, $2, $3, 'AI_IMAGE_COMPLETE', $4, $5, $6, $7)`,
 		hostileRule, hostileSourceName, hostileImage, hostileModel, "Describe {{ "+hostileNote+" }}", hostileTargetName, hostileColumn)
-	waitFor(t, 30*time.Second, "the backfill to finish", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill to finish", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = $1 AND state = 'done'", hostileRule) == 1
 	})
 	s.sync(t, 30*time.Second)
@@ -263,7 +265,7 @@ WHERE rule = $1 AND source_key = jsonb_build_object($2::text, 5) AND resolved_at
 	// row not found would have its error resolved).
 	runCLI(t, s, "retry", "--rule", hostileRule)
 	s.sync(t, 30*time.Second)
-	waitFor(t, 30*time.Second, "the retried error's second attempt", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the retried error's second attempt", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = $1 AND attempts = 2 AND resolved_at IS NULL", hostileRule) == 1
 	})
 

@@ -45,7 +45,7 @@ VALUES ('describe', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'pixels', 'Desc
 
 	s.exec(t, `INSERT INTO public.photos (id, img) VALUES (1, $1)`, pngImage(t, 1))
 	var caption string
-	waitFor(t, 60*time.Second, "the caption of row 1", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the caption of row 1", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'captions'") == 1 &&
 			s.conn.QueryRow(ctx, "SELECT caption FROM public.captions WHERE id = 1").Scan(&caption) == nil
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -95,7 +96,7 @@ func TestLaneSlowModelBesideFast(t *testing.T) {
 
 	want := map[int]string{}
 	insertRows(t, s, 1, 9, 1, want) // eight rows keep the slow model busy
-	waitFor(t, 10*time.Second, "the slow model to be busy", func() bool { return slow.Count() >= 4 })
+	integration.WaitFor(t, 10*time.Second, "the slow model to be busy", func() bool { return slow.Count() >= 4 })
 
 	seen, stopWatching := watchRows(t, s, "public.captions")
 	committed := map[int]time.Time{}
@@ -104,7 +105,7 @@ func TestLaneSlowModelBesideFast(t *testing.T) {
 		committed[id] = time.Now()
 		time.Sleep(100 * time.Millisecond)
 	}
-	waitFor(t, 20*time.Second, "the fast rule's results", func() bool {
+	integration.WaitFor(t, 20*time.Second, "the fast rule's results", func() bool {
 		for id := range committed {
 			if _, ok := seen.get(id); !ok {
 				return false
@@ -261,7 +262,7 @@ VALUES ('d', 'public.d', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe', 'publ
 	s.exec(t, `INSERT INTO public.d VALUES (2, $1)`, pngImage(t, 102))
 	insertRows(t, s, 3, 5, 1, want) // the other rule goes on
 	s.sync(t, 30*time.Second)
-	waitFor(t, 10*time.Second, "rule d to be invalid_rule", func() bool {
+	integration.WaitFor(t, 10*time.Second, "rule d to be invalid_rule", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'd' AND reason = 'invalid_rule'
 AND resolved_at IS NULL AND (detail LIKE '%no longer has image column%' OR detail LIKE '%has no column "img"%')`) == 1
 	})
@@ -271,7 +272,7 @@ AND resolved_at IS NULL AND (detail LIKE '%no longer has image column%' OR detai
 	assertCaptions(t, captions(t, s.conn), want)
 
 	s.exec(t, `ALTER TABLE public.d RENAME COLUMN photo TO img`)
-	waitFor(t, 30*time.Second, "rule d to resume and backfill row 2", func() bool {
+	integration.WaitFor(t, 30*time.Second, "rule d to resume and backfill row 2", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.d_out WHERE caption IS NOT NULL") == 2
 	})
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'd' AND resolved_at IS NULL"); n != 0 {
@@ -307,7 +308,7 @@ func TestDroppedTargetRecreated(t *testing.T) {
 	insertRows(t, s, 4, 7, 1, want)
 	s.sync(t, 30*time.Second)
 	assertCaptions(t, captions(t, s.conn), want)
-	waitFor(t, 30*time.Second, "public.slow_out to be re-created and backfilled", func() bool {
+	integration.WaitFor(t, 30*time.Second, "public.slow_out to be re-created and backfilled", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'slow_out'") == 1 &&
 			queryInt(t, s.conn, "SELECT count(*) FROM public.slow_out WHERE caption IS NOT NULL") == 6
 	})
@@ -420,7 +421,7 @@ AND resolved_at IS NULL AND input_key IS NOT NULL AND attempts = 3 AND image_byt
 		t.Errorf("want one open provider_error row with its input key, 3 attempts and the image length")
 	}
 	runCLI(t, s, "retry", "--rule", "caption")
-	waitFor(t, 30*time.Second, "the retried request", func() bool { return ai.Count() == 2 })
+	integration.WaitFor(t, 30*time.Second, "the retried request", func() bool { return ai.Count() == 2 })
 	// A changed model asks again.
 	s.exec(t, `UPDATE pgimageai.models SET options = '{"max_retries": 1}' WHERE name = 'vision'`)
 	update("after a model change")
@@ -445,7 +446,7 @@ SELECT i, '\x89504e470d0a1a0a'::bytea || int4send(i), 'n' || i FROM generate_ser
 	_, stop := s.start(t, s.config(t))
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('a', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{note}}', 'public.a_out', 'caption')`)
-	waitFor(t, 30*time.Second, "rule a's backfill to run", func() bool {
+	integration.WaitFor(t, 30*time.Second, "rule a's backfill to run", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'a' AND state = 'running'") == 1
 	})
 	for i, prompt := range []string{"Name {{note}}", "Tell {{ note }}", "Say {{note}}"} {
@@ -453,7 +454,7 @@ VALUES ('a', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe {{
 VALUES ('b%d', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', $1, 'public.b%d_out', 'caption')`, i, i), prompt)
 		s.exec(t, `UPDATE pgimageai.rules SET prompt = $1 WHERE name = 'a'`, prompt+"!")
 	}
-	waitFor(t, 120*time.Second, "every backfill to finish", func() bool {
+	integration.WaitFor(t, 120*time.Second, "every backfill to finish", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE state = 'done'") == 4
 	})
 	for _, table := range []string{"public.a_out", "public.b0_out", "public.b1_out", "public.b2_out"} {
@@ -506,12 +507,12 @@ VALUES ('d', 'public.d', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'Describe', 'publ
 			assertCaptions(t, captions(t, s.conn), want)
 			if tc.wantDetail == "" {
 				// The column is back, and the rule backfilled both rows.
-				waitFor(t, 30*time.Second, "d_out.caption re-added and backfilled", func() bool {
+				integration.WaitFor(t, 30*time.Second, "d_out.caption re-added and backfilled", func() bool {
 					return queryInt(t, s.conn, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'd_out' AND column_name = 'caption'") == 1 &&
 						queryInt(t, s.conn, "SELECT count(*) FROM public.d_out WHERE caption IS NOT NULL") == 2
 				})
 			} else {
-				waitFor(t, 30*time.Second, "rule d to be invalid_rule", func() bool {
+				integration.WaitFor(t, 30*time.Second, "rule d to be invalid_rule", func() bool {
 					return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'd' AND reason = 'invalid_rule' AND resolved_at IS NULL`) == 1
 				})
 				var detail string

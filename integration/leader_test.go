@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
@@ -50,7 +51,7 @@ WHERE locktype = 'advisory' AND granted AND classid = hashtext('pgimageai.leader
 	if n != 1 {
 		t.Fatalf("terminated %d lock sessions, want 1", n)
 	}
-	waitFor(t, 20*time.Second, "A to step down", func() bool { return strings.Contains(logA.String(), "stepping down to standby") })
+	integration.WaitFor(t, 20*time.Second, "A to step down", func() bool { return strings.Contains(logA.String(), "stepping down to standby") })
 	insertRows(t, s, 51, 101, 10, want)
 	s.sync(t, 60*time.Second) // only B can confirm these
 	assertCaptions(t, captions(t, s.conn), want)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // TestDeletedRuleWithDroppedTargetReleasesTheSlot: a rule is deleted and its
@@ -26,7 +28,7 @@ func TestDeletedRuleWithDroppedTargetReleasesTheSlot(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		s.exec(t, "INSERT INTO public.photos (id, img) VALUES ($1, $2)", i, pngImage(t, i))
 	}
-	waitFor(t, 10*time.Second, "the slow model's calls in flight", func() bool { return slow.Count() >= 5 })
+	integration.WaitFor(t, 10*time.Second, "the slow model's calls in flight", func() bool { return slow.Count() >= 5 })
 	s.exec(t, "DELETE FROM pgimageai.rules WHERE name = 'slow'")
 	s.exec(t, "DROP TABLE public.slow_out")
 	for i := 6; i <= 8; i++ {
@@ -36,7 +38,7 @@ func TestDeletedRuleWithDroppedTargetReleasesTheSlot(t *testing.T) {
 	if n := queryInt(t, s.conn, "SELECT count(caption) FROM public.captions"); n != 8 {
 		t.Errorf("%d captions of the other rule, want 8", n)
 	}
-	waitFor(t, 10*time.Second, "the retired lane's checkpoint row to go", func() bool {
+	integration.WaitFor(t, 10*time.Second, "the retired lane's checkpoint row to go", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.lane_checkpoints WHERE slot = $1 AND lane = 'public.slow_out'", s.slot) == 0
 	})
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'slow_out'"); n != 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -23,7 +24,7 @@ func TestLiveRuleBackfill(t *testing.T) {
 	s.start(t, s.config(t))
 	s.rule(t, "caption", "vision", "public.captions", "caption")
 	// While the backfill runs: update the images of some rows, add new rows.
-	waitFor(t, 30*time.Second, "the backfill to start", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill to start", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption'") == 1
 	})
 	for id := 1; id <= 600; id += 12 {
@@ -32,7 +33,7 @@ func TestLiveRuleBackfill(t *testing.T) {
 		want[id] = captionOf(magic.DataURL(magic.PNG, img))
 	}
 	insertRows(t, s, 601, 701, 20, want)
-	waitFor(t, 120*time.Second, "the backfill to finish", func() bool {
+	integration.WaitFor(t, 120*time.Second, "the backfill to finish", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	s.sync(t, 60*time.Second)
@@ -100,7 +101,7 @@ func TestLiveConfigChanges(t *testing.T) {
 
 	// Re-enabled: the row inserted while it was off is backfilled.
 	s.exec(t, `UPDATE pgimageai.rules SET enabled = true WHERE name = 'caption'`)
-	waitFor(t, 30*time.Second, "row 4 to be backfilled", func() bool {
+	integration.WaitFor(t, 30*time.Second, "row 4 to be backfilled", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE id = 4 AND caption IS NOT NULL") == 1
 	})
 }

@@ -83,7 +83,7 @@ func waitHealth(t testing.TB, base string, timeout time.Duration, code int, stat
 	t0 := time.Now()
 	var gotCode int
 	var gotState string
-	waitFor(t, timeout, fmt.Sprintf("/healthz %d %s", code, state), func() bool {
+	integration.WaitFor(t, timeout, fmt.Sprintf("/healthz %d %s", code, state), func() bool {
 		gotCode, gotState = health(t, base)
 		return gotCode == code && gotState == state
 	})

@@ -116,6 +116,7 @@ func TestLlamaServerNormalizes(t *testing.T) {
 // upright, a JPEG without EXIF (https://platform.openai.com/docs/guides/images-vision:
 // fit 2048 × 2048, then shortest side 768).
 func TestNormalizeFake(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	var mu sync.Mutex
 	var got [][]byte
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/replication"
 )
@@ -213,7 +214,7 @@ func outageParksAndHeals(t *testing.T, conc int) {
 	}
 	down.refuse()
 	phase("refused", 20)
-	waitFor(t, 30*time.Second, "the model down in status", func() bool { st, _ := outageOf(t, s, "vision"); return st == "down" })
+	integration.WaitFor(t, 30*time.Second, "the model down in status", func() bool { st, _ := outageOf(t, s, "vision"); return st == "down" })
 	down.listen(t)
 	down.fail503()
 	started503 := down.Count()
@@ -237,7 +238,7 @@ func outageParksAndHeals(t *testing.T, conc int) {
 	if st, n := outageOf(t, s, "vision"); st != "down" || n != 60 {
 		t.Errorf("status after the restart: %s with %d parked, want down with 60", st, n)
 	}
-	waitFor(t, 30*time.Second, "the metrics to say the model is down", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the metrics to say the model is down", func() bool {
 		m := scrape(t, "http://"+metricsAddr)
 		up, ok := m[`pgimageai_model_up{model="vision"}`]
 		return ok && up == 0 && m[`pgimageai_parked_rows{rule="caption"}`] == 60 && m[`pgimageai_model_up{model="other"}`] == 1
@@ -271,7 +272,7 @@ func outageParksAndHeals(t *testing.T, conc int) {
 	}
 	down.answer()
 	tBack := time.Now()
-	waitFor(t, 90*time.Second, "every parked row answered", func() bool {
+	integration.WaitFor(t, 90*time.Second, "every parked row answered", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.parked") == 0 &&
 			queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE caption IS NOT NULL") == len(want)
 	})
@@ -313,7 +314,7 @@ func outageParksAndHeals(t *testing.T, conc int) {
 	if st, n := outageOf(t, s, "vision"); st != "up" || n != 0 {
 		t.Errorf("status after the outage: %s with %d parked, want up with 0", st, n)
 	}
-	waitFor(t, 30*time.Second, "the metrics to say the model is up", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the metrics to say the model is up", func() bool {
 		m := scrape(t, "http://"+metricsAddr)
 		return m[`pgimageai_model_up{model="vision"}`] == 1 && m[`pgimageai_parked_rows{rule="caption"}`] == 0
 	})

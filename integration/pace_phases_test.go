@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // latencyPhase is a stretch in which the same model answers rows after a
@@ -135,7 +137,7 @@ func runLatencyPhases(tb testing.TB, ceiling int, fixed bool, phases []latencyPh
 		// send, whatever the limit.
 		var steady time.Duration
 		var mean float64
-		waitFor(tb, 10*time.Minute, fmt.Sprintf("%d captions", total), func() bool {
+		integration.WaitFor(tb, 10*time.Minute, fmt.Sprintf("%d captions", total), func() bool {
 			n := queryInt(tb, s.conn, "SELECT count(caption) FROM public.captions")
 			if steady == 0 && n >= total-ceiling {
 				steady = time.Since(start)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/state"
 )
@@ -89,13 +90,13 @@ func TestLeastPrivilegeRole(t *testing.T) {
 
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (3, $1)", pngImage(t, 3))
 	// The role's grants cover the models' pacing that status reads.
-	waitFor(t, 30*time.Second, "the model's pacing stored by the role", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the model's pacing stored by the role", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.model_pace WHERE slot = $1 AND model = 'vision'", s.slot) == 1
 	})
-	waitFor(t, 30*time.Second, "the lanes' pending changes stored by the role", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the lanes' pending changes stored by the role", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.lane_pending WHERE slot = $1", s.slot) >= 1
 	})
-	waitFor(t, 30*time.Second, "the backfill of rows 1 and 2", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill of rows 1 and 2", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	s.sync(t, 30*time.Second)
@@ -109,7 +110,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('album', 'public.albums', 'cover', 'AI_IMAGE_COMPLETE', 'vision', 'p', 'public.album_captions', 'caption')`)
 	var detail string
-	waitFor(t, 30*time.Second, "the album rule to be invalid_rule", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the album rule to be invalid_rule", func() bool {
 		return s.conn.QueryRow(context.Background(), `SELECT detail FROM pgimageai.errors WHERE rule = 'album' AND reason = 'invalid_rule' AND resolved_at IS NULL`).Scan(&detail) == nil
 	})
 	if !strings.Contains(detail, "ALTER PUBLICATION "+s.slot+" ADD TABLE public.albums") {
@@ -118,7 +119,7 @@ VALUES ('album', 'public.albums', 'cover', 'AI_IMAGE_COMPLETE', 'vision', 'p', '
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (4, $1)", pngImage(t, 4))
 	s.sync(t, 30*time.Second) // the other rule goes on
 	s.exec(t, "ALTER PUBLICATION "+s.slot+" ADD TABLE public.albums")
-	waitFor(t, 30*time.Second, "the album rule to start", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the album rule to start", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'album' AND state = 'done'") == 1
 	})
 	var album string

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // TestRateLimitNeverFailsARow: a provider that enforces 600 requests a
@@ -55,7 +57,7 @@ func TestRateLimitNeverFailsARow(t *testing.T) {
 			if limited > rows/4 {
 				t.Errorf("%d requests answered 429 for %d rows: the pace did not follow the headers", limited, rows)
 			}
-			waitFor(t, 10*time.Second, "the model's pacing in pgimageai.model_pace", func() bool {
+			integration.WaitFor(t, 10*time.Second, "the model's pacing in pgimageai.model_pace", func() bool {
 				var pace string
 				var rateLimited bool
 				err := s.conn.QueryRow(context.Background(), "SELECT pace, rate_limited FROM pgimageai.model_pace WHERE slot = $1 AND model = 'vision'",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -97,6 +98,7 @@ func waitShots(t *testing.T, s *source, want []string, what string) {
 // other partitions keep theirs; the default partition and a partition in
 // another schema are followed the same.
 func TestPartitionDDL(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	partitioned(t, s, ai)
@@ -158,6 +160,7 @@ CREATE TABLE public.shots_p5a PARTITION OF public.shots_p5 FOR VALUES FROM (0) T
 // its root (publish_via_partition_root), so without the watch its rows'
 // results would stay.
 func TestPartitionTruncateNotStreamed(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	partitioned(t, s, ai)
@@ -178,6 +181,7 @@ func TestPartitionTruncateNotStreamed(t *testing.T) {
 // again under its name is a new table: the old table's results go — also
 // under keys the new table reuses — and the new table is backfilled.
 func TestSourceDroppedAndCreatedAgain(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -187,7 +191,7 @@ func TestSourceDroppedAndCreatedAgain(t *testing.T) {
 	cfg := s.config(t)
 	cfg.Timing.RecheckInterval = 300 * time.Millisecond
 	s.start(t, cfg)
-	waitFor(t, 60*time.Second, "the old table's results", func() bool { return len(captions(t, s.conn)) == 3 })
+	integration.WaitFor(t, 60*time.Second, "the old table's results", func() bool { return len(captions(t, s.conn)) == 3 })
 
 	s.exec(t, `DROP TABLE public.photos`)
 	s.exec(t, `CREATE TABLE public.photos (id int PRIMARY KEY, img bytea, note text)`)
@@ -212,7 +216,7 @@ func TestSourceDroppedAndCreatedAgain(t *testing.T) {
 	want[7] = captionOf(magic.DataURL(magic.PNG, img))
 	want[2] = "<NULL>"
 	s.sync(t, 30*time.Second)
-	waitFor(t, 30*time.Second, "a streamed row of the new table", func() bool { return len(captions(t, s.conn)) == 3 })
+	integration.WaitFor(t, 30*time.Second, "a streamed row of the new table", func() bool { return len(captions(t, s.conn)) == 3 })
 	assertCaptions(t, captions(t, s.conn), want)
 }
 
@@ -232,7 +236,7 @@ func drifted(t *testing.T) (s *source, target *source, ai *fakeAI, slot string) 
 	cfg := s.config(t)
 	cfg.TargetDSN = target.db.DSN()
 	_, stop := s.start(t, cfg)
-	waitFor(t, 60*time.Second, "the backfill", func() bool { return len(captions(t, target.conn)) == 6 })
+	integration.WaitFor(t, 60*time.Second, "the backfill", func() bool { return len(captions(t, target.conn)) == 6 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +269,7 @@ func targetIDs(t *testing.T, conn *pgx.Conn) string {
 
 // TestReconcileDryRun: --dry-run says what it found and changes nothing.
 func TestReconcileDryRun(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s, target, _, slot := drifted(t)
 	before := targetIDs(t, target.conn)
 	out, code := reconcileCLI(t, s, target, slot, "--dry-run")
@@ -289,6 +294,7 @@ func TestReconcileDryRun(t *testing.T) {
 // when it starts: the target then equals the source's results, with calls
 // for the missing rows only. Usage and unknown rules exit 2.
 func TestReconcile(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s, target, ai, slot := drifted(t)
 	out, code := reconcileCLI(t, s, target, slot)
 	if code != 0 {
@@ -309,8 +315,8 @@ func TestReconcile(t *testing.T) {
 	cfg := s.config(t)
 	cfg.TargetDSN = target.db.DSN()
 	s.start(t, cfg)
-	waitFor(t, 60*time.Second, "the queued backfill", func() bool { return len(captions(t, target.conn)) == 6 })
-	waitFor(t, 30*time.Second, "the queued backfill done", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the queued backfill", func() bool { return len(captions(t, target.conn)) == 6 })
+	integration.WaitFor(t, 30*time.Second, "the queued backfill done", func() bool {
 		return queryInt(t, target.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	if n := ai.Count() - calls; n != 2 {
@@ -333,6 +339,7 @@ func TestReconcile(t *testing.T) {
 // orphans keep their results (the delete is checked against the source
 // after the target rows are locked).
 func TestReconcileWhileStreaming(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -340,7 +347,7 @@ func TestReconcileWhileStreaming(t *testing.T) {
 	want := map[int]string{}
 	insertRows(t, s, 1, 201, 50, want)
 	s.start(t, s.config(t))
-	waitFor(t, 60*time.Second, "the backfill", func() bool { return len(captions(t, s.conn)) == 200 })
+	integration.WaitFor(t, 60*time.Second, "the backfill", func() bool { return len(captions(t, s.conn)) == 200 })
 	// Orphans under keys that the source is about to reuse.
 	s.exec(t, `INSERT INTO public.captions (id, caption) SELECT g, 'stale' FROM generate_series(1000, 1999) g`)
 	done := make(chan struct{})
@@ -354,7 +361,7 @@ func TestReconcileWhileStreaming(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	s.sync(t, 60*time.Second)
-	waitFor(t, 60*time.Second, "every row's result", func() bool { return len(captions(t, s.conn)) == len(want) })
+	integration.WaitFor(t, 60*time.Second, "every row's result", func() bool { return len(captions(t, s.conn)) == len(want) })
 	got := captions(t, s.conn)
 	for id := 1000; id < 2000; id++ {
 		if got[id] == "stale" {

@@ -122,7 +122,7 @@ func insertRows(t testing.TB, s *source, from, to, per int, want map[int]string)
 // waitResults waits until public.captions exists and holds at least n rows.
 func waitResults(t testing.TB, s *source, n int, what string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d results %s", n, what), func() bool {
+	integration.WaitFor(t, 60*time.Second, fmt.Sprintf("%d results %s", n, what), func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'captions'") == 1 &&
 			queryInt(t, s.conn, "SELECT count(*) FROM public.captions") >= n
 	})

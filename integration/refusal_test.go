@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // A target that cannot be written for a reason a retry will not cure never
@@ -20,6 +22,7 @@ import (
 // role on a target the user created and granted, then revokes the grant
 // while rows stream.
 func TestLanePrivilegeRevoked(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -40,7 +43,7 @@ func TestLanePrivilegeRevoked(t *testing.T) {
 	cfg.SourceDSN = u.String()
 	cfg.Timing.RecheckInterval = 500 * time.Millisecond
 	_, stop := s.start(t, cfg)
-	waitFor(t, 30*time.Second, "3 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 3 })
+	integration.WaitFor(t, 30*time.Second, "3 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 3 })
 
 	s.exec(t, "REVOKE INSERT, UPDATE ON public.captions FROM "+pgx.Identifier{role}.Sanitize())
 	insertRows(t, s, 4, 8, 2, want)
@@ -58,7 +61,7 @@ WHERE rule = 'caption' AND reason = 'invalid_rule' AND resolved_at IS NULL`).Sca
 
 	// Granted again: the rule comes back by itself and backfills.
 	s.exec(t, grant)
-	waitFor(t, 30*time.Second, "7 captions after the grant", func() bool { return tableRows(t, s.conn, "public.captions") == 7 })
+	integration.WaitFor(t, 30*time.Second, "7 captions after the grant", func() bool { return tableRows(t, s.conn, "public.captions") == 7 })
 	s.sync(t, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -73,6 +76,7 @@ WHERE rule = 'caption' AND reason = 'invalid_rule' AND resolved_at IS NULL`).Sca
 // target row. The delete becomes a target_refused errors row, the target
 // row stays, and the rows after it land.
 func TestLaneDeleteRefused(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -80,7 +84,7 @@ func TestLaneDeleteRefused(t *testing.T) {
 	want := map[int]string{}
 	insertRows(t, s, 1, 4, 3, want)
 	_, stop := s.start(t, s.config(t))
-	waitFor(t, 30*time.Second, "3 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 3 })
+	integration.WaitFor(t, 30*time.Second, "3 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 3 })
 	s.exec(t, "CREATE TABLE public.likes (caption_id int REFERENCES public.captions (id))")
 	s.exec(t, "INSERT INTO public.likes VALUES (2)")
 
@@ -113,6 +117,7 @@ WHERE rule = 'caption' AND source_key = '{"id": 2}' AND resolved_at IS NULL`).Sc
 // the lane holds and the age of the oldest change (pgimageai.lane_pending,
 // stored by the leader); once written, nothing.
 func TestStatusLanePending(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	release := make(chan struct{})
@@ -124,7 +129,7 @@ func TestStatusLanePending(t *testing.T) {
 	_, stop := s.start(t, cfg)
 	want := map[int]string{}
 	insertRows(t, s, 1, 3, 2, want)
-	waitFor(t, 10*time.Second, "the lane's pending changes stored", func() bool {
+	integration.WaitFor(t, 10*time.Second, "the lane's pending changes stored", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.lane_pending
 WHERE slot = $1 AND lane = 'public.captions' AND pending = 2 AND now() - oldest_commit_time > interval '1 second'`, s.slot) == 1
 	})
@@ -136,7 +141,7 @@ WHERE slot = $1 AND lane = 'public.captions' AND pending = 2 AND now() - oldest_
 	}
 	close(release)
 	s.sync(t, 30*time.Second)
-	waitFor(t, 10*time.Second, "nothing pending stored", func() bool {
+	integration.WaitFor(t, 10*time.Second, "nothing pending stored", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.lane_pending WHERE slot = $1 AND pending = 0 AND oldest_commit_time IS NULL`, s.slot) == 1
 	})
 	if err := stop(); err != nil {

@@ -5,11 +5,9 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -228,26 +226,6 @@ func (w replLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	t0 := time.Now()
-	for !cond() {
-		if time.Since(t0) > timeout {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(t0)
-}
-
-func randomBytes(t testing.TB, n int) []byte {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func mustBytea(t testing.TB, v replication.Value) []byte {
 	t.Helper()
 	b, err := v.Bytea()
@@ -264,17 +242,6 @@ func int4Value(t testing.TB, rel *replication.Relation, v replication.Value) int
 		t.Fatal(err)
 	}
 	return got.(int32)
-}
-
-// withUser returns dsn with the user and password replaced.
-func withUser(t testing.TB, dsn, user, password string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(user, password)
-	return u.String()
 }
 
 var replRoleSeq atomic.Int64

@@ -19,7 +19,7 @@ import (
 func (e *replEnv) walsenderPID(t testing.TB) int {
 	t.Helper()
 	var pid *int
-	waitUntil(t, 20*time.Second, "a walsender on the slot", func() bool {
+	WaitFor(t, 20*time.Second, "a walsender on the slot", func() bool {
 		err := e.conn.QueryRow(context.Background(), `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&pid)
 		return err == nil && pid != nil
 	})
@@ -87,7 +87,7 @@ func TestReplicationTerminatedWalsender(t *testing.T) {
 		if i%20 == 10 {
 			e.terminateWalsender(t)
 		}
-		e.exec(t, `INSERT INTO photos SELECT g, $2, NULL FROM generate_series($1::int, $1::int + 4) g`, i*rows+1, randomBytes(t, 20<<10))
+		e.exec(t, `INSERT INTO photos SELECT g, $2, NULL FROM generate_series($1::int, $1::int + 4) g`, i*rows+1, RandomBytes(t, 20<<10))
 	}
 	<-consumed
 	mu.Lock()
@@ -158,7 +158,7 @@ func TestReplicationSlotInvalidated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, time.Minute, "the slot to lose its WAL", func() bool {
+	WaitFor(t, time.Minute, "the slot to lose its WAL", func() bool {
 		e.exec(t, `INSERT INTO photos SELECT g, NULL, repeat('x', 1000) FROM generate_series(1, 1000) g ON CONFLICT (id) DO UPDATE SET note = excluded.note`)
 		e.exec(t, `SELECT pg_switch_wal()`)
 		e.exec(t, `CHECKPOINT`)

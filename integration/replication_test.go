@@ -23,7 +23,7 @@ const photosDDL = `CREATE TABLE public.photos (id int PRIMARY KEY, img bytea, no
 func TestReplicationChanges(t *testing.T) {
 	e := newReplEnv(t, nil, photosDDL, photos)
 	s := e.start(t, 0, 64, nil)
-	img := append([]byte{0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A, 0x00, '\\', 'x', 0xFF}, randomBytes(t, 500)...)
+	img := append([]byte{0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A, 0x00, '\\', 'x', 0xFF}, RandomBytes(t, 500)...)
 
 	e.exec(t, `INSERT INTO photos VALUES (1, $1, 'a'), (2, NULL, 'b'), (3, '', 'c')`, img)
 	x := s.nextTx(t)
@@ -88,7 +88,7 @@ func TestReplicationChanges(t *testing.T) {
 func TestReplicationUnchangedToast(t *testing.T) {
 	e := newReplEnv(t, nil, photosDDL+`; ALTER TABLE photos ALTER COLUMN img SET STORAGE EXTERNAL`, photos)
 	s := e.start(t, 0, 8, nil)
-	img, img2 := randomBytes(t, 100<<10), randomBytes(t, 100<<10)
+	img, img2 := RandomBytes(t, 100<<10), RandomBytes(t, 100<<10)
 
 	e.exec(t, `INSERT INTO photos VALUES (1, $1, 'x')`, img)
 	if v := s.nextTx(t).changes[0].New[1]; v.Kind != replication.Binary || !bytes.Equal(v.Data, img) {
@@ -144,7 +144,7 @@ func TestReplicationAckConfirms(t *testing.T) {
 		t.Fatalf("confirmed_flush_lsn %s before the ack, commit at %s", before, x.commit.CommitLSN)
 	}
 	s.Ack(x.commit.EndLSN)
-	took := waitUntil(t, 5*time.Second, "confirmed_flush_lsn to reach the ack", func() bool { return e.confirmed(t) >= x.commit.EndLSN })
+	took := WaitFor(t, 5*time.Second, "confirmed_flush_lsn to reach the ack", func() bool { return e.confirmed(t) >= x.commit.EndLSN })
 	t.Logf("Ack(%s) reached confirmed_flush_lsn in %s", x.commit.EndLSN, took)
 	if took > 2*time.Second {
 		t.Errorf("ack took %s to be confirmed; want prompt", took)
@@ -160,7 +160,7 @@ func TestReplicationRestartSkipsAcked(t *testing.T) {
 		xs = append(xs, s1.nextTx(t))
 	}
 	s1.Ack(xs[0].commit.EndLSN)
-	waitUntil(t, 5*time.Second, "the ack", func() bool { return e.confirmed(t) >= xs[0].commit.EndLSN })
+	WaitFor(t, 5*time.Second, "the ack", func() bool { return e.confirmed(t) >= xs[0].commit.EndLSN })
 	s1.stop(t)
 	e.exec(t, `INSERT INTO photos VALUES (3, NULL, NULL)`)
 
@@ -196,7 +196,7 @@ func TestReplicationIdleAdvances(t *testing.T) {
 		}
 		e.exec(t, `INSERT INTO other SELECT g, repeat('x', 500) FROM generate_series(1, 200) g`)
 	}
-	took := waitUntil(t, 10*time.Second, "confirmed_flush_lsn to pass unpublished writes", func() bool { return e.confirmed(t) >= mid })
+	took := WaitFor(t, 10*time.Second, "confirmed_flush_lsn to pass unpublished writes", func() bool { return e.confirmed(t) >= mid })
 	t.Logf("idle slot advanced from %s past %s (%d bytes of unpublished WAL) in %s", start, mid, mid-start, took)
 	s.quiet(t, 200*time.Millisecond)
 }
@@ -211,7 +211,7 @@ func TestReplicationBackpressure(t *testing.T) {
 	})
 	const n = 40
 	for id := 1; id <= n; id++ {
-		e.exec(t, `INSERT INTO photos VALUES ($1, $2, NULL)`, id, randomBytes(t, 64<<10))
+		e.exec(t, `INSERT INTO photos VALUES ($1, $2, NULL)`, id, RandomBytes(t, 64<<10))
 	}
 	first := s.next(t, 10*time.Second)
 	if _, ok := first.(replication.Begin); !ok {
@@ -245,7 +245,7 @@ func TestReplicationBackpressure(t *testing.T) {
 func TestReplicationPrivilege(t *testing.T) {
 	e := newReplEnv(t, nil, photosDDL, photos)
 	role, pw := newRole(t, e, "NOREPLICATION")
-	dsn := withUser(t, e.db.DSN(), role, pw)
+	dsn := WithUser(t, e.db.DSN(), role, pw)
 	ctx := t.Context()
 
 	conn, err := pgx.Connect(ctx, dsn)
@@ -269,7 +269,7 @@ func TestReplicationPrivilege(t *testing.T) {
 	t.Logf("Run gave up after %s: %v", time.Since(t0), err)
 
 	replRole, replPW := newRole(t, e, "REPLICATION")
-	ok, err := pgx.Connect(ctx, withUser(t, e.db.DSN(), replRole, replPW))
+	ok, err := pgx.Connect(ctx, WithUser(t, e.db.DSN(), replRole, replPW))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/provider"
 )
@@ -14,6 +15,7 @@ import (
 // invalid_rule errors row with a message that says what is wrong, and the
 // valid rule beside them keeps running.
 func TestInvalidRulesAreSkipped(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -62,7 +64,7 @@ WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL`, b.name).Sc
 	// Restarting reports nothing new; fixing a rule resolves its row.
 	s.exec(t, `UPDATE pgimageai.rules SET image_column = 'img' WHERE name = 'no-column'`)
 	s.start(t, s.config(t))
-	waitFor(t, 30*time.Second, "the fixed rule's errors row to be resolved", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the fixed rule's errors row to be resolved", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'no-column' AND resolved_at IS NOT NULL`) == 1
 	})
 	if n := queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE reason = 'invalid_rule' AND resolved_at IS NULL`); n != len(bad)-1 {
@@ -78,6 +80,7 @@ WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL`, b.name).Sc
 // bridge finds it on its next check, resolves the row, backfills the rows
 // already there and streams the new ones.
 func TestInvalidRuleRecheck(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -86,19 +89,19 @@ VALUES ('late', 'public.late_photos', 'img', 'AI_IMAGE_COMPLETE', 'vision', 'p',
 	cfg := s.config(t)
 	cfg.Timing.RecheckInterval = 300 * time.Millisecond
 	s.start(t, cfg)
-	waitFor(t, 30*time.Second, "the invalid_rule row", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the invalid_rule row", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'late' AND reason = 'invalid_rule' AND resolved_at IS NULL`) == 1
 	})
 
 	first, second := pngImage(t, 1), pngImage(t, 2)
 	s.exec(t, `CREATE TABLE public.late_photos (id int PRIMARY KEY, img bytea)`)
 	s.exec(t, `INSERT INTO public.late_photos VALUES (1, $1)`, first)
-	waitFor(t, 30*time.Second, "the rule to be valid", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the rule to be valid", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pgimageai.errors WHERE rule = 'late' AND resolved_at IS NOT NULL`) == 1
 	})
 	s.exec(t, `INSERT INTO public.late_photos VALUES (2, $1)`, second)
 	s.sync(t, 30*time.Second)
-	waitFor(t, 30*time.Second, "both results", func() bool {
+	integration.WaitFor(t, 30*time.Second, "both results", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM public.late_captions WHERE caption IS NOT NULL`) == 2
 	})
 	for id, img := range map[int][]byte{1: first, 2: second} {
@@ -129,6 +132,7 @@ func (embedder) EmbedImage(_ context.Context, img provider.Image) (provider.Embe
 // into an existing pgvector vector(3) column, where a vector of another
 // dimension is a bad_response.
 func TestEmbedTargets(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	s.exec(t, "CREATE EXTENSION IF NOT EXISTS vector")
 	s.exec(t, "CREATE TABLE public.vecs (id int PRIMARY KEY, v vector(3))")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -50,6 +51,7 @@ func attacker(t *testing.T, s *source) *pgx.Conn {
 // the bridge pay for retries with a forged retry message or request, and
 // cannot steer a backfill with a forged page marker.
 func TestControlIsAPrivilege(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	ai.Set(0, func(r aiRequest) (int, string) {
@@ -101,7 +103,7 @@ func TestControlIsAPrivilege(t *testing.T) {
 	}
 	// An operator's retry still works.
 	runCLI(t, s, "retry", "--rule", "caption")
-	waitFor(t, 30*time.Second, "the operator's retry", func() bool { return ai.Count()-before == 2 })
+	integration.WaitFor(t, 30*time.Second, "the operator's retry", func() bool { return ai.Count()-before == 2 })
 	if err := stop(); err != nil {
 		t.Errorf("stop: %v", err)
 	}
@@ -123,7 +125,7 @@ SELECT i, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5(i::text), %d), 'hex')
 VALUES (41, '\x89504e470d0a1a0a'::bytea || decode(repeat(md5('big'), %d), 'hex'))`, 3*mib/16))
 	_, stop := s.start(t, s.config(t))
 	s.rule(t, "caption", "vision", "public.captions", "caption")
-	waitFor(t, 60*time.Second, "the backfill", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done' AND rows_done = 41") == 1
 	})
 	s.sync(t, 30*time.Second)
@@ -141,7 +143,7 @@ AND source_key = '{"id": 41}' AND image_bytes = $1 AND substring(image_head FROM
 	tooLarge(1)
 	ai.Set(0, nil)
 	runCLI(t, s, "retry", "--rule", "caption")
-	waitFor(t, 60*time.Second, "the retry", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the retry", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE caption LIKE 'caption:%'") == 40
 	})
 	s.sync(t, 30*time.Second)

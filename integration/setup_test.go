@@ -140,23 +140,11 @@ func (s *source) sync(t testing.TB, timeout time.Duration) {
 	if err := s.conn.QueryRow(context.Background(), "SELECT pg_logical_emit_message(true, 'pgimageai-test', 'sync')").Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, timeout, fmt.Sprintf("slot %s to confirm %s", s.slot, lsn), func() bool {
+	integration.WaitFor(t, timeout, fmt.Sprintf("slot %s to confirm %s", s.slot, lsn), func() bool {
 		var confirmed *replication.LSN
 		err := s.conn.QueryRow(context.Background(), "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", s.slot).Scan(&confirmed)
 		return err == nil && confirmed != nil && *confirmed > lsn
 	})
-}
-
-// waitFor polls cond every 50ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // queryInt runs a query returning one integer.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/internal/pgerr"
 	"github.com/pgimageai/pgimageai/magic"
 )
@@ -101,6 +102,7 @@ func writeWorks(s *source, table string) error {
 // publication within the re-validation interval: the application's UPDATE
 // works again and the rule is reported.
 func TestShapesUnkeyedNeverBreakWrites(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -138,7 +140,7 @@ CREATE TABLE public.followed (id int PRIMARY KEY, img bytea)`)
 			t.Errorf("the application's write failed (SQLSTATE %s): %v", pgerr.SQLState(err), err)
 		}
 	}
-	waitFor(t, 30*time.Second, "the followed table's backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the followed table's backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'followed' AND state = 'done'") == 1
 	})
 	if err := writeWorks(s, "public.followed"); err != nil {
@@ -168,7 +170,7 @@ CREATE TABLE public.followed (id int PRIMARY KEY, img bytea)`)
 	if _, err := s.conn.Exec(context.Background(), "DELETE FROM public.followed WHERE id = 3"); err != nil {
 		t.Errorf("DELETE: %v", err)
 	}
-	waitFor(t, 30*time.Second, "the followed rule's invalid_rule row", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the followed rule's invalid_rule row", func() bool {
 		return strings.Contains(invalidDetail(t, s, "followed"), "REPLICA IDENTITY DEFAULT")
 	})
 }
@@ -180,6 +182,7 @@ CREATE TABLE public.followed (id int PRIMARY KEY, img bytea)`)
 // primary key); a DELETE removes its target row and a key change moves it,
 // without a new call.
 func TestShapesReplicaIdentityKeys(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -254,6 +257,7 @@ ALTER TABLE public.full_pk REPLICA IDENTITY FULL`)
 // TestShapesDomainOverBytea: an image column of a domain over a domain over
 // bytea is followed like bytea.
 func TestShapesDomainOverBytea(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -268,7 +272,7 @@ CREATE TABLE public.album (id int PRIMARY KEY, pic public.framed)`)
 	if d := invalidDetail(t, s, "album"); d != "" {
 		t.Fatalf("rule is invalid: %s", d)
 	}
-	waitFor(t, 30*time.Second, "both rows' captions", func() bool {
+	integration.WaitFor(t, 30*time.Second, "both rows' captions", func() bool {
 		got := keyed(t, s, "public.album_out", "id")
 		return got["1"] == captionOf(magic.DataURL(magic.PNG, pngImage(t, 1))) && got["2"] == captionOf(magic.DataURL(magic.PNG, pngImage(t, 2)))
 	})
@@ -282,6 +286,7 @@ CREATE TABLE public.album (id int PRIMARY KEY, pic public.framed)`)
 // within the re-validation interval; once the target is dropped, the bridge
 // creates it keyed by the new identity and backfills it.
 func TestShapesIdentityChangeUnderRule(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -293,7 +298,7 @@ CREATE UNIQUE INDEX swap_code ON public.swap (code)`)
 	cfg.Timing.RevalidateInterval, cfg.Timing.RecheckInterval = time.Second, time.Second
 	cfg.Limits.ReadColumnsOnly = true
 	s.start(t, cfg)
-	waitFor(t, 30*time.Second, "the backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.swap_out WHERE caption IS NOT NULL") == 1
 	})
 
@@ -309,11 +314,11 @@ CREATE UNIQUE INDEX swap_code ON public.swap (code)`)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	waitFor(t, 30*time.Second, "the rule's invalid_rule row", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the rule's invalid_rule row", func() bool {
 		return strings.Contains(invalidDetail(t, s, "swap"), "its primary key (id) must be the source's key columns (code)")
 	})
 	s.exec(t, "DROP TABLE public.swap_out")
-	waitFor(t, 30*time.Second, "the target keyed by the new identity, backfilled", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the target keyed by the new identity, backfilled", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'swap_out' AND column_name = 'caption'") == 1 &&
 			keyed(t, s, "public.swap_out", "code")["a"] == captionOf(magic.DataURL(magic.PNG, pngImage(t, 1)))
 	})
@@ -333,6 +338,7 @@ CREATE UNIQUE INDEX swap_code ON public.swap (code)`)
 // Without the column list the value is decoded and sent whole (about 600 MB
 // of RSS).
 func TestShapesHugeUnreadColumn(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -368,6 +374,7 @@ WHERE pubname = $1 AND schemaname = 'public' AND tablename = 'photos'`, s.slot).
 // image column, and the table leaves the publication with its last rule;
 // the configuration tables stay whole.
 func TestShapesColumnListFollowsRules(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -391,7 +398,7 @@ WHERE pubname = $1 AND schemaname || '.' || tablename = $2`, s.slot, table).Scan
 	wait := func(table, want string) {
 		t.Helper()
 		s.sync(t, 30*time.Second)
-		waitFor(t, 30*time.Second, fmt.Sprintf("%s published as (%s)", table, want), func() bool { return columns(table) == want })
+		integration.WaitFor(t, 30*time.Second, fmt.Sprintf("%s published as (%s)", table, want), func() bool { return columns(table) == want })
 	}
 	wait("public.photos", "id,img")
 	s.exec(t, `UPDATE pgimageai.rules SET prompt = 'Describe {{note}}' WHERE name = 'caption'`)
@@ -410,6 +417,7 @@ VALUES ('thumb', 'public.photos', 'thumb', 'AI_IMAGE_COMPLETE', 'vision', 'Descr
 // its USING INDEX identity (no primary key) writes each row's result into
 // the row itself.
 func TestShapesWriteBackUsingIndex(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -425,13 +433,14 @@ ALTER TABLE public.wb REPLICA IDENTITY USING INDEX wb_code`)
 		t.Fatalf("rule is invalid: %s", d)
 	}
 	want := map[string]string{"a": captionOf(magic.DataURL(magic.PNG, pngImage(t, 1))), "b": captionOf(magic.DataURL(magic.PNG, pngImage(t, 2)))}
-	waitFor(t, 30*time.Second, "both rows' captions", func() bool { return fmt.Sprint(keyed(t, s, "public.wb", "code")) == fmt.Sprint(want) })
+	integration.WaitFor(t, 30*time.Second, "both rows' captions", func() bool { return fmt.Sprint(keyed(t, s, "public.wb", "code")) == fmt.Sprint(want) })
 }
 
 // TestShapesIdentityMadeFull: REPLICA IDENTITY FULL on a followed table with
 // a primary key keeps its rule running — still keyed by the primary key, no
 // invalid_rule, no backfill again — and its deletes and updates follow.
 func TestShapesIdentityMadeFull(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -440,7 +449,7 @@ func TestShapesIdentityMadeFull(t *testing.T) {
 	cfg := s.config(t)
 	cfg.Timing.RevalidateInterval, cfg.Timing.RecheckInterval = time.Second, time.Second
 	s.start(t, cfg)
-	waitFor(t, 30*time.Second, "the backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 	})
 	calls := ai.Count()

@@ -95,7 +95,7 @@ func TestSlotInvalidatedRecovery(t *testing.T) {
 	want := map[int]string{}
 	insertRows(t, s, 1, 21, 10, want)
 	p1 := s.runProcess(t, env[1])
-	waitFor(t, 30*time.Second, "20 captions", func() bool { return tableRows(t, tgt, "public.captions") == 20 })
+	integration.WaitFor(t, 30*time.Second, "20 captions", func() bool { return tableRows(t, tgt, "public.captions") == 20 })
 	wantCLI(t, env, 1, []string{"holds its leader lock", "stop it first"}, "recover-slot")
 
 	// Hold a transaction unacked: the slot cannot advance past it.
@@ -104,7 +104,7 @@ func TestSlotInvalidatedRecovery(t *testing.T) {
 		return 200, captionOf(r.DataURL)
 	})
 	insertRows(t, s, 21, 22, 1, want)
-	waitFor(t, 10*time.Second, "the call for row 21", func() bool { return ai.Count() == 21 })
+	integration.WaitFor(t, 10*time.Second, "the call for row 21", func() bool { return ai.Count() == 21 })
 
 	for _, sql := range []string{"ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'", "SELECT pg_reload_conf()"} {
 		if err := pg.Exec(ctx, "postgres", sql); err != nil {
@@ -113,7 +113,7 @@ func TestSlotInvalidatedRecovery(t *testing.T) {
 	}
 	t0 := time.Now()
 	bursts := 0
-	waitFor(t, 30*time.Second, "the slot to lose its WAL", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the slot to lose its WAL", func() bool {
 		bursts++
 		s.exec(t, "INSERT INTO public.foreign_wal (pad) SELECT repeat('x', 1000) FROM generate_series(1, 1000)")
 		s.exec(t, "SELECT pg_switch_wal()")
@@ -199,7 +199,7 @@ func TestSlotInvalidatedRecovery(t *testing.T) {
 	before := ai.Count()
 	t2 := time.Now()
 	p2 := s.runProcess(t, env[1])
-	waitFor(t, 30*time.Second, "the backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the backfill", func() bool {
 		return queryInt(t, tgt, "SELECT count(*) FROM pgimageai.backfills WHERE state = 'done'") == 1
 	})
 	s.sync(t, 30*time.Second)
@@ -229,7 +229,7 @@ func TestSlotRecoverForceSameDatabase(t *testing.T) {
 	want := map[int]string{}
 	insertRows(t, s, 1, 11, 5, want)
 	_, stop := s.start(t, s.config(t))
-	waitFor(t, 30*time.Second, "10 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 10 })
+	integration.WaitFor(t, 30*time.Second, "10 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 10 })
 	s.sync(t, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestSlotRecoverForceSameDatabase(t *testing.T) {
 		"public.photos (rules wb): nothing deleted: write-back", "every enabled rule (caption, wb) backfills"}, "recover-slot", "--force")
 
 	_, stop = s.start(t, s.config(t))
-	waitFor(t, 30*time.Second, "both backfills", func() bool {
+	integration.WaitFor(t, 30*time.Second, "both backfills", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE state = 'done'") == 2
 	})
 	s.sync(t, 30*time.Second)
@@ -331,7 +331,7 @@ FROM pg_replication_slots WHERE slot_name = $1`, s.slot).Scan(&current, &confirm
 	const idleBound = 512 << 10
 	s.exec(t, "CHECKPOINT")
 	t2 := time.Now()
-	waitFor(t, 60*time.Second, "restart_lsn past the foreign WAL", func() bool {
+	integration.WaitFor(t, 60*time.Second, "restart_lsn past the foreign WAL", func() bool {
 		_, _, restart = lsns()
 		return restart+idleBound >= end
 	})

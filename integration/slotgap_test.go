@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge"
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 	"github.com/pgimageai/pgimageai/replication"
 )
@@ -54,7 +55,7 @@ func TestSlotGap(t *testing.T) {
 			want := map[int]string{}
 			insertRows(t, s, 1, 6, 5, want)
 			_, stop := s.start(t, s.config(t))
-			waitFor(t, 30*time.Second, "5 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 5 })
+			integration.WaitFor(t, 30*time.Second, "5 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 5 })
 			s.sync(t, 30*time.Second)
 			if err := stop(); err != nil {
 				t.Fatal(err)
@@ -91,7 +92,7 @@ func TestSlotGap(t *testing.T) {
 			calls := ai.Count()
 
 			b, stop := s.start(t, s.config(t))
-			waitFor(t, 30*time.Second, "the backfill", func() bool {
+			integration.WaitFor(t, 30*time.Second, "the backfill", func() bool {
 				return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'caption' AND state = 'done'") == 1
 			})
 			// While it streams again, the slot is never confirmed past the
@@ -200,10 +201,10 @@ func TestSlotDroppedWhileStreaming(t *testing.T) {
 	b := bridge.New(cfg)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(context.Background()) }()
-	waitFor(t, 30*time.Second, "3 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 3 })
+	integration.WaitFor(t, 30*time.Second, "3 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 3 })
 	s.sync(t, 30*time.Second)
 	dropped := time.Now()
-	waitFor(t, 10*time.Second, "the slot dropped", func() bool {
+	integration.WaitFor(t, 10*time.Second, "the slot dropped", func() bool {
 		_, _ = s.conn.Exec(context.Background(), "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", s.slot)
 		_, err := s.conn.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", s.slot)
 		return err == nil
@@ -231,7 +232,7 @@ func TestSlotDroppedWhileStreaming(t *testing.T) {
 	}
 
 	_, stop := s.start(t, s.config(t))
-	waitFor(t, 30*time.Second, "4 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 4 })
+	integration.WaitFor(t, 30*time.Second, "4 captions", func() bool { return tableRows(t, s.conn, "public.captions") == 4 })
 	s.sync(t, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)

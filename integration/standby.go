@@ -106,6 +106,9 @@ exec setpriv --reuid=postgres --regid=postgres --init-groups env HOME=/var/lib/p
 // networkIP returns p's address on its Docker network, which other
 // containers reach.
 func (p *Postgres) networkIP(ctx context.Context) (string, error) {
+	if !p.InDocker() {
+		return "", errNotDocker
+	}
 	c, err := p.pool.Client.InspectContainerWithContext(p.res.Container.ID, ctx)
 	if err != nil {
 		return "", fmt.Errorf("inspect postgres container: %w", err)
@@ -122,6 +125,9 @@ func (p *Postgres) networkIP(ctx context.Context) (string, error) {
 // (SIGQUIT to the postmaster: no shutdown checkpoint, clients cut off),
 // and waits until the container has exited.
 func (p *Postgres) Crash(ctx context.Context) error {
+	if !p.InDocker() {
+		return errNotDocker
+	}
 	id := p.res.Container.ID
 	if err := p.pool.Client.KillContainer(docker.KillContainerOptions{ID: id, Signal: docker.SIGQUIT, Context: ctx}); err != nil {
 		return fmt.Errorf("crash postgres: %w", err)

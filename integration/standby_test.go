@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // TestStandbyTakesOver runs two `pgimageai run` on one slot: exactly one
@@ -51,7 +53,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	want := map[int]string{}
 	insertRows(t, s, 1, 501, 10, want)
 	waitResults(t, s, 100, "before the kill")
-	waitFor(t, 60*time.Second, "A to reach the gate", func() bool { return ai.Count() > answered })
+	integration.WaitFor(t, 60*time.Second, "A to reach the gate", func() bool { return ai.Count() > answered })
 	// Exactly one streams: one walsender on this database, and B still waits.
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender' AND datname = current_database()"); n != 1 {
 		t.Errorf("%d walsenders on the database, want 1", n)

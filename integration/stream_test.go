@@ -3,12 +3,12 @@ package integration_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -178,7 +178,7 @@ func TestRowLifecycle(t *testing.T) {
 	s.rule(t, "caption", "vision", "captions", "caption")
 	s.start(t, s.config(t))
 
-	big := append(pngImage(t, 1), randomBytes(t, 100<<10)...) // TOASTed out of line
+	big := append(pngImage(t, 1), integration.RandomBytes(t, 100<<10)...) // TOASTed out of line
 	s.exec(t, "INSERT INTO public.photos (id, img, note) VALUES (1, $1, 'first'), (2, $2, 'second')", big, jpegImage(t, 2))
 	s.sync(t, 30*time.Second)
 	want1 := captionOf(magic.DataURL(magic.PNG, big))
@@ -239,12 +239,4 @@ func assertCaption(t testing.TB, s *source, id int, want string) {
 	if got == nil || *got != want {
 		t.Fatalf("caption of %d = %v, want %q", id, got, want)
 	}
-}
-
-func randomBytes(t testing.TB, n int) []byte {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // TestCompleteModelChangeInPlace: changing the provider's model id in an
@@ -21,7 +23,7 @@ func TestCompleteModelChangeInPlace(t *testing.T) {
 	for id := 1; id <= 5; id++ {
 		s.exec(t, "INSERT INTO public.photos (id, img) VALUES ($1, $2)", id, pngImage(t, id))
 	}
-	waitFor(t, 30*time.Second, "5 captions", func() bool {
+	integration.WaitFor(t, 30*time.Second, "5 captions", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.caps WHERE caption IS NOT NULL") == 5
 	})
 	var first string
@@ -38,7 +40,7 @@ func TestCompleteModelChangeInPlace(t *testing.T) {
 		t.Fatalf("%d calls after a pacing change, want 5 (no new version)", n)
 	}
 	s.exec(t, "UPDATE pgimageai.models SET model = 'gpt-test-2' WHERE name = 'cap'")
-	waitFor(t, 30*time.Second, "every row computed again by the new model id", func() bool {
+	integration.WaitFor(t, 30*time.Second, "every row computed again by the new model id", func() bool {
 		n := 0
 		for _, r := range ai.Requests() {
 			if r.Model == "gpt-test-2" {
@@ -48,7 +50,7 @@ func TestCompleteModelChangeInPlace(t *testing.T) {
 		return n == 5
 	})
 	var second string
-	waitFor(t, 30*time.Second, "results of the new version", func() bool {
+	integration.WaitFor(t, 30*time.Second, "results of the new version", func() bool {
 		if err := s.conn.QueryRow(context.Background(), "SELECT version FROM pgimageai.rule_versions WHERE rule = 'captions'").Scan(&second); err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +79,7 @@ func TestCompleteVersionedSwitch(t *testing.T) {
 	for id := 1; id <= 6; id++ {
 		s.exec(t, "INSERT INTO public.photos (id, img) VALUES ($1, $2)", id, pngImage(t, id))
 	}
-	waitFor(t, 30*time.Second, "6 captions", func() bool {
+	integration.WaitFor(t, 30*time.Second, "6 captions", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.caps WHERE caption IS NOT NULL") == 6
 	})
 	ai.Set(0, func(r aiRequest) (int, string) {
@@ -87,7 +89,7 @@ func TestCompleteVersionedSwitch(t *testing.T) {
 		return 200, captionOf(r.DataURL)
 	})
 	s.exec(t, "UPDATE pgimageai.rules SET prompt = 'Name the colours' WHERE name = 'captions'")
-	waitFor(t, 60*time.Second, "the switch", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the switch", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'captions' AND outcome = 'switched'") == 1
 	})
 	s.sync(t, 30*time.Second)
@@ -116,19 +118,19 @@ func TestCompleteVersionedSwitchBatchAPI(t *testing.T) {
 	s.exec(t, "UPDATE pgimageai.rules SET switch = 'versioned' WHERE name = 'caption'")
 	cfg := s.config(t)
 	s.start(t, cfg)
-	waitFor(t, 60*time.Second, "40 captions", func() bool {
+	integration.WaitFor(t, 60*time.Second, "40 captions", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.captions WHERE caption IS NOT NULL") == 40
 	})
 	sync := ai.Count()
 	// The new version (a temperature) and the Batch API (which is no new
 	// version) in one change.
 	s.exec(t, `UPDATE pgimageai.models SET options = '{"batch_api": true, "batch_poll_interval": "100ms", "temperature": 0.2}' WHERE name = 'vision'`)
-	waitFor(t, 60*time.Second, "the batch polled", func() bool { _, _, polls := ai.counts(); return polls >= 2 })
+	integration.WaitFor(t, 60*time.Second, "the batch polled", func() bool { _, _, polls := ai.counts(); return polls >= 2 })
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history"); n != 0 {
 		t.Fatalf("switched before the batch finished")
 	}
 	ai.setRelease()
-	waitFor(t, 60*time.Second, "the switch", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the switch", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'caption' AND outcome = 'switched' AND rows_switched = 40") == 1
 	})
 	if uploads, creates, _ := ai.counts(); uploads != 1 || creates != 1 {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // TestSwitchKilled: a `pgimageai run` killed with SIGKILL while the new
@@ -26,7 +28,7 @@ func TestSwitchKilled(t *testing.T) {
 	x.toB(t)
 
 	// Phase 1: killed while computing on the side.
-	waitFor(t, 60*time.Second, "model b's stored results", func() bool {
+	integration.WaitFor(t, 60*time.Second, "model b's stored results", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.results WHERE rule LIKE 'vec@%'") >= 40
 	})
 	p.signal(t, syscall.SIGKILL)
@@ -49,7 +51,7 @@ func TestSwitchKilled(t *testing.T) {
 	}
 	x.b.delay.Store(0)
 	p = s.runProcess(t)
-	waitFor(t, 90*time.Second, "the index build waiting", func() bool {
+	integration.WaitFor(t, 90*time.Second, "the index build waiting", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%' AND wait_event_type IS NOT NULL`) > 0 &&
 			queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE state = 'indexing'") == 1
 	})
@@ -58,7 +60,7 @@ func TestSwitchKilled(t *testing.T) {
 	if err := stx.Rollback(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "an invalid index left", func() bool {
+	integration.WaitFor(t, 30*time.Second, "an invalid index left", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pg_index WHERE indrelid = 'public.vecs'::regclass AND NOT indisvalid") == 1
 	})
 
@@ -73,7 +75,7 @@ func TestSwitchKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = s.runProcess(t)
-	waitFor(t, 90*time.Second, "the switch transaction waiting", func() bool {
+	integration.WaitFor(t, 90*time.Second, "the switch transaction waiting", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM pgimageai.results WHERE rule = $1'`) > 0
 	})
 	p.signal(t, syscall.SIGKILL)

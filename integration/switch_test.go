@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/provider/vllm"
 )
 
@@ -102,7 +103,7 @@ func (x *switchSetup) toB(t testing.TB) {
 // waitA waits until n rows of public.vecs hold a vector.
 func (x *switchSetup) waitA(t testing.TB, n int) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d vectors of model a", n), func() bool {
+	integration.WaitFor(t, 60*time.Second, fmt.Sprintf("%d vectors of model a", n), func() bool {
 		return queryInt(t, x.s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == n
 	})
 }
@@ -140,7 +141,7 @@ func (x *switchSetup) checkSwitched(t testing.TB, sm *sampler, marker, dim, n in
 // waitOutcome waits for the switch history of rule vec to hold outcome.
 func (x *switchSetup) waitOutcome(t *testing.T, outcome string, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, "switch "+outcome, func() bool {
+	integration.WaitFor(t, timeout, "switch "+outcome, func() bool {
 		return queryInt(t, x.s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'vec' AND outcome = $1", outcome) > 0
 	})
 }
@@ -216,7 +217,7 @@ func TestSwitchDimensionHNSW(t *testing.T) {
 	sm := startSampler(t, x)
 	x.b.delay.Store(int64(3 * time.Millisecond))
 	x.toB(t)
-	waitFor(t, 30*time.Second, "the switch to start", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the switch to start", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec'") == 1
 	})
 	// Meanwhile: 30 inserts, 20 new images, 10 deletes, 5 re-keys.
@@ -303,7 +304,7 @@ func TestSwitchDimensionHNSW(t *testing.T) {
 	t.Logf("%d samples, longest %s; switch lock %.1f ms; model b calls %d", sm.samples.Load(), time.Duration(sm.worst.Load()), lockMS, x.b.calls.Load())
 	// New rows after the switch get the new version in the live column.
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (9000, $1)", pngImage(t, 9000))
-	waitFor(t, 30*time.Second, "a new row's vector", func() bool {
+	integration.WaitFor(t, 30*time.Second, "a new row's vector", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE id = 9000 AND vector_dims(v) = 16") == 1
 	})
 }
@@ -319,7 +320,7 @@ func TestSwitchCancelled(t *testing.T) {
 	sm := startSampler(t, x)
 	x.b.delay.Store(int64(100 * time.Millisecond))
 	x.toB(t)
-	waitFor(t, 30*time.Second, "some of model b's calls", func() bool { return x.b.calls.Load() > 5 })
+	integration.WaitFor(t, 30*time.Second, "some of model b's calls", func() bool { return x.b.calls.Load() > 5 })
 	var shadow string
 	if err := s.conn.QueryRow(context.Background(), "SELECT shadow_column FROM pgimageai.switches WHERE rule = 'vec'").Scan(&shadow); err != nil {
 		t.Fatal(err)
@@ -329,7 +330,7 @@ func TestSwitchCancelled(t *testing.T) {
 	}
 	s.exec(t, "UPDATE pgimageai.models SET base_url = (SELECT base_url FROM pgimageai.versions v JOIN pgimageai.rule_versions r ON r.version = v.id WHERE r.rule = 'vec'), model = 'model-a' WHERE name = 'emb'")
 	x.waitOutcome(t, "cancelled", 60*time.Second)
-	waitFor(t, 30*time.Second, "the shadow column dropped", func() bool { return vecsColumnType(t, s.conn, shadow) == "" })
+	integration.WaitFor(t, 30*time.Second, "the shadow column dropped", func() bool { return vecsColumnType(t, s.conn, shadow) == "" })
 	calls := x.b.calls.Load()
 	time.Sleep(time.Second)
 	if n := x.b.calls.Load(); n > calls+8 {
@@ -344,7 +345,7 @@ func TestSwitchCancelled(t *testing.T) {
 	// Again, slowly, and changed to a third model before it ends: the
 	// second switch is cancelled for the third, which completes.
 	x.toB(t)
-	waitFor(t, 30*time.Second, "model b called again", func() bool { return x.b.calls.Load() > calls+3 })
+	integration.WaitFor(t, 30*time.Second, "model b called again", func() bool { return x.b.calls.Load() > calls+3 })
 	c := newFakeModel(t, "model-c", 3, 16)
 	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-c' WHERE name = 'emb'", c.url)
 	x.waitOutcome(t, "switched", 120*time.Second)
@@ -375,7 +376,7 @@ func TestSwitchHeldForcedAborted(t *testing.T) {
 	x.toB(t)
 	held := func(what string) {
 		t.Helper()
-		waitFor(t, 60*time.Second, what, func() bool {
+		integration.WaitFor(t, 60*time.Second, what, func() bool {
 			return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held' AND detail LIKE '2 rows failed%'") == 1
 		})
 	}
@@ -421,10 +422,10 @@ func TestSwitchHeldForcedAborted(t *testing.T) {
 	d := newFakeModel(t, "model-d", 4, 6)
 	d.delay.Store(int64(200 * time.Millisecond))
 	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-d' WHERE name = 'emb'", d.url)
-	waitFor(t, 30*time.Second, "model d called", func() bool { return d.calls.Load() > 1 })
+	integration.WaitFor(t, 30*time.Second, "model d called", func() bool { return d.calls.Load() > 1 })
 	s.exec(t, "UPDATE pgimageai.switches SET request = 'abort' WHERE rule = 'vec'")
 	x.waitOutcome(t, "aborted", 60*time.Second)
-	waitFor(t, 30*time.Second, "the shadow column dropped", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the shadow column dropped", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'public.vecs'::regclass AND attnum > 0 AND NOT attisdropped") == 2
 	})
 	if n := queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'aborted'"); n != 1 {
@@ -433,7 +434,7 @@ func TestSwitchHeldForcedAborted(t *testing.T) {
 	// The rule goes on with the live version (model c) for new rows.
 	cCalls := c.calls.Load()
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (500, $1)", pngImage(t, 500))
-	waitFor(t, 30*time.Second, "the new row embedded by the live version", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the new row embedded by the live version", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE id = 500 AND vector_dims(v) = 4") == 1
 	})
 	if c.calls.Load() != cCalls+1 {
@@ -461,12 +462,12 @@ VALUES ('wb', 'public.photos', 'img', 'AI_IMAGE_EMBED', 'emb', NULL, 'public.pho
 	cfg := s.config(t)
 	cfg.Registry.Register("vllm", vllm.Factory)
 	s.start(t, cfg)
-	waitFor(t, 60*time.Second, "30 vectors of model a", func() bool {
+	integration.WaitFor(t, 60*time.Second, "30 vectors of model a", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.photos WHERE emb IS NOT NULL") == 30
 	})
 	s.exec(t, "UPDATE pgimageai.models SET base_url = $1, model = 'model-b' WHERE name = 'emb'", b.url)
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (100, $1)", pngImage(t, 100))
-	waitFor(t, 60*time.Second, "the switch", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the switch", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switch_history WHERE rule = 'wb' AND outcome = 'switched'") == 1
 	})
 	s.sync(t, 30*time.Second)
@@ -490,7 +491,7 @@ func TestSwitchBudget(t *testing.T) {
 	s := x.s
 	x.waitA(t, 30)
 	s.exec(t, `UPDATE pgimageai.models SET base_url = $1, model = 'model-b', options = '{"max_calls_per_day": 10}' WHERE name = 'emb'`, x.b.url)
-	waitFor(t, 60*time.Second, "the switch held by the budget", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the switch held by the budget", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held'") == 1 &&
 			queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule LIKE 'vec@%' AND reason = 'budget_exhausted' AND resolved_at IS NULL") > 0
 	})
@@ -535,7 +536,7 @@ func TestSwitchGroups(t *testing.T) {
 
 	x.b.delay.Store(int64(50 * time.Millisecond))
 	x.toB(t)
-	waitFor(t, 30*time.Second, "the switch to start", func() bool { return x.b.calls.Load() > 2 })
+	integration.WaitFor(t, 30*time.Second, "the switch to start", func() bool { return x.b.calls.Load() > 2 })
 	for i := 0; i < 4; i++ { // the default group's bridge reloads its rules
 		s.exec(t, "UPDATE pgimageai.rules SET enabled = $1 WHERE name = 'captions'", i%2 == 1)
 		time.Sleep(200 * time.Millisecond)
@@ -569,14 +570,14 @@ func TestSwitchObstacleAfterReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.toB(t)
-	waitFor(t, 60*time.Second, "the switch transaction waiting", func() bool {
+	integration.WaitFor(t, 60*time.Second, "the switch transaction waiting", func() bool {
 		return queryInt(t, s.conn, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM pgimageai.results WHERE rule = $1'`) > 0
 	})
 	s.exec(t, "CREATE VIEW public.vecs_view AS SELECT id, v FROM public.vecs")
 	if err := tx.Rollback(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 90*time.Second, "the switch held by the view", func() bool {
+	integration.WaitFor(t, 90*time.Second, "the switch held by the view", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.switches WHERE rule = 'vec' AND state = 'held' AND detail LIKE '%vecs_view%'") == 1
 	})
 	if typ := vecsColumnType(t, s.conn, "v"); typ != "vector(8)" {
@@ -601,7 +602,7 @@ func TestSwitchImageFaults(t *testing.T) {
 	s := x.s
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (11, NULL), (12, '\\x00010203'::bytea)")
 	x.start(t)
-	waitFor(t, 60*time.Second, "10 vectors of model a and the unknown image's error", func() bool {
+	integration.WaitFor(t, 60*time.Second, "10 vectors of model a and the unknown image's error", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.vecs WHERE v IS NOT NULL") == 10 &&
 			queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'vec' AND reason = 'unknown_format' AND resolved_at IS NULL") == 1
 	})

@@ -41,7 +41,7 @@ func TestTLS(t *testing.T) {
 	}
 	cfg.SourceDSN = strings.Replace(cfg.SourceDSN, "sslmode=disable", "sslmode=require", 1)
 	// The server may take a moment to load the certificate after the reload.
-	waitFor(t, 10*time.Second, "the server to accept TLS", func() bool {
+	integration.WaitFor(t, 10*time.Second, "the server to accept TLS", func() bool {
 		conn, err := pgx.Connect(ctx, cfg.SourceDSN)
 		if err != nil {
 			return false

@@ -52,7 +52,7 @@ func runDefaults(t *testing.T, s *source) *process {
 			t.Logf("pgimageai log:\n%s", b)
 		}
 	})
-	waitFor(t, 60*time.Second, "a slot of "+s.db.Name+" to stream", func() bool {
+	integration.WaitFor(t, 60*time.Second, "a slot of "+s.db.Name+" to stream", func() bool {
 		select {
 		case <-p.done:
 			b, _ := os.ReadFile(logf.Name())
@@ -273,7 +273,7 @@ func TestLogValuesInSlogForm(t *testing.T) {
 	s.exec(t, "DELETE FROM public.photos WHERE id = 2")
 	s.exec(t, `INSERT INTO pgimageai.rules (name, source_table, image_column, function, model, prompt, target_table, target_column)
 VALUES ('broken', 'public.photos', 'nope', 'AI_IMAGE_COMPLETE', 'here', 'x', 'public.more', 'c')`)
-	waitFor(t, 30*time.Second, "the invalid rule to be reported", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the invalid rule to be reported", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'broken' AND reason = 'invalid_rule'") == 1
 	})
 	if err := p.signal(t, syscall.SIGTERM); err != nil {

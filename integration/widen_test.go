@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/integration"
 	"github.com/pgimageai/pgimageai/magic"
 )
 
@@ -69,6 +70,7 @@ func wantCaptions(t testing.TB, s *source, table, key string, want map[string][]
 // their results, and re-validating the rules (a rule edited, a restart)
 // finds nothing invalid.
 func TestWidenKeyCreatedTarget(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -163,7 +165,7 @@ func TestWidenKeyCreatedTarget(t *testing.T) {
 	}
 	s.exec(t, "UPDATE pgimageai.rules SET prompt = 'Describe the image.' WHERE name = 'd'")
 	insert()
-	waitFor(t, 30*time.Second, "the edited rule's backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "the edited rule's backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'd' AND state = 'done' AND fingerprint <> $1", fingerprint) == 1
 	})
 	check("after the rule was edited")
@@ -199,6 +201,7 @@ func TestWidenKeyCreatedTarget(t *testing.T) {
 // meanwhile. A change that is no widening (integer to text) is invalid_rule
 // with a clear message, even for a target the bridge created.
 func TestWidenKeyUserTarget(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -227,7 +230,7 @@ func TestWidenKeyUserTarget(t *testing.T) {
 	detail := func(rule string) string {
 		t.Helper()
 		var d string
-		waitFor(t, 30*time.Second, "rule "+rule+" to be invalid_rule", func() bool {
+		integration.WaitFor(t, 30*time.Second, "rule "+rule+" to be invalid_rule", func() bool {
 			return s.conn.QueryRow(context.Background(), `SELECT detail FROM pgimageai.errors
 WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL`, rule).Scan(&d) == nil
 		})
@@ -248,10 +251,10 @@ WHERE rule = $1 AND reason = 'invalid_rule' AND resolved_at IS NULL`, rule).Scan
 	}
 
 	s.exec(t, stmt)
-	waitFor(t, 30*time.Second, "rule u to be valid again", func() bool {
+	integration.WaitFor(t, 30*time.Second, "rule u to be valid again", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.errors WHERE rule = 'u' AND reason = 'invalid_rule' AND resolved_at IS NULL") == 0
 	})
-	waitFor(t, 30*time.Second, "rule u's backfill", func() bool {
+	integration.WaitFor(t, 30*time.Second, "rule u's backfill", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM pgimageai.backfills WHERE rule = 'u' AND state = 'done'") == 1
 	})
 	s.sync(t, 30*time.Second)

@@ -3,6 +3,8 @@ package integration_test
 import (
 	"testing"
 	"time"
+
+	"github.com/pgimageai/pgimageai/integration"
 )
 
 // TestWriteBackForgetsDeletedRows: a write-back rule's stored inputs
@@ -10,6 +12,7 @@ import (
 // with them, and a truncate forgets them all — a write-back table used as a
 // queue leaves nothing behind.
 func TestWriteBackForgetsDeletedRows(t *testing.T) {
+	t.Parallel() // a database of its own in the shared server
 	s := newSource(t)
 	ai := newFakeAI(t)
 	s.model(t, "vision", ai, `{}`)
@@ -18,7 +21,7 @@ func TestWriteBackForgetsDeletedRows(t *testing.T) {
 	insertRows(t, s, 1, 6, 5, want)
 	s.exec(t, "INSERT INTO public.photos (id, img) VALUES (6, ''::bytea)")
 	_, stop := s.start(t, s.config(t))
-	waitFor(t, 30*time.Second, "5 notes", func() bool {
+	integration.WaitFor(t, 30*time.Second, "5 notes", func() bool {
 		return queryInt(t, s.conn, "SELECT count(*) FROM public.photos WHERE note IS NOT NULL") == 5
 	})
 	s.sync(t, 30*time.Second)

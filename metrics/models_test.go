@@ -13,8 +13,10 @@ import (
 
 func TestModelSeries(t *testing.T) {
 	m := New()
-	models := []Model{{Name: "vision", Snapshot: pace.Snapshot{Limit: 6, Ceiling: 64, LimitBy: pace.ByBackoff, InFlight: 5, Rate: 19.4, By: pace.ByHeaders,
-		Allowed: 20, RateLimited: true, Total429: 7, Waited: 90 * time.Second}}}
+	models := []Model{{Name: "vision", Snapshot: pace.Snapshot{
+		Limits: pace.Limits{Limit: 6, Ceiling: 64, LimitBy: pace.ByBackoff, InFlight: 5},
+		Pacing: pace.Pacing{Rate: 19.4, By: pace.ByHeaders, Allowed: 20},
+		Seen:   pace.Seen{RateLimited: true, Total429: 7, Waited: 90 * time.Second}}}}
 	m.SetStatus(func() Status { return Status{Models: models} })
 	want := `
 # HELP pgimageai_model_concurrency_limit The adaptive limit of a model's requests in flight (at most max_concurrency), by why it is there (ceiling, server slots, server queue, latency per token, 429 backoff, slow start, adaptive_concurrency false).

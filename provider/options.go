@@ -28,11 +28,25 @@ const (
 // Provider configs embed it so that one JSON object carries both the shared
 // and the provider's own keys.
 type Options struct {
-	Timeout           Duration `json:"timeout,omitempty"`             // per request; default 60s
-	MaxRetries        *int     `json:"max_retries,omitempty"`         // default 4; 0 = no retry
-	MaxConcurrency    int      `json:"max_concurrency,omitempty"`     // ceiling of the requests in flight per model; default 64
-	RequestsPerMinute int      `json:"requests_per_minute,omitempty"` // ceiling of the pace; 0 = none
-	TokensPerMinute   int      `json:"tokens_per_minute,omitempty"`   // ceiling of the estimated tokens a minute; 0 = none
+	Timeout    Duration `json:"timeout,omitempty"`     // per request; default 60s
+	MaxRetries *int     `json:"max_retries,omitempty"` // default 4; 0 = no retry
+	PaceOptions
+	MaxImageBytes int64 `json:"max_image_bytes,omitempty"` // default 20 MiB
+	// MaxPromptBytes bounds a call's prompt as rendered from its
+	// template; default 64 KiB. A longer one is a too_large row, sent
+	// nowhere.
+	MaxPromptBytes int64    `json:"max_prompt_bytes,omitempty"`
+	Formats        []string `json:"formats,omitempty"` // allowed MIME types; default all four
+	SpendOptions
+	NormalizeOptions // normalize and its bounds (normalize.go)
+}
+
+// PaceOptions are the keys that bound how many requests a model has in
+// flight and how fast they start (package provider/pace).
+type PaceOptions struct {
+	MaxConcurrency    int `json:"max_concurrency,omitempty"`     // ceiling of the requests in flight per model; default 64
+	RequestsPerMinute int `json:"requests_per_minute,omitempty"` // ceiling of the pace; 0 = none
+	TokensPerMinute   int `json:"tokens_per_minute,omitempty"`   // ceiling of the estimated tokens a minute; 0 = none
 	// AdaptiveConcurrency false keeps max_concurrency requests in flight
 	// whatever the latency and the 429s; default true.
 	AdaptiveConcurrency *bool `json:"adaptive_concurrency,omitempty"`
@@ -41,13 +55,11 @@ type Options struct {
 	// latency per output token; a hosted API's stays at max_concurrency,
 	// lowered by 429s only. Unset, the provider decides (llamacpp and vllm:
 	// true; openai: true for a loopback or private base_url).
-	SelfHosted    *bool `json:"self_hosted,omitempty"`
-	MaxImageBytes int64 `json:"max_image_bytes,omitempty"` // default 20 MiB
-	// MaxPromptBytes bounds a call's prompt as rendered from its
-	// template; default 64 KiB. A longer one is a too_large row, sent
-	// nowhere.
-	MaxPromptBytes int64    `json:"max_prompt_bytes,omitempty"`
-	Formats        []string `json:"formats,omitempty"` // allowed MIME types; default all four
+	SelfHosted *bool `json:"self_hosted,omitempty"`
+}
+
+// SpendOptions are the keys of what a model may spend and what it costs.
+type SpendOptions struct {
 	// MaxCallsPerDay and MaxTokensPerDay cap what the model may spend per
 	// UTC day, counted from pgimageai.usage plus calls in flight; 0 = no cap.
 	MaxCallsPerDay  int64 `json:"max_calls_per_day,omitempty"`
@@ -55,7 +67,6 @@ type Options struct {
 	// Prices in money per million tokens, for pgimageai estimate; 0 = unknown.
 	PricePer1MInputTokens  float64 `json:"price_per_1m_input_tokens,omitempty"`
 	PricePer1MOutputTokens float64 `json:"price_per_1m_output_tokens,omitempty"`
-	NormalizeOptions               // normalize and its bounds (normalize.go)
 }
 
 // WithDefaults returns o with every unset key at its default.

@@ -22,12 +22,19 @@ type session struct {
 	log     *slog.Logger
 	resumed bool // a reconnect, not the first connection of the Run
 
-	conn       *pgconn.PgConn
-	dec        *decoder
-	user       string    // login role, for advice
+	conn     *pgconn.PgConn
+	dec      *decoder
+	user     string // login role, for advice
+	streamed bool   // START_REPLICATION succeeded: reset the backoff
+	liveness
+}
+
+// liveness is what tells a session whether its connection is alive: when
+// it last confirmed, when it last heard from the server, and the server's
+// requests for an immediate reply in a row.
+type liveness struct {
 	lastStatus time.Time // when the last status update was sent
 	lastRecv   time.Time // when the server last sent something (or we last listened)
-	streamed   bool      // START_REPLICATION succeeded: reset the backoff
 	pings      int       // consecutive immediate reply requests (see serverStopping)
 	pingEnd    LSN       // their WAL end
 }

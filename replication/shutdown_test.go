@@ -2,10 +2,12 @@ package replication
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,14 +17,53 @@ import (
 )
 
 // fakeServer speaks just enough of the PostgreSQL protocol for emit: it
-// accepts a replication connection (and swallows its status updates) and
-// answers plain connections, the probes, either normally or, once stopping
-// is set, with FATAL 57P03 like a server in shutdown.
+// accepts a replication connection (and decodes its standby status updates)
+// and answers plain connections, the probes, either normally or, once
+// stopping is set, with FATAL 57P03 like a server in shutdown.
 type fakeServer struct {
 	ln       net.Listener
 	stopping atomic.Bool
 	probes   atomic.Int32
 	updates  atomic.Int32 // CopyData messages (status updates) received
+
+	mu       sync.Mutex
+	statuses []standbyStatus // the standby status updates received, in order
+	bad      []string        // CopyData that was not a well-formed status update
+}
+
+// standbyStatus is one decoded standby status update ('r'): the positions
+// the client reports written, flushed and applied, and whether it asked for
+// a reply.
+type standbyStatus struct {
+	Write, Flush, Apply LSN
+	ReplyRequested      bool
+}
+
+// parseStandbyStatus decodes a standby status update as the walsender does
+// (ProcessStandbyReplyMessage): 'r', three int64 positions, the client's
+// clock (int64), the reply flag (one byte).
+func parseStandbyStatus(data []byte) (standbyStatus, error) {
+	if len(data) != 34 || data[0] != 'r' {
+		return standbyStatus{}, fmt.Errorf("not a standby status update: %d bytes, type %q", len(data), data[:min(1, len(data))])
+	}
+	return standbyStatus{
+		Write:          LSN(binary.BigEndian.Uint64(data[1:])),
+		Flush:          LSN(binary.BigEndian.Uint64(data[9:])),
+		Apply:          LSN(binary.BigEndian.Uint64(data[17:])),
+		ReplyRequested: data[33] != 0,
+	}, nil
+}
+
+// received returns the status updates decoded so far, and fails t when any
+// CopyData was not one.
+func (f *fakeServer) received(t testing.TB) []standbyStatus {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range f.bad {
+		t.Errorf("the client sent %s", b)
+	}
+	return append([]standbyStatus(nil), f.statuses...)
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
@@ -80,8 +121,16 @@ func (f *fakeServer) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		switch msg.(type) {
+		switch m := msg.(type) {
 		case *pgproto3.CopyData:
+			st, err := parseStandbyStatus(m.Data)
+			f.mu.Lock()
+			if err != nil {
+				f.bad = append(f.bad, err.Error())
+			} else {
+				f.statuses = append(f.statuses, st)
+			}
+			f.mu.Unlock()
 			f.updates.Add(1)
 		case *pgproto3.Terminate:
 			return
@@ -138,6 +187,13 @@ func TestEmitBlockedServerStopping(t *testing.T) {
 			}
 			if tt.wantErr != nil && f.updates.Load() == 0 {
 				t.Error("no status update while blocked")
+			}
+			// What a blocked consumer lets the client confirm: the start,
+			// nothing of the transaction it could not take.
+			for _, st := range f.received(t) {
+				if st.Flush != 0x100 || st.Apply != 0x100 || st.Write < st.Flush {
+					t.Errorf("status update %+v while blocked, want flush = apply = 0/100, write ≥ flush", st)
+				}
 			}
 		})
 	}

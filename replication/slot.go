@@ -20,39 +20,49 @@ const Plugin = "pgoutput"
 // server version lacks stay zero (conflicting is PostgreSQL 16+,
 // invalidation_reason, failover and synced 17+).
 type Slot struct {
-	Name               string
-	Type               string // "logical" or "physical"
-	Plugin             string
-	Database           string
-	Temporary          bool
-	Active             bool
-	RestartLSN         LSN
-	ConfirmedFlushLSN  LSN
-	WALStatus          string // reserved, extended, unreserved or lost
-	Conflicting        bool
-	InvalidationReason string
+	Name              string
+	Type              string // "logical" or "physical"
+	Plugin            string
+	Database          string
+	Temporary         bool
+	Active            bool
+	RestartLSN        LSN
+	ConfirmedFlushLSN LSN
+	WALStatus         string // reserved, extended, unreserved or lost
+	Invalidation
 	// Failover: the slot is synchronised to physical standbys that have
 	// sync_replication_slots on (PostgreSQL 17+), so it survives a
 	// promotion. Synced: this copy is one such standby's.
 	Failover, Synced bool
 }
 
+// Invalidation is what says a logical slot can no longer be used.
+type Invalidation struct {
+	Conflicting        bool   // the rows it needs were removed (hot standby conflicts; 16+)
+	InvalidationReason string // wal_removed, rows_removed, … (17+); "" = valid
+}
+
 // slotRow is the JSON shape of a pg_replication_slots row (to_jsonb(s)), which
 // spares us a query per server version.
 type slotRow struct {
-	Name               string  `json:"slot_name"`
-	Type               string  `json:"slot_type"`
-	Plugin             *string `json:"plugin"`
-	Database           *string `json:"database"`
-	Temporary          bool    `json:"temporary"`
-	Active             bool    `json:"active"`
-	RestartLSN         *string `json:"restart_lsn"`
-	ConfirmedFlushLSN  *string `json:"confirmed_flush_lsn"`
-	WALStatus          *string `json:"wal_status"`
+	Name              string  `json:"slot_name"`
+	Type              string  `json:"slot_type"`
+	Plugin            *string `json:"plugin"`
+	Database          *string `json:"database"`
+	Temporary         bool    `json:"temporary"`
+	Active            bool    `json:"active"`
+	RestartLSN        *string `json:"restart_lsn"`
+	ConfirmedFlushLSN *string `json:"confirmed_flush_lsn"`
+	WALStatus         *string `json:"wal_status"`
+	invalidationRow
+	Failover *bool `json:"failover"`
+	Synced   *bool `json:"synced"`
+}
+
+// invalidationRow is the JSON shape of Invalidation.
+type invalidationRow struct {
 	Conflicting        *bool   `json:"conflicting"`
 	InvalidationReason *string `json:"invalidation_reason"`
-	Failover           *bool   `json:"failover"`
-	Synced             *bool   `json:"synced"`
 }
 
 // selectSlot reads one slot as JSON; the caller appends the slot_name match.
@@ -67,8 +77,8 @@ func parseSlot(js []byte) (Slot, error) {
 	s := Slot{
 		Name: r.Name, Type: r.Type, Plugin: deref(r.Plugin), Database: deref(r.Database),
 		Temporary: r.Temporary, Active: r.Active, WALStatus: deref(r.WALStatus),
-		Conflicting: r.Conflicting != nil && *r.Conflicting, InvalidationReason: deref(r.InvalidationReason),
-		Failover: deref(r.Failover), Synced: deref(r.Synced),
+		Invalidation: Invalidation{Conflicting: r.Conflicting != nil && *r.Conflicting, InvalidationReason: deref(r.InvalidationReason)},
+		Failover:     deref(r.Failover), Synced: deref(r.Synced),
 	}
 	var err error
 	if r.RestartLSN != nil {

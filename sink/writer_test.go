@@ -135,3 +135,81 @@ func TestUpsertUnchangedValue(t *testing.T) {
 		})
 	}
 }
+
+// TestUpsertNullAndValue: a result that turns NULL (the image was removed,
+// the call failed) replaces the value; a value replaces NULL; NULL written
+// over NULL makes no new row version — through the one-row and the many-row
+// statement. A comparison with = or <> instead of IS DISTINCT FROM would
+// keep the stale value (NULL <> 'x' is NULL, not true).
+func TestUpsertNullAndValue(t *testing.T) {
+	type step struct {
+		value   any  // nil = NULL
+		written bool // a new row version
+	}
+	steps := func(a, b any) []step {
+		return []step{
+			{nil, true},  // the first write inserts the row, with NULL
+			{nil, false}, // NULL over NULL: unchanged
+			{a, true},    // NULL → value
+			{nil, true},  // value → NULL
+			{b, true},    // NULL → another value
+			{b, false},   // unchanged
+			{a, true},    // value → value
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		typ  sink.ResultType
+		col  string
+		a, b any
+		many []bool // through Upsert (false) and, where the target takes them, Upserts (true)
+	}{
+		{"text", sink.TextResult, "caption", "a cat", "a dog", []bool{false, true}},
+		{"json", sink.JSONResult, "doc", `{"label": "cat"}`, `{"label": "dog"}`, []bool{false, true}},
+		{"vector", sink.VectorResult, "embedding", []float32{0.5, 0.25}, []float32{0.5, 0.125}, []bool{false}},
+	} {
+		for _, many := range tc.many {
+			name := tc.name + "/one row"
+			if many {
+				name = tc.name + "/many rows"
+			}
+			t.Run(name, func(t *testing.T) {
+				conn, target, w := setup(t, tc.typ, tc.col)
+				if many != target.Many() && many {
+					t.Fatalf("a %s target takes no Upserts", tc.name)
+				}
+				ctx := context.Background()
+				col := pgx.Identifier{tc.col}.Sanitize()
+				var last uint32
+				for i, st := range steps(tc.a, tc.b) {
+					var op sink.Op = sink.Upsert{Target: target, Key: []any{int32(1)}, Value: st.value}
+					if many {
+						op = sink.Upserts{Target: target, Keys: []string{`{"id": 1}`}, Values: []any{st.value}}
+					}
+					if err := w.Write(ctx, []sink.Op{op}, state.Position{Commit: 0x1000, Ord: int64(i + 1)}, time.Now()); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					var got *string
+					if err := conn.QueryRow(ctx, "SELECT "+col+"::text FROM public.captions WHERE id = 1").Scan(&got); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					if (got == nil) != (st.value == nil) {
+						t.Fatalf("step %d: wrote %v, the row holds %v", i, st.value, deref(got))
+					}
+					x := xmin(t, conn, "public.captions WHERE id = 1")
+					if written := x != last; written != st.written {
+						t.Errorf("step %d (%v): new row version %t, want %t", i, st.value, written, st.written)
+					}
+					last = x
+				}
+			})
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "NULL"
+	}
+	return *s
+}

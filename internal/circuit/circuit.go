@@ -160,16 +160,27 @@ type Breaker struct {
 
 type endpoint struct {
 	state   State
-	fails   int       // unreachable requests in a row, with no answer between
-	first   string    // the row of the first of them
-	solo    bool      // its failures alone may open the circuit (not a replay)
-	rows    bool      // they came from at least two rows
 	answers uint64    // answers seen: what a call's Mark compares with
 	last    time.Time // the last answer; zero: none yet
 	since   time.Time
 	cause   string
-	next    time.Time // Down: the next probe may go then
-	probing bool      // Down: a probe is in flight
+	failStreak
+	probeState
+}
+
+// failStreak is an endpoint's unreachable requests in a row, with no answer
+// between: what opens the circuit.
+type failStreak struct {
+	fails int    // how many
+	first string // the row of the first of them
+	solo  bool   // its failures alone may open the circuit (not a replay)
+	rows  bool   // they came from at least two rows
+}
+
+// probeState is how a Down endpoint is probed.
+type probeState struct {
+	next    time.Time // the next probe may go then
+	probing bool      // a probe is in flight
 	probes  int
 	bo      backoff.Backoff
 }
@@ -201,7 +212,7 @@ func New(cfg Config) *Breaker {
 func (b *Breaker) get(ep string) *endpoint {
 	e := b.eps[ep]
 	if e == nil {
-		e = &endpoint{state: Up, bo: backoff.Backoff{Min: b.cfg.ProbeMin, Max: b.cfg.ProbeMax}}
+		e = &endpoint{state: Up, probeState: probeState{bo: backoff.Backoff{Min: b.cfg.ProbeMin, Max: b.cfg.ProbeMax}}}
 		b.eps[ep] = e
 	}
 	return e

@@ -62,12 +62,24 @@ func (s *stats) answerRate(now time.Time) float64 {
 }
 
 // Snapshot is a model's pacing at one moment, for status, metrics and the
-// log.
+// log: its limit of requests in flight, its pace, and the 429s and answers
+// it met.
 type Snapshot struct {
+	Limits
+	Pacing
+	Seen
+}
+
+// Limits is how many requests a model may have in flight and has.
+type Limits struct {
 	Limit    int // requests allowed in flight now
 	Ceiling  int // max_concurrency
 	LimitBy  Why // why the limit is where it is
 	InFlight int
+}
+
+// Pacing is how fast a model's requests start.
+type Pacing struct {
 	// Rate is the pace of requests per second (0 = not paced) and By what set it.
 	Rate float64
 	By   Source
@@ -75,8 +87,12 @@ type Snapshot struct {
 	// headers; 0 = it did not say.
 	Allowed float64
 	// TokenRate is the pace of estimated tokens per second; 0 = not paced.
-	TokenRate   float64
-	PausedFor   time.Duration // until the pause after a 429 ends; 0 = not paused
+	TokenRate float64
+	PausedFor time.Duration // until the pause after a 429 ends; 0 = not paused
+}
+
+// Seen is what a model's requests met: 429s, answers, waits.
+type Seen struct {
 	Limited     int           // 429s (and 503s with Retry-After) in the last minute
 	Total429    int64         // since the model was built
 	Answered    int           // answers in the last minute
@@ -95,10 +111,10 @@ func (g *Governor) Snapshot() Snapshot {
 		by = tby
 	}
 	s := Snapshot{
-		Limit: g.conc.allowed(), Ceiling: g.cfg.Ceiling, LimitBy: g.conc.by, InFlight: g.conc.inFlight,
-		Rate: rate, By: by, Allowed: g.rate.reqs, TokenRate: tok,
-		Total429: g.seen.total429, Waited: time.Duration(g.seen.waitedNs),
-		RateLimited: !g.seen.last429.IsZero() && now.Sub(g.seen.last429) < recovered,
+		Limits: Limits{Limit: g.conc.allowed(), Ceiling: g.cfg.Ceiling, LimitBy: g.conc.by, InFlight: g.conc.inFlight},
+		Pacing: Pacing{Rate: rate, By: by, Allowed: g.rate.reqs, TokenRate: tok},
+		Seen: Seen{Total429: g.seen.total429, Waited: time.Duration(g.seen.waitedNs),
+			RateLimited: !g.seen.last429.IsZero() && now.Sub(g.seen.last429) < recovered},
 	}
 	if d := g.rate.pausedUntil.Sub(now); d > 0 {
 		s.PausedFor = d

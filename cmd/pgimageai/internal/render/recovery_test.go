@@ -10,7 +10,7 @@ import (
 )
 
 func TestRecoveryText(t *testing.T) {
-	lost := replication.Slot{Name: "pgimageai", WALStatus: "lost", InvalidationReason: "wal_removed"}
+	lost := replication.Slot{Name: "pgimageai", WALStatus: "lost", Invalidation: replication.Invalidation{InvalidationReason: "wal_removed"}}
 	tests := []struct {
 		name string
 		rec  bridge.Recovery
