@@ -17,7 +17,7 @@ import (
 // TestWritesKeepRowsRight: the row-level ops leave the rows a source's
 // history says they should — a Move over a stale row at the new key, a
 // Move replayed after a restart (which must not delete the row it moved),
-// an empty text result (kept as '', not NULL), a write-back result for a
+// an empty text result (kept as ”, not NULL), a write-back result for a
 // row deleted meanwhile (never inserted again) — through the writer.
 func TestWritesKeepRowsRight(t *testing.T) {
 	type step struct {
