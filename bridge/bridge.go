@@ -428,7 +428,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		NewWriter: func(lane string) apply.Writer { return sink.NewWriter(cfg.TargetDSN, cfg.Slot, lane) },
 		Targets: apply.Targets{
 			Any:  func(lane string) bool { return len(eng.TargetRules(lane)) > 0 },
-			Live: func(r *rules.Rule) bool { return eng.Live(r) },
+			Live: func(r *work.Rule) bool { return eng.Live(r) },
 			Repair: func(ctx context.Context, lane string) error {
 				rs := eng.TargetRules(lane)
 				if len(rs) == 0 {
@@ -457,7 +457,7 @@ func (b *Bridge) lead(ctx context.Context) error {
 		Resume:    engine.Resume{Tracker: tracker, Own: own, Routed: routed},
 		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN, Parked: drainer,
 	})
-	caller.SetLive(eng.Live)
+	caller.SetLive(func(r *rules.Rule) bool { return eng.Live(r) })
 	defer eng.StopWatch() // its reconciliations end with the leadership
 	// The publication goes first: pgoutput refuses to decode from before
 	// its publication existed. Backfills read rows only once the slot exists.

@@ -311,7 +311,7 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 		}
 	}
 	if pos, ok := e.admit(lane, len(p.Rows)); ok {
-		err := e.emit(ctx, pos, work.Item{Kind: work.Backfill, Rule: r, Dest: work.Dest{Target: r.Target}, Progress: state.BackfillProgress{
+		err := e.emit(ctx, pos, work.Item{Kind: work.Backfill, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Progress: state.BackfillProgress{
 			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.LastKey, Rows: len(p.Rows), Done: p.Done,
 			Batch: r.Fn.BatchAPI() != nil, Part: p.Part, PartDone: p.PartDone}})
 		if err != nil {
@@ -339,7 +339,7 @@ func (e *Engine) page(ctx context.Context, m *replication.Message) error {
 // fresh: see calls.Caller.Start; replay: the row was parked (see
 // calls.Caller.Replay).
 func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row, fresh, replay bool) (work.Item, error) {
-	it := work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: work.Row{Key: row.Key, JSON: row.KeyJSON}}
+	it := work.Item{Kind: work.Result, Rule: r.Ref(), Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: work.Row{Key: row.Key, JSON: row.KeyJSON}}
 	if r.Template != nil {
 		e.memo.set(r.Name, row.KeyJSON, row.Prompt)
 	}

@@ -254,13 +254,14 @@ func (e *Engine) TargetRules(lane string) []*rules.Rule {
 // Live reports whether r is one of the valid rules now, as compiled then
 // (same name and fingerprint): calls queued for a rule deleted, disabled or
 // changed since are not sent. It is safe for concurrent use.
-func (e *Engine) Live(r *rules.Rule) bool {
+func (e *Engine) Live(r work.Ruled) bool {
 	s := e.rules.current.Load()
 	if s == nil {
 		return true
 	}
-	cur := s.Named(r.Name)
-	return cur != nil && cur.Fingerprint == r.Fingerprint
+	w := r.Ref()
+	cur := s.Named(w.Name)
+	return cur != nil && cur.Fingerprint == w.Fingerprint
 }
 
 // RuleModels returns the models.name each valid rule calls, by rule, as
@@ -497,7 +498,7 @@ func (e *Engine) rowResult(ctx context.Context, ch *replication.Change, rel *rul
 	if d.remember {
 		e.memo.set(r.Name, row.JSON, d.prompt)
 	}
-	it := work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: row, LSN: ch.LSN}
+	it := work.Item{Kind: work.Result, Rule: r.Ref(), Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: row, LSN: ch.LSN}
 	switch d.act {
 	case actNull:
 		// NULL image: NULL result, no call.

@@ -98,7 +98,7 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 			emitMissing := func(upTo int) error {
 				for ; next+1 < upTo; next++ {
 					if pos, ok := e.admit(lane, base+next); ok {
-						if err := e.emit(ctx, pos, work.Item{Kind: work.Resolve, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: chunk[next]}}); err != nil {
+						if err := e.emit(ctx, pos, work.Item{Kind: work.Resolve, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: chunk[next]}}); err != nil {
 							return err
 						}
 					}

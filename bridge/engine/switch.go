@@ -168,5 +168,5 @@ func (e *Engine) switchNow(ctx context.Context, rep switchover.Report) error {
 		sink.Switch{Table: r.Target.Table.Identifier(), Live: s.Live, Shadow: s.Shadow, Indexes: rep.Indexes, LockTimeout: lockTimeout},
 		state.SwitchEnded{Rule: rep.Rule, From: s.From, To: s.To, Forced: rep.Forced, StartedAt: s.StartedAt, LockMillisSQL: sink.LockMillisSQL},
 	}
-	return e.pushAtMarker(ctx, work.Item{Kind: work.Switch, Rule: r, Dest: work.Dest{Target: r.Target}, Ops: ops})
+	return e.pushAtMarker(ctx, work.Item{Kind: work.Switch, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Ops: ops})
 }

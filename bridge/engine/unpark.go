@@ -63,7 +63,7 @@ func (e *Engine) unpark(ctx context.Context, m *replication.Message) error {
 	gone := func(upTo int) error {
 		for ; next+1 < upTo; next++ {
 			if pos, ok := e.admit(lane, next); ok {
-				if err := e.emit(ctx, pos, work.Item{Kind: work.Unpark, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: page[next].Key}}); err != nil {
+				if err := e.emit(ctx, pos, work.Item{Kind: work.Unpark, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: page[next].Key}}); err != nil {
 					return err
 				}
 			}
