@@ -450,12 +450,21 @@ func (b *Bridge) lead(ctx context.Context) error {
 	caller := calls.New(hard, calls.Cost{Budget: budget, Cache: cache, Lookups: lookups,
 		Daily: cost.NewDaily(cfg.Timing.Now, day, spent, cfg.Metrics)}, cfg.Metrics, lanes.Rows())
 	caller.SetBreaker(breaker)
-	eng = engine.New(hard, engine.Deps{
+	// Until the leadership's supervisor starts them, the engine's workers
+	// run as before: on goroutines of their own, under hard.
+	spawn := spawnFunc(func(name string, run func(ctx context.Context) error) {
+		go func() {
+			if err := run(hard); err != nil && hard.Err() == nil {
+				log.Warn("a worker of the engine failed", "worker", name, "err", err)
+			}
+		}()
+	})
+	eng = engine.New(hard, spawn, engine.Deps{
 		Log: log, TypeMap: tgt.TypeMap(), Live: live, Conns: conns,
 		Tables: engine.Tables{Rules: rulesOID, Models: modelsOID, Retries: retriesOID},
-		Calls:  caller, Metrics: cfg.Metrics, Lanes: lanes,
-		Resume:    engine.Resume{Tracker: tracker, Own: own, Routed: routed},
-		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN, Parked: drainer,
+		Calls:  caller, Cost: caller.Cost, Metrics: cfg.Metrics, Lanes: lanes,
+		Resume: engine.Resume{Tracker: tracker, Own: own, Routed: routed},
+		DSN:    engine.DSNs{Source: cfg.SourceDSN, Target: cfg.TargetDSN}, Parked: drainer,
 	})
 	caller.SetLive(func(r *rules.Rule) bool { return eng.Live(r) })
 	defer eng.StopWatch() // its reconciliations end with the leadership
@@ -551,3 +560,8 @@ func (b *Bridge) Stats() Stats {
 // DefaultGroup is the rule group of a rule that names none, and of a bridge
 // run without a group.
 const DefaultGroup = rules.DefaultGroup
+
+// spawnFunc is an engine.Spawner of a func.
+type spawnFunc func(name string, run func(ctx context.Context) error)
+
+func (f spawnFunc) Go(name string, run func(ctx context.Context) error) { f(name, run) }

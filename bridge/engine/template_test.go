@@ -57,7 +57,7 @@ INSERT INTO public.photos VALUES (1, '\x89504e470d0a1a0a' || pg_catalog.decode(p
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := (&Engine{}).fetchOnce(ctx, conn, r, []byte(tt.key), []string{"title", "img"})
+			got, err := (&base{}).fetchOnce(ctx, conn, r, []byte(tt.key), []string{"title", "img"})
 			if err != nil {
 				t.Fatal(err)
 			}
