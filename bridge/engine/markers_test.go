@@ -190,3 +190,51 @@ func TestSwitchNow(t *testing.T) {
 		})
 	}
 }
+
+// TestDropNow: given-up side work is dropped at the marker being applied —
+// one DropShadow item in its target's lane, with its bookkeeping — unless
+// the same side work runs again (its rule came back).
+func TestDropNow(t *testing.T) {
+	drop := rules.Drop{Rule: "caption", Side: "caption~v2", From: "v1", To: "v2", TargetTable: "public.captions", Live: "caption", Shadow: "caption_v2"}
+	tests := []struct {
+		name    string
+		sideTo  string // the To of the side rule running now; "" none
+		dropped bool
+	}{
+		{name: "given up", dropped: true},
+		{name: "given up for another version", sideTo: "v3", dropped: true},
+		{name: "the same side work runs again", sideTo: "v2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			live := markerRule(t, "caption", "live1")
+			rs := []*rules.Rule{live}
+			if tc.sideTo != "" {
+				side := markerRule(t, "caption~v2", "side")
+				side.Switching = &rules.Switching{Rule: "caption", SideRule: "caption~v2", From: "v1", To: tc.sideTo, Side: true}
+				rs = append(rs, side)
+			}
+			e, lanes, _ := testEngine(t, apply.NewOwn(nil, 1), rs...)
+			begin(t, e)
+			e.sw.atMarker, e.sw.sub = &replication.Message{LSN: 30}, 0
+			if err := e.sw.dropNow(t.Context(), drop); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.dropped {
+				if len(lanes.items) != 0 {
+					t.Fatalf("%d items: the running side work was dropped", len(lanes.items))
+				}
+				return
+			}
+			if len(lanes.items) != 1 {
+				t.Fatalf("%d items, want the drop", len(lanes.items))
+			}
+			it := lanes.items[0]
+			ds, ok := it.Ops[0].(sink.DropShadow)
+			gone, ok2 := it.Ops[1].(state.SideGone)
+			if it.Kind != work.DropShadow || it.Dest.Target.Name() != "public.captions" || !ok || ds.Shadow != "caption_v2" || !ok2 || gone.Side != "caption~v2" || gone.To != "v2" {
+				t.Errorf("item %s to %s, ops %+v", it.Kind, it.Dest.Target.Name(), it.Ops)
+			}
+		})
+	}
+}
