@@ -23,5 +23,7 @@
 // It is driven by one goroutine, the bridge's pipeline. It calls down into
 // bridge/rules, bridge/cost, bridge/calls, bridge/backfill,
 // bridge/switchover, bridge/reconcile, bridge/park, bridge/apply (Push and
-// the row counts), bridge/track and bridge/work; nothing below calls it.
+// the row counts), bridge/track and bridge/work, and outside bridge/ into
+// catalog, functions, metrics, provider/pace, replication, sink, state and
+// internal/reconn; nothing below calls it.
 package engine
