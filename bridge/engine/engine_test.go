@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgimageai/pgimageai/bridge/apply"
+	"github.com/pgimageai/pgimageai/bridge/backfill"
 	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/cost"
 	"github.com/pgimageai/pgimageai/bridge/rules"
@@ -42,7 +43,7 @@ type fakeCaller struct{ started []string }
 func (c *fakeCaller) Start(_ context.Context, r *rules.Rule, _ *cost.Lookup, img []byte, prompt string, _ bool) (*work.Call, error) {
 	c.started = append(c.started, fmt.Sprintf("%s:%s:%s", r.Name, img, prompt))
 	call := work.NewCall(len(img), nil)
-	call.Result = functions.Result{Text: "a cat"}
+	call.Result, call.Held = functions.Result{Text: "a cat"}, 4096
 	close(call.Done)
 	return call, nil
 }
@@ -196,8 +197,12 @@ func TestEngineEvents(t *testing.T) {
 				if i > 0 && !lanes.items[i-1].Pos.Less(it.Pos) {
 					t.Errorf("item %d at %v, not after %v", i, it.Pos, lanes.items[i-1].Pos)
 				}
-				if it.Pos.Commit != 20 || it.Txn == nil || it.Cost < itemOverhead {
-					t.Errorf("item %d placed at %v (txn %v, cost %d)", i, it.Pos, it.Txn, it.Cost)
+				cost := int64(itemOverhead + len(it.Row.JSON) + len(it.Old.JSON))
+				if it.Call != nil {
+					cost += it.Call.Held
+				}
+				if it.Pos.Commit != 20 || it.Txn == nil || it.Cost != cost {
+					t.Errorf("item %d placed at %v (txn %v), charged %d, want %d", i, it.Pos, it.Txn, it.Cost, cost)
 				}
 			}
 			if strings.Join(items, "\n") != strings.Join(tc.items, "\n") {
@@ -239,5 +244,92 @@ func TestEngineResumedTransaction(t *testing.T) {
 	}
 	if string(lanes.items[0].Row.JSON) != `{"id": 1}` || string(lanes.items[1].Row.JSON) != `{"id": 2}` {
 		t.Errorf("items of %s and %s", lanes.items[0].Row.JSON, lanes.items[1].Row.JSON)
+	}
+}
+
+// TestEngineConfigChangeWaitsForCommit: a change of pgimageai.rules or
+// pgimageai.models routes nothing and takes effect at its transaction's
+// commit, not before.
+func TestEngineConfigChangeWaitsForCommit(t *testing.T) {
+	e, lanes, caller := testEngine(t, apply.NewOwn(nil, 1))
+	e.b.rules.tables = Tables{Rules: 500, Models: 501, Retries: 502}
+	rulesRel := &replication.Relation{OID: 500, Namespace: "pgimageai", Name: "rules"}
+	modelsRel := &replication.Relation{OID: 501, Namespace: "pgimageai", Name: "models"}
+	for _, ev := range []replication.Event{
+		replication.Begin{XID: 5, FinalLSN: 20, CommitTime: time.Now()},
+		&replication.Change{Op: replication.Insert, LSN: 10, Relation: rulesRel},
+		&replication.Change{Op: replication.Update, LSN: 11, Relation: modelsRel},
+		&replication.Change{Op: replication.Truncate, LSN: 12, Truncated: []*replication.Relation{rulesRel}},
+	} {
+		if err := e.Handle(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := e.b.out.open.config
+	if len(cfg) != 3 || cfg[0].Models || !cfg[1].Models || cfg[2].Ch.Op != replication.Truncate {
+		t.Fatalf("configuration changes queued: %+v", cfg)
+	}
+	if len(lanes.items) != 0 || len(caller.started) != 0 {
+		t.Errorf("%d items, %d calls for configuration changes", len(lanes.items), len(caller.started))
+	}
+}
+
+// TestEngineStreamedRowsLeaveThePage: a row the stream changed after a
+// backfill started is the stream's — the page read before leaves it — and
+// a truncate since the start drops the page's rows.
+func TestEngineStreamedRowsLeaveThePage(t *testing.T) {
+	tests := []struct {
+		name     string
+		change   func(rel *replication.Relation) *replication.Change
+		fromPage []string // the page's rows still routed
+	}{
+		{name: "nothing streamed", fromPage: []string{`{"id": 1}`, `{"id": 2}`}},
+		{name: "row 1 updated", change: func(rel *replication.Relation) *replication.Change {
+			return &replication.Change{Op: replication.Update, LSN: 10, Relation: rel, New: replication.Tuple{{Kind: replication.Text, Data: []byte("1")}, {Kind: replication.Binary, Data: []byte("new")}}}
+		}, fromPage: []string{`{"id": 2}`}},
+		{name: "row 2 deleted", change: func(rel *replication.Relation) *replication.Change {
+			return &replication.Change{Op: replication.Delete, LSN: 10, Relation: rel, Old: replication.Tuple{{Kind: replication.Text, Data: []byte("2")}, {Kind: replication.Null}}}
+		}, fromPage: []string{`{"id": 1}`}},
+		{name: "truncated", change: func(rel *replication.Relation) *replication.Change {
+			return &replication.Change{Op: replication.Truncate, LSN: 10, Truncated: []*replication.Relation{rel}}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := markerRule(t, "caption", "fp")
+			r.Source = &catalog.Table{OID: 100, Schema: "public", Name: "photos", Regclass: "public.photos", PrimaryKey: []string{"id"},
+				Identity: catalog.Identity{Kind: 'd', Key: []string{"id"}, Usable: true, PrimaryKey: true},
+				Columns:  []catalog.Column{{Name: "id", TypeOID: 23, TypeMod: -1}, {Name: "img", TypeOID: rules.ByteaOID, TypeMod: -1}}}
+			r.KeyColumns = []sink.KeyColumn{{Name: "id", TypeOID: 23}}
+			rel := &replication.Relation{OID: 100, Namespace: "public", Name: "photos", ReplicaIdentity: 'd', Columns: []replication.Column{
+				{Name: "id", TypeOID: 23, TypeModifier: -1, Key: true}, {Name: "img", TypeOID: rules.ByteaOID, TypeModifier: -1}}}
+			e, lanes, _ := testEngine(t, apply.NewOwn(nil, 1), r)
+			e.bf.since.begin(r.Name, 100)
+			e.bf.runs[r.Name], e.bf.workers[r.Name] = "run1", func() {}
+			begin(t, e)
+			if tc.change != nil {
+				if err := e.Handle(t.Context(), tc.change(rel)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			streamed := len(lanes.items)
+			rows := []backfill.Row{{Key: []any{1}, KeyJSON: []byte(`{"id": 1}`)}, {Key: []any{2}, KeyJSON: []byte(`{"id": 2}`)}}
+			e.Register(&backfill.Page{ID: "p", Rule: r.Name, Run: "run1", Fingerprint: "fp", Rows: rows, LastKey: []byte(`{"id": 2}`), Applied: make(chan struct{})})
+			if err := e.Handle(t.Context(), &replication.Message{Transactional: true, Prefix: backfill.Prefix, Content: []byte(`{"page": "p"}`), LSN: 30}); err != nil {
+				t.Fatal(err)
+			}
+			var fromPage []string
+			for _, it := range lanes.items[streamed:] {
+				if it.Kind == work.Result {
+					fromPage = append(fromPage, string(it.Row.JSON))
+				}
+			}
+			if strings.Join(fromPage, " ") != strings.Join(tc.fromPage, " ") {
+				t.Errorf("page routed %q, want %q", fromPage, tc.fromPage)
+			}
+			if last := lanes.items[len(lanes.items)-1]; last.Kind != work.Backfill || last.Progress.Rows != 2 {
+				t.Errorf("last item %s, rows %d: the page's progress counts every row read", last.Kind, last.Progress.Rows)
+			}
+		})
 	}
 }
