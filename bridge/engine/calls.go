@@ -21,27 +21,26 @@ type results struct {
 }
 
 // decided returns the result item of decision d for rule r and row, its
-// call started; nil when d calls for nothing.
-func (x *results) decided(ctx context.Context, r *rules.Rule, row work.Row, d decision, look *cost.Lookup) (*work.Item, error) {
+// call started; ok is false when d calls for nothing.
+func (x *results) decided(ctx context.Context, r *rules.Rule, row work.Row, d decision, look *cost.Lookup) (it work.Item, ok bool, err error) {
 	if d.remember {
 		x.memo.set(r.Name, row.JSON, d.prompt)
 	}
-	it := &work.Item{Kind: work.Result, Rule: r.Ref(), Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: row}
+	it = work.Item{Kind: work.Result, Rule: r.Ref(), Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: row}
 	switch d.act {
 	case actNull:
 		// NULL image: NULL result, no call.
 	case actCall:
-		var err error
 		if it.Call, err = x.calls.Start(ctx, r, look, d.image, d.prompt, false); err != nil {
-			return nil, err
+			return work.Item{}, false, err
 		}
 	case actTooLarge:
 		// Not read: a too_large errors row, with the length and head.
 		it.Call = work.Failed(r.Fn.TooLarge(d.over.size, d.over.head), d.over.size, d.over.head)
 	default:
-		return nil, nil
+		return work.Item{}, false, nil
 	}
-	return it, nil
+	return it, true, nil
 }
 
 // resultItem starts the function call of a row read from the source.

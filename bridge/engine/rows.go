@@ -213,12 +213,9 @@ func (w *rowWork) rowResult(ctx context.Context, ch *replication.Change, rel *ru
 	if err != nil {
 		return work.Item{}, false, fmt.Errorf("%s.%s at %s: %w", r.Source, r.ImageColumn, ch.LSN, err)
 	}
-	it, err := w.res.decided(ctx, r, row, d, look)
-	if err != nil || it == nil {
-		return work.Item{}, false, err
-	}
+	it, ok, err := w.res.decided(ctx, r, row, d, look)
 	it.LSN = ch.LSN
-	return *it, true, nil
+	return it, ok, err
 }
 
 // truncate routes a TRUNCATE: each target of the tables' rules is emptied,
