@@ -420,3 +420,8 @@ func (b *Bridge) Stats() Stats {
 // DefaultGroup is the rule group of a rule that names none, and of a bridge
 // run without a group.
 const DefaultGroup = rules.DefaultGroup
+
+// spawnFunc is an engine.Spawner of a func.
+type spawnFunc func(name string, run func(ctx context.Context) error)
+
+func (f spawnFunc) Go(name string, run func(ctx context.Context) error) { f(name, run) }

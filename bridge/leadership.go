@@ -156,17 +156,17 @@ func (b *Bridge) start(ctx context.Context, sup *supervise.Supervisor, p *prepar
 	caller.SetBreaker(drainer.Breaker())
 	// The engine's backfills run under a context of the supervisor (ended
 	// at its hard stop), which also gives the engine its spawner.
-	eng := engine.New(sup.Context(), engine.Deps{
+	eng := engine.New(sup.Context(), sup, engine.Deps{
 		Log: log, TypeMap: tgt.TypeMap(), Live: p.live, Conns: p.conns, Tables: p.tables,
-		Calls: caller, Metrics: cfg.Metrics, Lanes: lanes, Resume: p.resume,
-		SourceDSN: cfg.SourceDSN, TargetDSN: cfg.TargetDSN, Parked: drainer,
+		Calls: caller, Cost: caller.Cost, Metrics: cfg.Metrics, Lanes: lanes, Resume: p.resume,
+		DSN: engine.DSNs{Source: cfg.SourceDSN, Target: cfg.TargetDSN}, Parked: drainer,
 	})
 	defer func() {
 		if err != nil {
 			eng.StopWatch()
 		}
 	}()
-	caller.SetLive(eng.Live)
+	caller.SetLive(func(r *rules.Rule) bool { return eng.Live(r) })
 	lanes.SetTargets(targets(eng, cfg.SourceDSN, cfg.TargetDSN))
 	drainer.SetModels(eng.RuleModels)
 	// The publication goes first: pgoutput refuses to decode from before
@@ -200,7 +200,7 @@ func (b *Bridge) start(ctx context.Context, sup *supervise.Supervisor, p *prepar
 func targets(eng *engine.Engine, sourceDSN, targetDSN string) apply.Targets {
 	return apply.Targets{
 		Any:  func(lane string) bool { return len(eng.TargetRules(lane)) > 0 },
-		Live: eng.Live,
+		Live: func(r *work.Rule) bool { return eng.Live(r) },
 		Repair: func(ctx context.Context, lane string) error {
 			rs := eng.TargetRules(lane)
 			if len(rs) == 0 {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/provider"
@@ -138,7 +137,7 @@ func (b *batch) result(it *work.Item) {
 	var value any
 	switch {
 	case err != nil || res.Null:
-	case it.Rule.Fn.Name() == functions.Embed:
+	case it.Rule.Fn == functions.Embed:
 		value = res.Vector
 	default:
 		value = res.Text
@@ -228,7 +227,7 @@ func (b *batch) dropped() map[[2]string]int {
 
 // countUsage adds one answered call and its tokens to the batch's usage.
 // Calls served by the cache cost nothing and are not counted.
-func (b *batch) countUsage(r *rules.Rule, u provider.Usage) {
+func (b *batch) countUsage(r *work.Rule, u provider.Usage) {
 	if b.usage == nil {
 		b.usage = map[[2]string]*state.Usage{}
 	}

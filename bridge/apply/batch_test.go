@@ -33,7 +33,7 @@ func TestBatchRuns(t *testing.T) {
 		if err != nil {
 			res = functions.Result{Null: true}
 		}
-		return work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{id}, JSON: []byte(fmt.Sprintf(`{"id": %d}`, id))}, Call: done(res, err)}
+		return work.Item{Kind: work.Result, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{id}, JSON: []byte(fmt.Sprintf(`{"id": %d}`, id))}, Call: done(res, err)}
 	}
 	fail := &functions.Error{Reason: functions.ProviderError, Detail: "HTTP 400", ImageBytes: 5}
 	tests := []struct {
@@ -47,7 +47,7 @@ func TestBatchRuns(t *testing.T) {
 			"Upserts(c:1,2) Upserts(d:1) ResultInputs(a:1,2) ResultInputs(b:1) Resolves(a:1,2) Resolves(b:1)"},
 		{"a row again ends the run", []work.Item{result(a, 1, "x", nil), result(a, 2, "y", nil), result(a, 1, "z", nil)},
 			"Upserts(c:1,2) ResultInputs(a:1,2) Resolves(a:1,2) Upserts(c:1) ResultInputs(a:1) Resolves(a:1)"},
-		{"a delete ends the run", []work.Item{result(a, 1, "x", nil), {Kind: work.Delete, Rule: a, Dest: work.Dest{Target: a.Target}, Row: work.Row{Key: []any{2}, JSON: []byte(`{"id": 2}`)}}, result(a, 2, "y", nil)},
+		{"a delete ends the run", []work.Item{result(a, 1, "x", nil), {Kind: work.Delete, Rule: a.Ref(), Dest: work.Dest{Target: a.Target}, Row: work.Row{Key: []any{2}, JSON: []byte(`{"id": 2}`)}}, result(a, 2, "y", nil)},
 			"Upserts(c:1) ResultInputs(a:1) Resolves(a:1) Delete ForgetRow Upserts(c:2) ResultInputs(a:2) Resolves(a:2)"},
 	}
 	for _, tt := range tests {
@@ -70,7 +70,7 @@ func TestBatchDropped(t *testing.T) {
 	a.Name = "a"
 	var bt batch
 	for id := 1; id <= 3; id++ {
-		bt.add(&work.Item{Kind: work.Result, Rule: a, Dest: work.Dest{Target: a.Target},
+		bt.add(&work.Item{Kind: work.Result, Rule: a.Ref(), Dest: work.Dest{Target: a.Target},
 			Row:  work.Row{Key: []any{id}, JSON: []byte(fmt.Sprintf(`{"id": %d}`, id))},
 			Call: done(functions.Result{Null: true}, &functions.Error{Reason: functions.EmptyImage, Detail: "empty", ImageBytes: 0})})
 	}

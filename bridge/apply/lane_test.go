@@ -99,7 +99,7 @@ func testRule(t *testing.T, fn functions.Name, dim int) *rules.Rule {
 		t.Fatal(err)
 	}
 	table := &catalog.Table{Schema: "public", Name: "t", Regclass: "public.t"}
-	return &rules.Rule{Name: "r", Fn: f, Model: "m", Target: &sink.Target{Table: table, Column: "c", Dim: dim}}
+	return &rules.Rule{Config: rules.Config{Name: "r", Model: "m"}, Fn: f, Target: &sink.Target{Table: table, Column: "c", Dim: dim}}
 }
 
 // testLanes returns a lanes registry whose writers are w, with a tracker
@@ -120,8 +120,8 @@ const (
 )
 
 func resultItem(r *rules.Rule, id int, c *work.Call, rec *track.Txn, pos state.Position) work.Item {
-	return work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{id}, JSON: []byte(fmt.Sprintf(`{"id": %d}`, id))},
-		Call: c, Txn: rec, Pos: pos, Cost: itemCost}
+	return work.Item{Kind: work.Result, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{id}, JSON: []byte(fmt.Sprintf(`{"id": %d}`, id))},
+		Call: c, Place: work.Place{Txn: rec, Pos: pos, Cost: itemCost}}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -272,7 +272,7 @@ func TestBatchResultOps(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var b batch
-			b.add(&work.Item{Kind: work.Result, Rule: tc.rule, Dest: work.Dest{Target: tc.rule.Target}, Row: work.Row{Key: []any{1}, JSON: []byte(`{"id": 1}`)}, Call: tc.call})
+			b.add(&work.Item{Kind: work.Result, Rule: tc.rule.Ref(), Dest: work.Dest{Target: tc.rule.Target}, Row: work.Row{Key: []any{1}, JSON: []byte(`{"id": 1}`)}, Call: tc.call})
 			ops := b.ops
 			if tc.wantReason == "-" {
 				if len(ops) != 0 {
@@ -329,7 +329,7 @@ func TestLaneMoveWaitsForItsResults(t *testing.T) {
 	ls := testLanes(t, w, 100, &acks, &mu)
 	rec := ls.cfg.Tracker.Begin(time.Time{})
 	slow := work.NewCall(0, nil)
-	move := work.Item{Kind: work.Move, Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{2}, JSON: []byte(`{"id": 2}`)}, Old: work.Row{Key: []any{1}, JSON: []byte(`{"id": 1}`)}, Txn: rec, Pos: state.Position{Commit: 10, Ord: 1 << eventBits}, Waits: []*work.Call{slow}}
+	move := work.Item{Kind: work.Move, Dest: work.Dest{Target: r.Target}, Row: work.Row{Key: []any{2}, JSON: []byte(`{"id": 2}`)}, Old: work.Row{Key: []any{1}, JSON: []byte(`{"id": 1}`)}, Place: work.Place{Txn: rec, Pos: state.Position{Commit: 10, Ord: 1 << eventBits}}, Waits: []*work.Call{slow}}
 	l := ls.get(r.Target.Name())
 	ls.cfg.Tracker.Add(rec)
 	l.push(move)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/cost"
-	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/track"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/internal/supervise"
@@ -62,7 +61,7 @@ type Targets struct {
 	// Live reports whether a rule still runs as compiled; such a lane
 	// abandons the items of the rules that do not (one rule of a shared
 	// target may lack the privilege another has). nil = always.
-	Live func(r *rules.Rule) bool
+	Live func(r *work.Rule) bool
 }
 
 // DefaultIdle is how long an idle lane keeps its target connection.

@@ -32,7 +32,7 @@ func TestBatchQueuesOwnWritesMarker(t *testing.T) {
 		if err != nil {
 			res = functions.Result{Null: true}
 		}
-		return work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: tg}, Row: work.Row{Key: []any{id}, JSON: []byte(`{"id": 1}`)}, Call: done(res, err)}
+		return work.Item{Kind: work.Result, Rule: r.Ref(), Dest: work.Dest{Target: tg}, Row: work.Row{Key: []any{id}, JSON: []byte(`{"id": 1}`)}, Call: done(res, err)}
 	}
 	fail := &functions.Error{Reason: functions.ProviderError, Detail: "HTTP 400", ImageBytes: 5}
 	back, sep := target(true), target(false)
@@ -45,7 +45,7 @@ func TestBatchQueuesOwnWritesMarker(t *testing.T) {
 		{"write-back failure (NULL written back)", []work.Item{result(back, 1, fail)}, true},
 		{"separate target", []work.Item{result(sep, 1, nil), result(sep, 2, nil)}, false},
 		{"write-back after a separate target", []work.Item{result(sep, 1, nil), result(back, 2, nil)}, true},
-		{"delete only", []work.Item{{Kind: work.Delete, Rule: testRule(t, functions.Complete, 0), Dest: work.Dest{Target: back}, Row: work.Row{Key: []any{1}, JSON: []byte(`{"id": 1}`)}}}, false},
+		{"delete only", []work.Item{{Kind: work.Delete, Rule: testRule(t, functions.Complete, 0).Ref(), Dest: work.Dest{Target: back}, Row: work.Row{Key: []any{1}, JSON: []byte(`{"id": 1}`)}}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

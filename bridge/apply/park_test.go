@@ -35,7 +35,7 @@ func TestBatchParks(t *testing.T) {
 		if err != nil {
 			res = functions.Result{Null: true}
 		}
-		return work.Item{Kind: work.Result, Rule: a, Dest: work.Dest{Target: a.Target}, Row: row(id), Call: done(res, err), Replay: replay}
+		return work.Item{Kind: work.Result, Rule: a.Ref(), Dest: work.Dest{Target: a.Target}, Row: row(id), Call: done(res, err), Replay: replay}
 	}
 	parked := &work.Parked{Model: "m", Cause: "connection refused"}
 	unchanged := result(3, nil, false)
@@ -68,7 +68,7 @@ func TestBatchParks(t *testing.T) {
 			want: "sink.Truncate ForgetRow UnparkRows(a:*)"},
 		{name: "a move moves it", maybe: true, items: []work.Item{{Kind: work.Move, Dest: work.Dest{Target: a.Target, Rules: []string{"a"}}, Row: row(6), Old: row(5)}},
 			want: "sink.Move state.RekeyErrors RekeyParked(a:5>6)"},
-		{name: "a gone row unparks", maybe: true, items: []work.Item{{Kind: work.Unpark, Rule: a, Dest: work.Dest{Target: a.Target}, Row: row(7)}},
+		{name: "a gone row unparks", maybe: true, items: []work.Item{{Kind: work.Unpark, Rule: a.Ref(), Dest: work.Dest{Target: a.Target}, Row: row(7)}},
 			want: "Unpark(a:7)"},
 	}
 	for _, tc := range tests {

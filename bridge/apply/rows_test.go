@@ -13,12 +13,12 @@ import (
 // after it moved, deleted or truncated the row.
 func TestRowCountsPending(t *testing.T) {
 	const lane = "public.captions"
-	ruleA, ruleB := &rules.Rule{Name: "a"}, &rules.Rule{Name: "b"}
+	ruleA, ruleB := &rules.Rule{Config: rules.Config{Name: "a"}}, &rules.Rule{Config: rules.Config{Name: "b"}}
 	k1, k2 := work.KeyOf(functions.Complete, "m", "", "p", []byte("one")), work.KeyOf(functions.Complete, "m", "", "p", []byte("two"))
 	row, other := []byte(`{"id": 1}`), []byte(`{"id": 2}`)
 	callOf := func(k work.Key) *work.Call { return &work.Call{Done: make(chan struct{}), Key: &k} }
 	result := func(r *rules.Rule, key []byte, c *work.Call) *work.Item {
-		return &work.Item{Kind: work.Result, Rule: r, Row: work.Row{JSON: key}, Call: c}
+		return &work.Item{Kind: work.Result, Rule: r.Ref(), Row: work.Row{JSON: key}, Call: c}
 	}
 	first := callOf(k1)
 	tests := []struct {

@@ -48,7 +48,7 @@ func TestBatchLineChargesNormalisation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rules.Rule{Name: "r", Fn: fn, Model: "m"}
+	r := &rules.Rule{Config: rules.Config{Name: "r", Model: "m"}, Fn: fn}
 	c := &charger{}
 	api := &lineAPI{c: c}
 	b := &batchRun{r: r, api: api, budget: c}

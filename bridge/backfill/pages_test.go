@@ -114,7 +114,7 @@ func TestBackfillWorker(t *testing.T) {
 				}}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			w.Work(ctx, &rules.Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+			w.Work(ctx, &rules.Rule{Config: rules.Config{Name: "r"}}, nil, []byte(`{"id": 999999}`))
 			if ctx.Err() != nil {
 				t.Fatal("the worker did not finish")
 			}
@@ -149,7 +149,7 @@ func TestBackfillMarkerFailed(t *testing.T) {
 		}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	w.Work(ctx, &rules.Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+	w.Work(ctx, &rules.Rule{Config: rules.Config{Name: "r"}}, nil, []byte(`{"id": 999999}`))
 	if len(handed) != 3 {
 		t.Fatalf("%d pages handed, want 3: the page, its withdrawal, the page again", len(handed))
 	}
@@ -191,7 +191,7 @@ func TestBackfillReadsAhead(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	w.Work(ctx, &rules.Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+	w.Work(ctx, &rules.Rule{Config: rules.Config{Name: "r"}}, nil, []byte(`{"id": 999999}`))
 	close(pages)
 	if ctx.Err() != nil {
 		t.Fatal("the worker did not finish")

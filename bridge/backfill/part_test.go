@@ -47,7 +47,7 @@ func TestPartPages(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			w.Work(ctx, &rules.Rule{Name: "r"}, nil, []byte(`{"id": 999999}`))
+			w.Work(ctx, &rules.Rule{Config: rules.Config{Name: "r"}}, nil, []byte(`{"id": 999999}`))
 			if len(pages) != tt.wantPages {
 				t.Fatalf("%d pages, want %d", len(pages), tt.wantPages)
 			}

@@ -24,7 +24,7 @@ func completeRule(t testing.TB) *rules.Rule {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rules.Rule{Name: "r", Fn: f, Model: "m", Prompt: prompt}
+	return &rules.Rule{Config: rules.Config{Name: "r", Model: "m", Prompt: prompt}, Fn: f}
 }
 
 // TestAnsweredCall: a batch answer serves a backfill row only when it

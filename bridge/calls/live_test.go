@@ -32,7 +32,7 @@ func TestQueuedCallOfADeletedRuleIsDropped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &rules.Rule{Name: "r", Fn: f, Model: "m", Prompt: prompt, ModelKey: "m@1"}
+		r := &rules.Rule{Config: rules.Config{Name: "r", Model: "m", Prompt: prompt}, Identity: rules.Identity{ModelKey: "m@1"}, Fn: f}
 		cl := New(testSpawner(t), Cost{Budget: cost.NewBudget(1 << 20), Cache: cost.NewCache(16, 1<<20),
 			Daily: cost.NewDaily(time.Now, time.Now(), nil, nil)}, nil, nil)
 		cl.SetLive(func(*rules.Rule) bool { return live })

@@ -82,7 +82,7 @@ func newOutageRig(t *testing.T) *outageRig {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 4, 20, 0, 0, 0, time.UTC)
-	rig := &outageRig{gen: gen, r: &rules.Rule{Name: "r", Fn: f, Model: "m", Prompt: prompt, ModelKey: "m@1"}, clock: &now}
+	rig := &outageRig{gen: gen, r: &rules.Rule{Config: rules.Config{Name: "r", Model: "m", Prompt: prompt}, Identity: rules.Identity{ModelKey: "m@1"}, Fn: f}, clock: &now}
 	rig.br = circuit.New(circuit.Config{Now: func() time.Time { return *rig.clock }})
 	rig.cl = New(testSpawner(t), Cost{Budget: cost.NewBudget(1 << 24), Cache: cost.NewCache(0, 0),
 		Daily: cost.NewDaily(time.Now, time.Now(), nil, nil)}, nil, nil)

@@ -78,3 +78,34 @@ func TestGiveBack(t *testing.T) {
 		})
 	}
 }
+
+// TestDailyCapAtTheBoundary: a model that has spent exactly its cap — of
+// calls or of tokens — makes no further call; one below it makes one.
+func TestDailyCapAtTheBoundary(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		spent state.Spent
+		cap   rules.DailyCap
+		ok    bool
+	}{
+		{name: "tokens at the cap", spent: state.Spent{Calls: 1, Tokens: 1000}, cap: rules.DailyCap{Tokens: 1000}, ok: false},
+		{name: "tokens one below the cap", spent: state.Spent{Calls: 1, Tokens: 999}, cap: rules.DailyCap{Tokens: 1000}, ok: true},
+		{name: "tokens past the cap", spent: state.Spent{Calls: 1, Tokens: 1001}, cap: rules.DailyCap{Tokens: 1000}, ok: false},
+		{name: "calls at the cap", spent: state.Spent{Calls: 5}, cap: rules.DailyCap{Calls: 5}, ok: false},
+		{name: "calls one below the cap", spent: state.Spent{Calls: 4}, cap: rules.DailyCap{Calls: 5}, ok: true},
+		{name: "no cap", spent: state.Spent{Calls: 1 << 20, Tokens: 1 << 40}, ok: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewDaily(func() time.Time { return now }, UTCDay(now), map[string]state.Spent{"m": tc.spent}, nil)
+			err := b.Reserve("m", tc.cap)
+			if tc.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.ok && functions.ReasonOf(err) != functions.BudgetExhausted {
+				t.Fatalf("reserve = %v, want budget_exhausted", err)
+			}
+		})
+	}
+}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/pgimageai/pgimageai/bridge/backfill"
-	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/calls"
 	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/replication"
@@ -32,10 +32,11 @@ type progress struct {
 const progressEvery = 30 * time.Second
 
 type backfills struct {
-	srcDSN  string                        // for the workers' connections
-	tgtDSN  string                        // for the workers' reads of stored inputs
-	ctx     context.Context               // workers outlive a graceful stop's cancellation
-	workers map[string]context.CancelFunc // running backfill workers by rule
+	*base
+	res     *results
+	cost    calls.Cost                    // the caps and budget of Batch API backfills
+	sources sourceChecker                 // whether a rule's source is a new table (watch.go)
+	workers map[string]context.CancelFunc // stops each running backfill worker, by rule
 	pages   chan *backfill.Page           // pages read by workers, for the engine's goroutine
 	pending map[string]*backfill.Page     // pages waiting for their marker message
 	rows    map[string]*progress          // rows read by each running backfill, for the log
@@ -44,15 +45,27 @@ type backfills struct {
 	// deferred holds the rules whose backfills wait for the slot: at the
 	// first start, rows are read only once the slot's consistent point is
 	// fixed, so that every row is either read or streamed.
-	deferred  []*rules.Rule
-	deferring bool
-	cleaner   *backfill.Cleaner // of the batches of given-up backfills
+	deferred deferral
+	cleaner  *backfill.Cleaner // of the batches of given-up backfills
 }
 
-func newBackfills(srcDSN, tgtDSN string, ctx context.Context) backfills {
-	return backfills{srcDSN: srcDSN, tgtDSN: tgtDSN, ctx: ctx, workers: map[string]context.CancelFunc{}, pages: make(chan *backfill.Page),
+// deferral is the backfills waiting for the slot (see backfills.deferred).
+type deferral struct {
+	on    bool
+	rules []*rules.Rule
+}
+
+// sourceChecker tells whether a rule's backfill waits for the marker of its
+// new source table (watch.newSource).
+type sourceChecker interface {
+	newSource(ctx context.Context, r *rules.Rule) (bool, error)
+}
+
+func newBackfills(b *base, res *results, c calls.Cost) *backfills {
+	return &backfills{base: b, res: res, cost: c, workers: map[string]context.CancelFunc{}, pages: make(chan *backfill.Page),
 		pending: map[string]*backfill.Page{}, rows: map[string]*progress{}, runs: map[string]string{},
-		since: streamed{seen: map[uint32]map[keyDigest]uint64{}, truncated: map[uint32]uint64{}, started: map[string]uint64{}, tables: map[string]uint32{}}}
+		since:   streamed{seen: map[uint32]map[keyDigest]uint64{}, truncated: map[uint32]uint64{}, started: map[string]uint64{}, tables: map[string]uint32{}},
+		cleaner: backfill.NewCleaner(b.spawn, b.log, b.dsn.Target)}
 }
 
 // keyDigest identifies a source row by a digest of its source_key JSON.
@@ -141,52 +154,62 @@ func (b *streamed) truncatedSince(rule string) bool {
 	return b.truncated[b.tables[rule]] > b.started[rule]
 }
 
-// Pages receives the pages that backfill workers read; the engine's
-// goroutine passes each to Register.
-func (e *Engine) Pages() <-chan *backfill.Page { return e.bf.pages }
-
-// Register keeps a page read by a worker until its marker message arrives;
+// register keeps a page read by a worker until its marker message arrives;
 // a withdrawn page (its marker could not be written: it is read again) is
 // let go.
-func (e *Engine) Register(p *backfill.Page) {
+func (b *backfills) register(p *backfill.Page) {
 	if p.Withdrawn {
-		if q := e.bf.pending[p.ID]; q != nil {
-			delete(e.bf.pending, p.ID)
+		if q := b.pending[p.ID]; q != nil {
+			delete(b.pending, p.ID)
 			close(q.Applied)
 		}
 		return
 	}
-	e.bf.pending[p.ID] = p
+	b.pending[p.ID] = p
+}
+
+// deferUntilSlot makes the backfills started from now on wait for
+// startDeferred.
+func (b *backfills) deferUntilSlot() { b.deferred.on = true }
+
+// cleanup has the batches of the backfills that d gave up cancelled and
+// deleted at their providers.
+func (b *backfills) cleanup(ctx context.Context, d rules.Diff) { b.cleaner.Start(d.BatchAPIs) }
+
+// running reports whether a backfill worker of rule name runs.
+func (b *backfills) running(name string) bool {
+	_, ok := b.workers[name]
+	return ok
 }
 
 // startBackfill starts or resumes the backfill of r, unless it is done for
 // what r computes (its fingerprint). While the engine defers (at the first
 // start, before the slot exists), it only records r.
-func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
-	if e.bf.deferring {
-		e.bf.deferred = append(e.bf.deferred, r)
+func (b *backfills) start(ctx context.Context, r *rules.Rule) error {
+	if b.deferred.on {
+		b.deferred.rules = append(b.deferred.rules, r)
 		return nil
 	}
-	if wait, err := e.newSource(ctx, r); wait || err != nil {
+	if wait, err := b.sources.newSource(ctx, r); wait || err != nil {
 		return err // it starts at the marker of its new source table
 	}
-	src, tgt, err := e.conns.Conns(ctx)
+	src, tgt, err := b.conns.Conns(ctx)
 	if err != nil {
 		return err
 	}
-	b, found, err := state.LoadBackfill(ctx, tgt, r.Name)
+	st, found, err := state.LoadBackfill(ctx, tgt, r.Name)
 	if err != nil {
 		return err
 	}
-	last, stop := b.LastKey, b.StopKey
+	last, stop := st.LastKey, st.StopKey
 	switch {
-	case found && b.State == value.BackfillDone && r.Done(b.Fingerprint):
-		if b.Fingerprint != r.Fingerprint { // stored before versions were recorded
-			return state.Refingerprint(ctx, tgt, r.Name, b.Fingerprint, r.Fingerprint)
+	case found && st.State == value.BackfillDone && r.Done(st.Fingerprint):
+		if st.Fingerprint != r.Fingerprint { // stored before versions were recorded
+			return state.Refingerprint(ctx, tgt, r.Name, st.Fingerprint, r.Fingerprint)
 		}
 		return nil
-	case found && b.Fingerprint == r.Fingerprint:
-		e.log.Info("backfill resumed", "rule", r.Name, "after", string(last))
+	case found && st.Fingerprint == r.Fingerprint:
+		b.log.Info("backfill resumed", "rule", r.Name, "after", string(last))
 	default:
 		// Rows beyond the greatest key of now are new: the stream has them.
 		last, stop = nil, nil
@@ -201,71 +224,83 @@ func (e *Engine) startBackfill(ctx context.Context, r *rules.Rule) error {
 			return err
 		}
 		if stop == nil { // an empty table: nothing to do
-			e.log.Info("backfill done", "rule", r.Name, "rows", 0)
+			b.log.Info("backfill done", "rule", r.Name, "rows", 0)
 			return nil
 		}
-		e.log.Info("backfill started", "rule", r.Name, "source", r.Source.String(), "up_to", string(stop))
+		b.log.Info("backfill started", "rule", r.Name, "source", r.Source.String(), "up_to", string(stop))
 	}
-	e.stopBackfill(r.Name) // one worker per rule, also after a reload that failed half-way
-	e.bf.since.begin(r.Name, r.Source.OID)
-	bctx, cancel := context.WithCancel(e.bf.ctx)
-	e.bf.workers[r.Name] = cancel
+	b.stop(r.Name) // one worker per rule, also after a reload that failed half-way
+	b.since.begin(r.Name, r.Source.OID)
 	var nonce [16]byte
 	rand.Read(nonce[:])
 	run := hex.EncodeToString(nonce[:])
-	e.bf.runs[r.Name] = run
-	w := backfill.NewWorker(e.log, backfill.NewPages(e.bf.srcDSN, e.bf.tgtDSN), e.handPage, run)
+	b.runs[r.Name] = run
+	w := backfill.NewWorker(b.log, backfill.NewPages(b.dsn.Source, b.dsn.Target), b.handPage, run)
+	stopped, halt := context.WithCancel(context.Background())
+	b.workers[r.Name] = halt
+	job := func(ctx context.Context) { w.Work(ctx, r, last, stop) }
 	if r.Fn.BatchAPI() != nil {
-		d := backfill.BatchDeps{SourceDSN: e.bf.srcDSN, TargetDSN: e.bf.tgtDSN}
-		if e.calls.Daily != nil {
-			d.Daily = e.calls.Daily
+		d := backfill.BatchDeps{SourceDSN: b.dsn.Source, TargetDSN: b.dsn.Target}
+		if b.cost.Daily != nil {
+			d.Daily = b.cost.Daily
 		}
-		if e.calls.Budget != nil {
-			d.Budget = e.calls.Budget
+		if b.cost.Budget != nil {
+			d.Budget = b.cost.Budget
 		}
-		go backfill.Batch(bctx, e.log, w, r, last, stop, d)
-		return nil
+		job = func(ctx context.Context) { backfill.Batch(ctx, b.log, w, r, last, stop, d) }
 	}
-	go w.Work(bctx, r, last, stop)
+	b.spawn.Go("backfill of "+r.Name, func(ctx context.Context) error {
+		ctx, cancel := until(ctx, stopped)
+		defer cancel()
+		job(ctx)
+		return nil
+	})
 	return nil
 }
 
-// StartDeferred starts the backfills deferred until the slot existed.
-func (e *Engine) StartDeferred(ctx context.Context) error {
-	e.bf.deferring = false
-	for _, r := range e.bf.deferred {
-		if e.rules.set.Named(r.Name) == r {
-			if err := e.startBackfill(ctx, r); err != nil {
+// until returns ctx, ended also when stopped ends.
+func until(ctx, stopped context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(stopped, cancel)
+	return ctx, func() { unhook(); cancel() }
+}
+
+// startDeferred starts the backfills deferred until the slot existed.
+func (b *backfills) startDeferred(ctx context.Context) error {
+	rs := b.deferred.rules
+	b.deferred = deferral{}
+	for _, r := range rs {
+		if b.rules.set.Named(r.Name) == r {
+			if err := b.start(ctx, r); err != nil {
 				return err
 			}
 		}
 	}
-	e.bf.deferred = nil
-	e.bf.cleaner.Start(nil) // what starting them over gave up
+	b.cleaner.Start(nil) // what starting them over gave up
 	return nil
 }
 
 // stopBackfill stops the backfill worker of a rule, if one runs.
-func (e *Engine) stopBackfill(name string) {
-	if cancel, ok := e.bf.workers[name]; ok {
+func (b *backfills) stop(name string) {
+	if cancel, ok := b.workers[name]; ok {
 		cancel()
-		delete(e.bf.workers, name)
+		delete(b.workers, name)
 	}
-	delete(e.bf.runs, name)
-	e.bf.since.end(name)
-	delete(e.bf.rows, name)
-	for id, p := range e.bf.pending { // its pages are never applied
+	delete(b.runs, name)
+	b.since.end(name)
+	delete(b.rows, name)
+	for id, p := range b.pending { // its pages are never applied
 		if p.Rule == name {
-			delete(e.bf.pending, id)
+			delete(b.pending, id)
 			close(p.Applied)
 		}
 	}
 }
 
 // handPage hands a worker's page to the engine's goroutine.
-func (e *Engine) handPage(ctx context.Context, p *backfill.Page) error {
+func (b *backfills) handPage(ctx context.Context, p *backfill.Page) error {
 	select {
-	case e.bf.pages <- p:
+	case b.pages <- p:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -275,96 +310,63 @@ func (e *Engine) handPage(ctx context.Context, p *backfill.Page) error {
 // page applies the backfill page whose marker message m is, inside m's
 // transaction: the rows as if inserted — except those whose version the
 // engine streamed itself — and the progress.
-func (e *Engine) page(ctx context.Context, m *replication.Message) error {
+func (b *backfills) page(ctx context.Context, m *replication.Message) error {
 	var marker struct{ Page string }
 	if json.Unmarshal(m.Content, &marker) != nil {
 		return nil
 	}
-	p := e.bf.pending[marker.Page]
+	p := b.pending[marker.Page]
 	if p == nil {
 		return nil // a page of an earlier run or of a stopped backfill
 	}
-	delete(e.bf.pending, marker.Page)
+	delete(b.pending, marker.Page)
 	defer close(p.Applied)
-	r := e.rules.set.Named(p.Rule)
-	if r == nil || r.Fingerprint != p.Fingerprint || e.bf.runs[p.Rule] != p.Run {
+	r := b.rules.set.Named(p.Rule)
+	if r == nil || r.Fingerprint != p.Fingerprint || b.runs[p.Rule] != p.Run {
 		return nil // the rule changed, went away or started again; its new backfill covers it
 	}
 	rows := p.Rows
-	if e.bf.since.truncatedSince(r.Name) {
+	if b.since.truncatedSince(r.Name) {
 		// The table was truncated since the backfill started: what the
 		// page read before is gone, and every row since is streamed.
 		rows = nil
 	}
 	lane := r.Target.Name()
 	for i, row := range rows {
-		pos, ok := e.admit(lane, i)
-		if !ok || e.bf.since.streamedSince(r.Name, row.KeyJSON) {
+		pos, ok := b.out.admit(lane, i)
+		if !ok || b.since.streamedSince(r.Name, row.KeyJSON) {
 			continue
 		}
-		it, err := e.resultItem(ctx, r, row, false, false)
+		it, err := b.res.resultItem(ctx, r, row, false, false)
 		if err != nil {
 			return err
 		}
 		it.LSN = m.LSN
-		if err := e.emit(ctx, pos, it); err != nil {
+		if err := b.out.emit(ctx, pos, it); err != nil {
 			return err
 		}
 	}
-	if pos, ok := e.admit(lane, len(p.Rows)); ok {
-		err := e.emit(ctx, pos, work.Item{Kind: work.Backfill, Rule: r, Dest: work.Dest{Target: r.Target}, Progress: state.BackfillProgress{
+	if pos, ok := b.out.admit(lane, len(p.Rows)); ok {
+		err := b.out.emit(ctx, pos, work.Item{Kind: work.Backfill, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Progress: state.BackfillProgress{
 			Rule: r.Name, Fingerprint: r.Fingerprint, LastKey: p.LastKey, Rows: len(p.Rows), Done: p.Done,
 			Batch: r.Fn.BatchAPI() != nil, Part: p.Part, PartDone: p.PartDone}})
 		if err != nil {
 			return err
 		}
 	}
-	pr := e.bf.rows[r.Name]
+	pr := b.rows[r.Name]
 	if pr == nil {
 		pr = &progress{logged: time.Now()}
-		e.bf.rows[r.Name] = pr
+		b.rows[r.Name] = pr
 	}
 	pr.rows += len(p.Rows)
 	if now := time.Now(); !p.Done && now.Sub(pr.logged) >= progressEvery {
 		pr.logged = now
-		e.log.Info("backfill progress", "rule", r.Name, "rows", pr.rows, "last_key", string(p.LastKey))
+		b.log.Info("backfill progress", "rule", r.Name, "rows", pr.rows, "last_key", string(p.LastKey))
 	}
 	if p.Done {
-		e.log.Info("backfill pages read", "rule", r.Name, "rows", pr.rows)
-		e.stopBackfill(r.Name)
+		b.log.Info("backfill pages read", "rule", r.Name, "rows", pr.rows)
+		b.stop(r.Name)
 	}
 	return nil
-}
-
-// resultItem starts the function call of a row read from the source.
-// fresh: see calls.Caller.Start; replay: the row was parked (see
-// calls.Caller.Replay).
-func (e *Engine) resultItem(ctx context.Context, r *rules.Rule, row backfill.Row, fresh, replay bool) (work.Item, error) {
-	it := work.Item{Kind: work.Result, Rule: r, Dest: work.Dest{Target: r.Target, SourceTable: r.Source.String()}, Row: work.Row{Key: row.Key, JSON: row.KeyJSON}}
-	if r.Template != nil {
-		e.memo.set(r.Name, row.KeyJSON, row.Prompt)
-	}
-	switch {
-	case row.Over:
-		// Not fetched: a too_large errors row, with the length and head.
-		it.Call = work.Failed(r.Fn.TooLarge(row.Size, row.Head), row.Size, row.Head)
-	case row.Valid:
-		var err error
-		var look *cost.Lookup
-		if !row.Unstored && !e.lanes.Rows().Busy(r.Target.Name(), row.KeyJSON) {
-			look = &cost.Lookup{KeyJSON: row.KeyJSON, Key: row.Key}
-		}
-		if it.Call = e.calls.Answered(r, row.Img, row.Prompt, row.Answer, look); it.Call != nil { // a batch answer
-			break
-		}
-		if replay {
-			it.Call, err = e.calls.Replay(ctx, r, look, row.Img, row.Prompt)
-		} else {
-			it.Call, err = e.calls.Start(ctx, r, look, row.Img, row.Prompt, fresh)
-		}
-		if err != nil {
-			return work.Item{}, err
-		}
-	}
-	return it, nil
 }

@@ -1,13 +1,17 @@
 package engine
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/pgimageai/pgimageai/bridge/calls"
+)
 
 // TestBackfillsClock: a backfill leaves to the stream only the rows the
 // stream changed after the backfill started, drops its pages only after a
 // truncate since then, and nothing is kept of a table once no backfill of
 // it runs — however the backfills ended.
 func TestBackfillsClock(t *testing.T) {
-	bf := newBackfills("", "", t.Context())
+	bf := newBackfills(&base{}, nil, calls.Cost{})
 	b := &bf.since
 	k1, k2 := []byte(`{"id": 1}`), []byte(`{"id": 2}`)
 	b.touch(7, k1) // no backfill of table 7 yet: nothing kept
@@ -56,11 +60,11 @@ func TestBackfillsClock(t *testing.T) {
 // TestStopBackfillForgets: a backfill stopped before its end (its rule
 // changed or deleted) leaves neither its progress nor its table's keys.
 func TestStopBackfillForgets(t *testing.T) {
-	e := &Engine{bf: newBackfills("", "", t.Context())}
+	e := &Engine{bf: newBackfills(&base{}, nil, calls.Cost{})}
 	e.bf.since.begin("a", 7)
 	e.bf.since.touch(7, []byte(`{"id": 1}`))
 	e.bf.rows["a"] = &progress{rows: 10}
-	e.stopBackfill("a")
+	e.bf.stop("a")
 	if len(e.bf.rows) != 0 || len(e.bf.since.seen) != 0 || len(e.bf.since.started) != 0 {
 		t.Errorf("kept after the stop: rows %d, seen %d, started %d", len(e.bf.rows), len(e.bf.since.seen), len(e.bf.since.started))
 	}

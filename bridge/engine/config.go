@@ -6,8 +6,41 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/pgimageai/pgimageai/bridge/rules"
 )
+
+// What a configuration change means: the rules reloaded (a reload returns a
+// diff), and the diff applied — the new rules from the next change on, the
+// backfills of changed and removed rules stopped, those of new and changed
+// rules started, the side work of switches followed.
+
+// backfiller starts and stops the backfills of rules (backfills.go).
+type backfiller interface {
+	start(ctx context.Context, r *rules.Rule) error
+	stop(name string)
+	deferUntilSlot()
+	cleanup(ctx context.Context, d rules.Diff)
+}
+
+// sideWork follows the rules' version switches (switch.go).
+type sideWork interface {
+	switched(name string) bool
+	follow(ctx context.Context, d rules.Diff) error
+}
+
+// configs applies the configuration changes that the WAL shows at their
+// commit, and checks the rules again when asked.
+type configs struct {
+	*base
+	bf backfiller
+	sw sideWork
+	// recheck: every rule is to be compiled again at the next Recheck,
+	// not only the invalid ones (see RecheckNow); forced is when RecheckNow
+	// last did.
+	recheck bool
+	forced  time.Time
+}
 
 // Load makes the engine follow the configuration as rules.Live has it
 // loaded: the rule set, the publication, the invalid_rule rows. The
@@ -15,20 +48,20 @@ import (
 // are read only once the slot exists (pgoutput refuses to decode from
 // before its publication existed, so the publication goes first).
 func (e *Engine) Load(ctx context.Context) error {
-	e.bf.deferring = true
-	return e.reload(ctx)
+	e.bf.deferUntilSlot()
+	return e.cfg.reload(ctx)
 }
 
 // reload reloads the rules and applies the diff, once.
-func (e *Engine) reload(ctx context.Context) error {
-	d, err := e.rules.live.Reload(ctx, e.configTables())
+func (c *configs) reload(ctx context.Context) error {
+	d, err := c.rules.live.Reload(ctx, []uint32{c.rules.tables.Rules, c.rules.tables.Models})
 	if err != nil {
 		return err
 	}
-	if err := e.apply(ctx, d); err != nil {
+	if err := c.apply(ctx, d); err != nil {
 		return err
 	}
-	e.rules.live.Accept(d)
+	c.rules.live.Accept(d)
 	return nil
 }
 
@@ -37,11 +70,11 @@ func (e *Engine) reload(ctx context.Context) error {
 // write for want of a privilege, and compiling the rules finds which ones
 // (invalid_rule, with the GRANT to run).
 func (e *Engine) RecheckNow(ctx context.Context) error {
-	e.rules.recheck = true
-	if time.Since(e.rules.forced) < forcedEvery {
+	e.cfg.recheck = true
+	if time.Since(e.cfg.forced) < forcedEvery {
 		return nil // at the next Recheck
 	}
-	e.rules.forced = time.Now()
+	e.cfg.forced = time.Now()
 	return e.Recheck(ctx)
 }
 
@@ -49,94 +82,88 @@ func (e *Engine) RecheckNow(ctx context.Context) error {
 // refused for want of a privilege asks again at every write it retries.
 const forcedEvery = 5 * time.Second
 
-// configTables returns the OIDs of pgimageai.rules and pgimageai.models.
-func (e *Engine) configTables() []uint32 {
-	return []uint32{e.rules.tables.Rules, e.rules.tables.Models}
-}
-
 // apply makes the engine follow a reload's diff: the new rules from the next
 // change on, the backfills of changed and removed rules stopped, those of
 // new and changed rules started.
-func (e *Engine) apply(ctx context.Context, d rules.Diff) error {
-	old := e.rules.set
+func (c *configs) apply(ctx context.Context, d rules.Diff) error {
+	old := c.rules.set
 	if old == nil {
 		old = rules.NewSet(nil)
 	}
-	e.swap(d.Set)
+	c.rules.swap(d.Set)
 	for _, name := range d.Stop {
-		e.stopBackfill(name)
+		c.bf.stop(name)
 		if d.Set.Named(name) == nil { // deleted, disabled or invalid, not changed
-			e.metrics.ForgetRule(name)
+			c.metrics.ForgetRule(name)
 		}
 		// The lane of a target no rule writes any more stops once it has
 		// written what it holds.
 		if r := old.Named(name); r != nil && len(d.Set.ForTarget(r.Target.Name())) == 0 {
-			e.lanes.Retire(r.Target.Name())
+			c.lanes.Retire(r.Target.Name())
 		}
 	}
 	now := d.Set.Models()
 	for m := range old.Models() {
 		if !now[m] {
-			e.metrics.ForgetModel(m)
+			c.metrics.ForgetModel(m)
 		}
 	}
 	for _, r := range d.Start {
-		e.metrics.Known(r.Name, r.Model)
-		if e.sw.switched[r.Name] {
+		c.metrics.Known(r.Name, r.Model)
+		if c.sw.switched(r.Name) {
 			continue // its rows are the side rule's, switched: nothing to backfill
 		}
-		if err := e.startBackfill(ctx, r); err != nil {
+		if err := c.bf.start(ctx, r); err != nil {
 			return err
 		}
 	}
-	e.sw.co.Follow(d.Set.Sides())
-	if err := e.drops(ctx, d.Drops); err != nil {
+	if err := c.sw.follow(ctx, d); err != nil {
 		return err
 	}
 	// The batches of the backfills given up above (pgimageai.batch_cleanup)
 	// are cancelled and deleted at their providers.
-	e.bf.cleaner.Start(d.BatchAPIs)
+	c.bf.cleanup(ctx, d)
 	return nil
 }
 
 // reconfigure runs prepare (when set), reloads the rules and applies the
 // diff, retried on fresh connections until it succeeds or ctx ends: no
 // transaction after the change is processed under the old rules.
-func (e *Engine) reconfigure(ctx context.Context, what string, prepare func() error) error {
-	return e.conns.Retrying(ctx, e.log, what, func(_, _ *pgx.Conn) error {
+func (c *configs) reconfigure(ctx context.Context, what string, prepare func() error) error {
+	return c.conns.Retrying(ctx, c.log, what, func(_, _ *pgx.Conn) error {
 		if prepare != nil {
 			if err := prepare(); err != nil {
 				return err
 			}
 		}
-		return e.reload(ctx)
+		return c.reload(ctx)
 	})
 }
 
 // commit applies the configuration changes of t, a transaction at its
 // commit, and reloads the rules.
-func (e *Engine) commit(ctx context.Context, t *openTxn) error {
-	if err := e.rules.live.Apply(e.typeMap, t.config, t.final); err != nil {
+func (c *configs) commit(ctx context.Context, t *openTxn) error {
+	if err := c.rules.live.Apply(c.typeMap, t.config, t.final); err != nil {
 		return err
 	}
-	return e.reconfigure(ctx, fmt.Sprintf("applying the configuration change at %s", t.final), nil)
+	return c.reconfigure(ctx, fmt.Sprintf("applying the configuration change at %s", t.final), nil)
 }
 
 // misfit makes rules invalid_rule at this WAL position, where their table
 // stopped fitting them, and reloads, so that the other rules go on.
-func (e *Engine) misfit(ctx context.Context, why map[string]string) error {
-	e.rules.live.Misfit(why)
-	return e.reconfigure(ctx, "invalidating rules after a schema change", nil)
+func (c *configs) misfit(ctx context.Context, why map[string]string) error {
+	c.rules.live.Misfit(why)
+	return c.reconfigure(ctx, "invalidating rules after a schema change", nil)
 }
 
 // Rebackfill backfills the rules of lane from the start after its target
 // table was dropped and made again (apply's repair): whatever it held is
 // gone.
 func (e *Engine) Rebackfill(ctx context.Context, lane string) error {
-	return e.reconfigure(ctx, "re-creating target "+lane, func() error {
-		names, err := e.rules.live.Forget(ctx, lane)
+	return e.cfg.reconfigure(ctx, "re-creating target "+lane, func() error {
+		names, err := e.b.rules.live.Forget(ctx, lane)
 		for _, name := range names {
-			e.stopBackfill(name)
+			e.bf.stop(name)
 		}
 		return err
 	})
@@ -150,20 +177,50 @@ func (e *Engine) Rebackfill(ctx context.Context, lane string) error {
 // A failure here (the target or source briefly unreachable) is logged and
 // the check repeated next time; it never stops the bridge.
 func (e *Engine) Recheck(ctx context.Context) error {
-	if e.pos.open != nil || !e.rules.live.HasInvalid() && !e.rules.recheck && !e.rules.live.Pending() {
+	c := e.cfg
+	if e.b.out.open != nil || !c.rules.live.HasInvalid() && !c.recheck && !c.rules.live.Pending() {
 		return nil
 	}
-	forced := e.rules.recheck
-	e.rules.recheck = false
-	restore := e.rules.live.Recheck()
-	if err := e.reload(ctx); err != nil {
+	forced := c.recheck
+	c.recheck = false
+	restore := c.rules.live.Recheck()
+	if err := c.reload(ctx); err != nil {
 		restore() // so that the next check runs again
-		e.rules.recheck = forced
+		c.recheck = forced
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		e.conns.Close(ctx) // on fresh sessions
-		e.log.Warn("checking invalid rules again failed; retrying at the next check", "err", err)
+		c.conns.Close(ctx) // on fresh sessions
+		c.log.Warn("checking invalid rules again failed; retrying at the next check", "err", err)
+	}
+	return nil
+}
+
+// Revalidate checks the replica identities of the followed tables
+// (rules.Live.Revalidate): a table whose identity changed is synced in the
+// publication at once — taken out when its identity no longer carries a
+// key, so that the application's UPDATEs and DELETEs never fail for the
+// bridge's sake — and its rules are compiled again at once or, inside a
+// source transaction, at the next Revalidate or Recheck, reporting those
+// that no longer fit.
+//
+// A failure (the source briefly unreachable) is logged and the check
+// repeated next time; it never stops the bridge.
+func (e *Engine) Revalidate(ctx context.Context) error {
+	changed, err := e.b.rules.live.Revalidate(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e.b.conns.Close(ctx) // on fresh sessions
+		e.b.log.Warn("checking the followed tables' replica identities failed; retrying at the next check", "err", err)
+		return nil
+	}
+	if len(changed) > 0 {
+		e.cfg.recheck = true
+	}
+	if e.cfg.recheck {
+		return e.Recheck(ctx)
 	}
 	return nil
 }

@@ -13,9 +13,8 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	plain := &rules.Rule{Name: "plain", ImageColumn: "img", Prompt: "Describe."}
-	tpl := &rules.Rule{Name: "tpl", ImageColumn: "img", Prompt: "Describe {{title}} by {{author}}.",
-		Template: mustTemplate(t, "Describe {{title}} by {{author}}.", "title", "author")}
+	plain := &rules.Rule{Config: rules.Config{Name: "plain", ImageColumn: "img", Prompt: "Describe."}}
+	tpl := &rules.Rule{Config: rules.Config{Name: "tpl", ImageColumn: "img", Prompt: "Describe {{title}} by {{author}}."}, Template: mustTemplate(t, "Describe {{title}} by {{author}}.", "title", "author")}
 
 	png := []byte{0x89, 'P', 'N', 'G'}
 	bin := func(b []byte) replication.Value { return replication.Value{Kind: replication.Binary, Data: b} }
@@ -139,8 +138,7 @@ func TestDecide(t *testing.T) {
 // TestDecideFetchDoesNotAlias checks that the columns to fetch are a new
 // slice: appending the image column must not write into the change's.
 func TestDecideFetchDoesNotAlias(t *testing.T) {
-	tpl := &rules.Rule{Name: "tpl", ImageColumn: "img",
-		Template: mustTemplate(t, "{{a}} {{b}} {{c}}", "a", "b", "c")}
+	tpl := &rules.Rule{Config: rules.Config{Name: "tpl", ImageColumn: "img"}, Template: mustTemplate(t, "{{a}} {{b}} {{c}}", "a", "b", "c")}
 	unchanged := make([]string, 2, 8)
 	copy(unchanged, []string{"a", "b"})
 	c := rowChange{op: replication.Update, image: replication.Value{Kind: replication.Unchanged}, values: map[string]string{"c": "x"}, unchanged: unchanged}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgimageai/pgimageai/bridge/backfill"
+	"github.com/pgimageai/pgimageai/bridge/cost"
+	"github.com/pgimageai/pgimageai/bridge/park"
 	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/state"
@@ -23,11 +25,23 @@ type retryFilter struct {
 	Key    string
 }
 
-// retryRequest handles a row inserted into pgimageai.retry_requests, which
+// rereads reprocesses source rows at a WAL position: those of an
+// operator's retry request (retry.go) and parked rows sent again (unpark.go).
+type rereads struct {
+	*base
+	res    *results
+	daily  *cost.Daily
+	parked *park.Drainer // whose markers place pages of parked rows; nil = none
+	// budgets is set when a UTC day began: the rows refused for a spent
+	// budget are to be retried (see exhausted).
+	budgets bool
+}
+
+// request handles a row inserted into pgimageai.retry_requests, which
 // `pgimageai retry` writes: only roles granted INSERT on it (operators) can
 // ask the bridge to pay for calls again.
-func (e *Engine) retryRequest(ctx context.Context, ch *replication.Change) error {
-	r := replication.TupleReader{M: e.typeMap, Rel: ch.Relation, T: ch.New}
+func (x *rereads) request(ctx context.Context, ch *replication.Change) error {
+	r := replication.TupleReader{M: x.typeMap, Rel: ch.Relation, T: ch.New}
 	var f retryFilter
 	var err error
 	if f.Rule, err = r.Text("rule"); err != nil {
@@ -49,7 +63,7 @@ func (e *Engine) retryRequest(ctx context.Context, ch *replication.Change) error
 			f.Key = string(b)
 		}
 	}
-	return e.retry(ctx, f, ch.LSN)
+	return x.retry(ctx, f, ch.LSN)
 }
 
 // retryChunk is how many error keys one retry query is given; each query
@@ -66,9 +80,9 @@ const retryChunk = 1000
 // too_large row), each page routed before the next is read. Every key has a
 // fixed position (its number in the list), so a page read again after a
 // failure routes nothing twice.
-func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) error {
+func (x *rereads) retry(ctx context.Context, f retryFilter, lsn replication.LSN) error {
 	var batches []state.RuleKeys
-	err := e.conns.Retrying(ctx, e.log, "reading the errors to retry", func(_, tgt *pgx.Conn) error {
+	err := x.conns.Retrying(ctx, x.log, "reading the errors to retry", func(_, tgt *pgx.Conn) error {
 		var err error
 		if f.Key != "" {
 			batches, err = state.RetryRowKeys(ctx, tgt, f.Rule, f.Key)
@@ -82,7 +96,7 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 	}
 	n, sub := 0, 0
 	for _, b := range batches {
-		r := e.rules.set.Named(b.Rule)
+		r := x.rules.set.Named(b.Rule)
 		if r == nil {
 			sub += len(b.Keys)
 			continue // not running: its errors wait for the rule to be fixed
@@ -97,10 +111,8 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 			// ordinal upTo (exclusive): their rows are gone.
 			emitMissing := func(upTo int) error {
 				for ; next+1 < upTo; next++ {
-					if pos, ok := e.admit(lane, base+next); ok {
-						if err := e.emit(ctx, pos, work.Item{Kind: work.Resolve, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: chunk[next]}}); err != nil {
-							return err
-						}
+					if err := x.out.place(ctx, base+next, work.Item{Kind: work.Resolve, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: chunk[next]}}); err != nil {
+						return err
 					}
 				}
 				return nil
@@ -109,7 +121,7 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 			for {
 				var rows []backfill.Row
 				var total int
-				err := e.conns.Retrying(ctx, e.log, "reading the rows to retry", func(src, _ *pgx.Conn) error {
+				err := x.conns.Retrying(ctx, x.log, "reading the rows to retry", func(src, _ *pgx.Conn) error {
 					var err error
 					rows, total, err = backfill.ReadPage(ctx, src, r, backfill.ByKeysSQL(r), string(keys), after)
 					return err
@@ -122,16 +134,16 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 						return err
 					}
 					next = int(row.Ord)
-					pos, ok := e.admit(lane, base+int(row.Ord)-1)
+					pos, ok := x.out.admit(lane, base+int(row.Ord)-1)
 					if !ok {
 						continue
 					}
-					it, err := e.resultItem(ctx, r, row, true, false)
+					it, err := x.res.resultItem(ctx, r, row, true, false)
 					if err != nil {
 						return err
 					}
 					it.LSN = lsn
-					if err := e.emit(ctx, pos, it); err != nil {
+					if err := x.out.emit(ctx, pos, it); err != nil {
 						return err
 					}
 					n++
@@ -149,36 +161,36 @@ func (e *Engine) retry(ctx context.Context, f retryFilter, lsn replication.LSN) 
 			sub += len(chunk)
 		}
 	}
-	e.log.Info("retry", "lsn", lsn.String(), "rule", f.Rule, "reason", f.Reason, "one_row", f.Key != "", "rows", n)
+	x.log.Info("retry", "lsn", lsn.String(), "rule", f.Rule, "reason", f.Reason, "one_row", f.Key != "", "rows", n)
 	return nil
 }
 
-// RetryExhausted asks, once a new UTC day began, for a retry of the rows
+// exhausted asks, once a new UTC day began, for a retry of the rows
 // refused for a spent budget: a row of pgimageai.retry_requests, so that the
 // retry happens at a WAL position like an operator's. A failure is tried
 // again at the next check.
-func (e *Engine) RetryExhausted(ctx context.Context) {
-	if e.calls.Daily.NewDay() {
-		e.retryBudgets = true
+func (x *rereads) exhausted(ctx context.Context) {
+	if x.daily.NewDay() {
+		x.budgets = true
 	}
-	if !e.retryBudgets {
+	if !x.budgets {
 		return
 	}
-	src, tgt, err := e.conns.Conns(ctx)
+	src, tgt, err := x.conns.Conns(ctx)
 	if err != nil {
-		e.log.Warn("retrying the rows refused for a spent budget failed; trying again at the next check", "err", err)
+		x.log.Warn("retrying the rows refused for a spent budget failed; trying again at the next check", "err", err)
 		return
 	}
 	n, err := state.CountRetryable(ctx, tgt, "", functions.BudgetExhausted)
 	if err == nil && n > 0 {
 		_, err = state.RequestRetry(ctx, src, "", functions.BudgetExhausted)
 		if err == nil {
-			e.log.Info("a new UTC day: retrying the rows refused for a spent budget", "rows", n)
+			x.log.Info("a new UTC day: retrying the rows refused for a spent budget", "rows", n)
 		}
 	}
 	if err != nil {
-		e.log.Warn("retrying the rows refused for a spent budget failed; trying again at the next check", "err", err)
+		x.log.Warn("retrying the rows refused for a spent budget failed; trying again at the next check", "err", err)
 		return
 	}
-	e.retryBudgets = false
+	x.budgets = false
 }

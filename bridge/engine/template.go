@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
+	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/replication"
 )
 
@@ -17,7 +18,7 @@ import (
 // value is cut after limit+1 bytes: the prompt it renders is then over
 // max_prompt_bytes (a too_large row, functions.CheckPrompt) whatever the
 // rest, and holds no more than that per column.
-func (e *Engine) templateValues(rel *replication.Relation, t replication.Tuple, tpl *rules.Template, limit int64) (map[string]string, []string, error) {
+func (b *base) templateValues(rel *replication.Relation, t replication.Tuple, tpl *rules.Template, limit int64) (map[string]string, []string, error) {
 	vals := map[string]string{}
 	var unchanged []string
 	for _, name := range tpl.Columns() {
@@ -29,11 +30,11 @@ func (e *Engine) templateValues(rel *replication.Relation, t replication.Tuple, 
 			unchanged = append(unchanged, name)
 			continue
 		}
-		v, err := replication.DecodeValue(e.typeMap, rel.Columns[i], t[i])
+		v, err := replication.DecodeValue(b.typeMap, rel.Columns[i], t[i])
 		if err != nil {
 			return nil, nil, fmt.Errorf("column %s: %w", name, err)
 		}
-		if vals[name], err = rules.TextOf(e.typeMap, rel.Columns[i].TypeOID, v); err != nil {
+		if vals[name], err = rules.TextOf(b.typeMap, rel.Columns[i].TypeOID, v); err != nil {
 			return nil, nil, fmt.Errorf("column %s: %w", name, err)
 		}
 		if int64(len(vals[name])) > limit {
@@ -60,17 +61,17 @@ type fetched struct {
 // row no longer exists. An image over the model's max_image_bytes is not
 // read (fetched.over): the statement returns its length and first bytes
 // only, as a backfill page does.
-func (e *Engine) fetch(ctx context.Context, r *rules.Rule, keyJSON []byte, columns []string) (*fetched, error) {
+func (b *base) fetch(ctx context.Context, r *rules.Rule, keyJSON []byte, columns []string) (*fetched, error) {
 	var out *fetched
-	err := e.conns.Retrying(ctx, e.log, "reading unchanged TOAST values", func(src, _ *pgx.Conn) error {
+	err := b.conns.Retrying(ctx, b.log, "reading unchanged TOAST values", func(src, _ *pgx.Conn) error {
 		var err error
-		out, err = e.fetchOnce(ctx, src, r, keyJSON, columns)
+		out, err = b.fetchOnce(ctx, src, r, keyJSON, columns)
 		return err
 	})
 	return out, err
 }
 
-func (e *Engine) fetchOnce(ctx context.Context, src *pgx.Conn, r *rules.Rule, keyJSON []byte, columns []string) (*fetched, error) {
+func (b *base) fetchOnce(ctx context.Context, src *pgx.Conn, r *rules.Rule, keyJSON []byte, columns []string) (*fetched, error) {
 	var sk, kk, sel []string
 	for _, k := range r.KeyColumns {
 		name := pgx.Identifier{k.Name}.Sanitize()
@@ -119,6 +120,32 @@ func (e *Engine) fetchOnce(ctx context.Context, src *pgx.Conn, r *rules.Rule, ke
 		i++
 	}
 	return out, nil
+}
+
+// fetchRow reads what decide asked for (columns) of r's source row: the
+// template's unchanged columns (as text) and the image. gone reports a row
+// deleted since (its DELETE follows).
+func (b *base) fetchRow(ctx context.Context, r *rules.Rule, row work.Row, unchanged, columns []string) (*fetchedRow, bool, error) {
+	f, err := b.fetch(ctx, r, row.JSON, columns)
+	if err != nil || f == nil {
+		return nil, f == nil && err == nil, err
+	}
+	out := &fetchedRow{values: map[string]string{}}
+	for _, name := range unchanged {
+		col, _ := r.Source.Column(name)
+		if out.values[name], err = rules.TextOf(b.typeMap, col.TypeOID, f.values[name]); err != nil {
+			return nil, false, err
+		}
+	}
+	switch img, ok := f.values[r.ImageColumn].([]byte); {
+	case f.over:
+		out.over = &oversized{size: f.size, head: f.head}
+	case ok:
+		out.image = img
+	default:
+		out.imageNull = true
+	}
+	return out, false, nil
 }
 
 // promptMemo remembers the last prompt digest per rule and row, so that an

@@ -44,7 +44,7 @@ INSERT INTO public.photos VALUES (1, '\x89504e470d0a1a0a' || pg_catalog.decode(p
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rules.Rule{Name: "r", Source: table, ImageColumn: "img", Fn: f, KeyColumns: []sink.KeyColumn{{Name: "id", TypeOID: 23}}}
+	r := &rules.Rule{Config: rules.Config{Name: "r", ImageColumn: "img"}, Source: table, Fn: f, KeyColumns: []sink.KeyColumn{{Name: "id", TypeOID: 23}}}
 	png := []byte{0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a}
 	tests := []struct {
 		name     string
@@ -57,7 +57,7 @@ INSERT INTO public.photos VALUES (1, '\x89504e470d0a1a0a' || pg_catalog.decode(p
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := (&Engine{}).fetchOnce(ctx, conn, r, []byte(tt.key), []string{"title", "img"})
+			got, err := (&base{}).fetchOnce(ctx, conn, r, []byte(tt.key), []string{"title", "img"})
 			if err != nil {
 				t.Fatal(err)
 			}

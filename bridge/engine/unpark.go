@@ -20,15 +20,15 @@ import (
 // change after the marker comes after it in its lane. A row gone since has
 // its parked row deleted. The page is one rule's rows (the first rows after
 // the page's seq that are of the same rule), in order of arrival.
-func (e *Engine) unpark(ctx context.Context, m *replication.Message) error {
-	p, ok := e.parked.Take(m.Content)
+func (x *rereads) unpark(ctx context.Context, m *replication.Message) error {
+	p, ok := x.parked.Take(m.Content)
 	if !ok {
 		return nil // not a marker of this run's Drainer
 	}
 	var a park.Applied
 	defer func() { p.Done(a) }()
 	var names []string
-	for name, model := range e.rules.set.RuleModels() {
+	for name, model := range x.rules.set.RuleModels() {
 		if model == p.Model {
 			names = append(names, name)
 		}
@@ -37,7 +37,7 @@ func (e *Engine) unpark(ctx context.Context, m *replication.Message) error {
 		return nil
 	}
 	var page []state.ParkedRow
-	err := e.conns.Retrying(ctx, e.log, "reading the parked rows", func(_, tgt *pgx.Conn) error {
+	err := x.conns.Retrying(ctx, x.log, "reading the parked rows", func(_, tgt *pgx.Conn) error {
 		var err error
 		page, err = state.ParkedPage(ctx, tgt, names, p.After, p.Limit)
 		return err
@@ -50,7 +50,7 @@ func (e *Engine) unpark(ctx context.Context, m *replication.Message) error {
 		n++
 	}
 	page = page[:n]
-	r := e.rules.set.Named(page[0].Rule)
+	r := x.rules.set.Named(page[0].Rule)
 	lane := r.Target.Name()
 	keys := make([]json.RawMessage, len(page))
 	for i, row := range page {
@@ -62,10 +62,8 @@ func (e *Engine) unpark(ctx context.Context, m *replication.Message) error {
 	// (exclusive): their source rows are gone.
 	gone := func(upTo int) error {
 		for ; next+1 < upTo; next++ {
-			if pos, ok := e.admit(lane, next); ok {
-				if err := e.emit(ctx, pos, work.Item{Kind: work.Unpark, Rule: r, Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: page[next].Key}}); err != nil {
-					return err
-				}
+			if err := x.out.place(ctx, next, work.Item{Kind: work.Unpark, Rule: r.Ref(), Dest: work.Dest{Target: r.Target}, Row: work.Row{JSON: page[next].Key}}); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -74,7 +72,7 @@ func (e *Engine) unpark(ctx context.Context, m *replication.Message) error {
 	for {
 		var rows []backfill.Row
 		var total int
-		err := e.conns.Retrying(ctx, e.log, "reading the parked rows' source rows", func(src, _ *pgx.Conn) error {
+		err := x.conns.Retrying(ctx, x.log, "reading the parked rows' source rows", func(src, _ *pgx.Conn) error {
 			var err error
 			rows, total, err = backfill.ReadPage(ctx, src, r, backfill.ByKeysSQL(r), string(list), after)
 			return err
@@ -87,16 +85,16 @@ func (e *Engine) unpark(ctx context.Context, m *replication.Message) error {
 				return err
 			}
 			next = int(row.Ord)
-			pos, ok := e.admit(lane, int(row.Ord)-1)
+			pos, ok := x.out.admit(lane, int(row.Ord)-1)
 			if !ok {
 				continue
 			}
-			it, err := e.resultItem(ctx, r, row, false, true)
+			it, err := x.res.resultItem(ctx, r, row, false, true)
 			if err != nil {
 				return err
 			}
 			it.LSN, it.Replay = m.LSN, true
-			if err := e.emit(ctx, pos, it); err != nil {
+			if err := x.out.emit(ctx, pos, it); err != nil {
 				return err
 			}
 			if it.Call != nil {

@@ -44,6 +44,9 @@ func newNonce() string {
 //     table's results, at a marker in the WAL, before it is backfilled;
 //   - the backfills that `pgimageai reconcile` queued, which start here.
 type watch struct {
+	*base
+	cfg    reloader
+	bf     watchedBackfills
 	shapes map[uint32]catalog.Shape // each source table's, as last seen
 	// picked holds the queued ranges started, so that a range whose
 	// bookkeeping the lane has not written yet is not started twice.
@@ -52,15 +55,27 @@ type watch struct {
 	accepted map[string]uint32
 	pending  map[string]string // new-table markers placed, by nonce: the target table
 	marking  map[string]bool   // target tables with a marker on its way
+	recs     *reconciles
+}
 
-	ctx    context.Context // the workers'; ends with the leadership (StopWatch)
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex                   // guards below, written by the workers
-	runs   map[string]bool              // reconciliations running, by rule
-	again  map[string]reconcile.Options // to run once the running one ended (or failed)
-	scopes map[string][]pgx.Identifier
-	failed map[string]int // failures in a row, by rule
+// reconciles are the reconciliations running on goroutines of their own
+// (through the Spawner), ended by stop.
+type reconciles struct {
+	wg      sync.WaitGroup
+	mu      sync.Mutex                    // guards below, written by the workers
+	stopped bool                          // stop was called: nothing starts
+	cancels map[string]context.CancelFunc // the running ones', by rule
+	runs    map[string]bool               // reconciliations running, by rule
+	again   map[string]reconcile.Options  // to run once the running one ended (or failed)
+	scopes  map[string][]pgx.Identifier
+	failed  map[string]int // failures in a row, by rule
+}
+
+// watchedBackfills is what the watch asks of the backfills (backfills.go).
+type watchedBackfills interface {
+	start(ctx context.Context, r *rules.Rule) error
+	stop(name string)
+	running(name string) bool
 }
 
 // reconcileTries is how often a reconciliation is tried, one check apart,
@@ -69,35 +84,37 @@ type watch struct {
 // keeps failing).
 const reconcileTries = 3
 
-func newWatch(ctx context.Context) watch {
-	ctx, cancel := context.WithCancel(ctx)
-	return watch{shapes: map[uint32]catalog.Shape{}, picked: map[string]state.Backfill{}, accepted: map[string]uint32{},
-		pending: map[string]string{}, marking: map[string]bool{}, ctx: ctx, cancel: cancel,
-		runs: map[string]bool{}, again: map[string]reconcile.Options{}, scopes: map[string][]pgx.Identifier{}, failed: map[string]int{}}
+func newWatch(b *base, cfg reloader, bf watchedBackfills) *watch {
+	return &watch{base: b, cfg: cfg, bf: bf, shapes: map[uint32]catalog.Shape{}, picked: map[string]state.Backfill{}, accepted: map[string]uint32{},
+		pending: map[string]string{}, marking: map[string]bool{},
+		recs: &reconciles{cancels: map[string]context.CancelFunc{}, runs: map[string]bool{}, again: map[string]reconcile.Options{},
+			scopes: map[string][]pgx.Identifier{}, failed: map[string]int{}}}
 }
 
-// StopWatch stops the reconciliations the engine started and waits for
-// them: a leadership's workers end before the next one starts.
-func (e *Engine) StopWatch() {
-	e.wt.cancel()
-	e.wt.wg.Wait()
-}
-
-// Watch checks the catalog for what pgoutput does not send (see watch).
-// A failure is logged and the check repeated next time; it never stops the
-// bridge. It runs on the engine's goroutine, between transactions.
-func (e *Engine) Watch(ctx context.Context) error {
-	if e.pos.open != nil {
-		return nil
+// stop stops the reconciliations and waits for them: a leadership's
+// workers end before the next one starts.
+func (rc *reconciles) stop() {
+	rc.mu.Lock()
+	rc.stopped = true
+	for _, cancel := range rc.cancels {
+		cancel()
 	}
-	src, tgt, err := e.conns.Conns(ctx)
+	rc.mu.Unlock()
+	rc.wg.Wait()
+}
+
+// check checks the catalog for what pgoutput does not send (see watch).
+// A failure is logged and the check repeated next time; it never stops the
+// bridge.
+func (w *watch) check(ctx context.Context) error {
+	src, tgt, err := w.conns.Conns(ctx)
 	if err != nil {
-		e.log.Warn("checking the source tables' partitions failed; retrying at the next check", "err", err)
+		w.log.Warn("checking the source tables' partitions failed; retrying at the next check", "err", err)
 		return nil
 	}
 	seen := map[uint32]bool{}
 	var names []string
-	for _, r := range e.rules.set.All() {
+	for _, r := range w.rules.set.All() {
 		names = append(names, r.Name)
 		if seen[r.Source.OID] {
 			continue
@@ -108,116 +125,133 @@ func (e *Engine) Watch(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			e.log.Warn("checking the source tables' partitions failed; retrying at the next check", "err", err)
+			w.log.Warn("checking the source tables' partitions failed; retrying at the next check", "err", err)
 			return nil
 		}
 		if now.OID != r.Source.OID {
 			// Dropped, renamed, or dropped and created again: the rules
 			// load again (invalid, or on the new table).
-			e.log.Warn("a source table is no longer the table its rules were loaded for; loading them again", "source", r.Source.String(), "oid", r.Source.OID, "now", now.OID)
-			return e.reconfigure(ctx, "following the source table "+r.Source.String(), nil)
+			w.log.Warn("a source table is no longer the table its rules were loaded for; loading them again", "source", r.Source.String(), "oid", r.Source.OID, "now", now.OID)
+			return w.cfg.reconfigure(ctx, "following the source table "+r.Source.String(), nil)
 		}
-		before, known := e.wt.shapes[r.Source.OID]
-		e.wt.shapes[r.Source.OID] = now
+		before, known := w.shapes[r.Source.OID]
+		w.shapes[r.Source.OID] = now
 		if !known {
 			continue // the first look: what changed before the bridge ran is reconcile's
 		}
 		if c := before.Diff(now); !c.Empty() {
-			e.partitionsChanged(r.Source, c)
+			w.partitionsChanged(r.Source, c)
 		}
 	}
-	for oid := range e.wt.shapes {
+	for oid := range w.shapes {
 		if !seen[oid] {
-			delete(e.wt.shapes, oid)
+			delete(w.shapes, oid)
 		}
 	}
-	e.startAgain()
-	return e.startQueued(ctx, tgt, names)
+	w.startAgain()
+	return w.startQueued(ctx, tgt, names)
 }
 
 // partitionsChanged reconciles the rules of source after its partitions
 // changed by c.
-func (e *Engine) partitionsChanged(source *catalog.Table, c catalog.ShapeChange) {
-	e.log.Info("partitions of a source table changed; reconciling its rules", "source", source.String(),
+func (w *watch) partitionsChanged(source *catalog.Table, c catalog.ShapeChange) {
+	w.log.Info("partitions of a source table changed; reconciling its rules", "source", source.String(),
 		"attached", len(c.Attached), "detached_or_dropped", len(c.Gone), "truncated_or_rewritten", len(c.Rewritten))
 	o := reconcile.Options{Orphans: len(c.Gone)+len(c.Rewritten) > 0, Missing: len(c.Attached) > 0}
 	var scopes []pgx.Identifier
 	for _, l := range c.Attached {
 		scopes = append(scopes, l.Ident)
 	}
-	for _, r := range e.rules.set.ForSource(source.OID) {
-		e.reconcileRule(r, o, scopes)
+	for _, r := range w.rules.set.ForSource(source.OID) {
+		w.reconcileRule(r, o, scopes)
 	}
 }
 
 // reconcileRule runs a reconciliation of r on a goroutine of its own, or —
 // while one runs — once it ended.
-func (e *Engine) reconcileRule(r *rules.Rule, o reconcile.Options, scopes []pgx.Identifier) {
-	e.wt.mu.Lock()
-	defer e.wt.mu.Unlock()
-	if prev, ok := e.wt.again[r.Name]; ok || e.wt.runs[r.Name] {
+func (w *watch) reconcileRule(r *rules.Rule, o reconcile.Options, scopes []pgx.Identifier) {
+	recs := w.recs
+	recs.mu.Lock()
+	defer recs.mu.Unlock()
+	if prev, ok := recs.again[r.Name]; ok || recs.runs[r.Name] {
 		o.Orphans, o.Missing = o.Orphans || prev.Orphans, o.Missing || prev.Missing
-		scopes = append(e.wt.scopes[r.Name], scopes...)
+		scopes = append(recs.scopes[r.Name], scopes...)
 	}
 	o.Scopes = len(scopes)
-	if e.wt.runs[r.Name] {
-		e.wt.again[r.Name], e.wt.scopes[r.Name] = o, scopes
+	if recs.runs[r.Name] {
+		recs.again[r.Name], recs.scopes[r.Name] = o, scopes
 		return
 	}
-	delete(e.wt.again, r.Name)
-	delete(e.wt.scopes, r.Name)
-	e.wt.runs[r.Name] = true
-	rc := reconcile.Of(r, e.rules.set.ForTarget(r.Target.Name()))
-	e.wt.wg.Go(func() {
-		err := e.runReconcile(rc, o, scopes)
-		e.wt.mu.Lock()
-		defer e.wt.mu.Unlock()
-		delete(e.wt.runs, rc.Name)
-		if err == nil || e.wt.ctx.Err() != nil {
-			delete(e.wt.failed, rc.Name)
-			return
+	if recs.stopped {
+		return
+	}
+	delete(recs.again, r.Name)
+	delete(recs.scopes, r.Name)
+	recs.runs[r.Name] = true
+	rc := reconcile.Of(r, w.rules.set.ForTarget(r.Target.Name()))
+	recs.wg.Add(1)
+	w.spawn.Go("reconciliation of "+rc.Name, func(ctx context.Context) error {
+		defer recs.wg.Done()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		recs.mu.Lock()
+		if recs.stopped {
+			delete(recs.runs, rc.Name)
+			recs.mu.Unlock()
+			return nil
 		}
-		if e.wt.failed[rc.Name]++; e.wt.failed[rc.Name] >= reconcileTries {
-			delete(e.wt.failed, rc.Name)
-			e.log.Error("reconciliation failed; giving up: run pgimageai reconcile --rule RULE", "rule", rc.Name, "tries", reconcileTries, "err", err)
-			return
+		recs.cancels[rc.Name] = cancel
+		recs.mu.Unlock()
+		err := w.runReconcile(ctx, rc, o, scopes)
+		recs.mu.Lock()
+		defer recs.mu.Unlock()
+		delete(recs.runs, rc.Name)
+		delete(recs.cancels, rc.Name)
+		if err == nil || ctx.Err() != nil {
+			delete(recs.failed, rc.Name)
+			return nil
 		}
-		e.log.Warn("reconciliation failed; trying again at the next check", "rule", rc.Name, "err", err)
-		prev := e.wt.again[rc.Name]
+		if recs.failed[rc.Name]++; recs.failed[rc.Name] >= reconcileTries {
+			delete(recs.failed, rc.Name)
+			w.log.Error("reconciliation failed; giving up: run pgimageai reconcile --rule RULE", "rule", rc.Name, "tries", reconcileTries, "err", err)
+			return nil
+		}
+		w.log.Warn("reconciliation failed; trying again at the next check", "rule", rc.Name, "err", err)
+		prev := recs.again[rc.Name]
 		o.Orphans, o.Missing = o.Orphans || prev.Orphans, o.Missing || prev.Missing
-		e.wt.scopes[rc.Name] = append(scopes, e.wt.scopes[rc.Name]...)
-		o.Scopes = len(e.wt.scopes[rc.Name])
-		e.wt.again[rc.Name] = o
+		recs.scopes[rc.Name] = append(scopes, recs.scopes[rc.Name]...)
+		o.Scopes = len(recs.scopes[rc.Name])
+		recs.again[rc.Name] = o
+		return nil
 	})
 }
 
 // startAgain starts the reconciliations that waited for a running one, or
 // failed.
-func (e *Engine) startAgain() {
-	e.wt.mu.Lock()
+func (w *watch) startAgain() {
+	w.recs.mu.Lock()
 	var names []string
-	for name := range e.wt.again {
-		if !e.wt.runs[name] {
+	for name := range w.recs.again {
+		if !w.recs.runs[name] {
 			names = append(names, name)
 		}
 	}
-	e.wt.mu.Unlock()
+	w.recs.mu.Unlock()
 	for _, name := range names {
-		e.wt.mu.Lock()
-		o, scopes := e.wt.again[name], e.wt.scopes[name]
-		delete(e.wt.again, name)
-		delete(e.wt.scopes, name)
-		e.wt.mu.Unlock()
-		if r := e.rules.set.Named(name); r != nil {
-			e.reconcileRule(r, o, scopes)
+		w.recs.mu.Lock()
+		o, scopes := w.recs.again[name], w.recs.scopes[name]
+		delete(w.recs.again, name)
+		delete(w.recs.scopes, name)
+		w.recs.mu.Unlock()
+		if r := w.rules.set.Named(name); r != nil {
+			w.reconcileRule(r, o, scopes)
 		}
 	}
 }
 
 // runReconcile reconciles rc on connections of its own.
-func (e *Engine) runReconcile(rc reconcile.Rule, o reconcile.Options, scopes []pgx.Identifier) error {
-	ctx := e.wt.ctx
-	conns := reconn.NewPair(e.bf.srcDSN, e.bf.tgtDSN)
+func (w *watch) runReconcile(ctx context.Context, rc reconcile.Rule, o reconcile.Options, scopes []pgx.Identifier) error {
+	conns := reconn.NewPair(w.dsn.Source, w.dsn.Target)
 	defer conns.Close(context.WithoutCancel(ctx))
 	src, tgt, err := conns.Conns(ctx)
 	if err != nil {
@@ -227,14 +261,14 @@ func (e *Engine) runReconcile(rc reconcile.Rule, o reconcile.Options, scopes []p
 	if err != nil {
 		return err
 	}
-	e.log.Info("reconciled", "rule", rc.Name, "target_rows", rep.TargetRows, "source_rows", rep.SourceRows,
+	w.log.Info("reconciled", "rule", rc.Name, "target_rows", rep.TargetRows, "source_rows", rep.SourceRows,
 		"orphans", rep.Orphans, "removed", rep.Removed, "missing", rep.Missing, "queued", rep.Queued)
 	return nil
 }
 
 // startQueued starts the backfills that reconciliation queued for the
 // rules names.
-func (e *Engine) startQueued(ctx context.Context, tgt *pgx.Conn, names []string) error {
+func (w *watch) startQueued(ctx context.Context, tgt *pgx.Conn, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -243,23 +277,23 @@ func (e *Engine) startQueued(ctx context.Context, tgt *pgx.Conn, names []string)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		e.log.Warn("reading the queued backfills failed; retrying at the next check", "err", err)
+		w.log.Warn("reading the queued backfills failed; retrying at the next check", "err", err)
 		return nil
 	}
 	for name, b := range queued {
-		r := e.rules.set.Named(name)
+		r := w.rules.set.Named(name)
 		if r == nil || b.Fingerprint != r.Fingerprint {
 			continue
 		}
-		if _, running := e.bf.workers[name]; running {
+		if w.bf.running(name) {
 			continue
 		}
-		if p, ok := e.wt.picked[name]; ok && string(p.LastKey) == string(b.LastKey) && string(p.StopKey) == string(b.StopKey) {
+		if p, ok := w.picked[name]; ok && string(p.LastKey) == string(b.LastKey) && string(p.StopKey) == string(b.StopKey) {
 			continue // started; its lane has not written its first page yet
 		}
-		e.wt.picked[name] = b
-		e.log.Info("backfill queued by reconcile starts", "rule", name)
-		if err := e.startBackfill(ctx, r); err != nil {
+		w.picked[name] = b
+		w.log.Info("backfill queued by reconcile starts", "rule", name)
+		if err := w.bf.start(ctx, r); err != nil {
 			return err
 		}
 	}
@@ -274,21 +308,21 @@ func (e *Engine) startQueued(ctx context.Context, tgt *pgx.Conn, names []string)
 // It also takes the first look at the source's partitions (see Watch),
 // before the backfill reads any row: a partition attached after it is
 // reconciled.
-func (e *Engine) newSource(ctx context.Context, r *rules.Rule) (bool, error) {
-	src, tgt, err := e.conns.Conns(ctx)
+func (w *watch) newSource(ctx context.Context, r *rules.Rule) (bool, error) {
+	src, tgt, err := w.conns.Conns(ctx)
 	if err != nil {
 		return false, err
 	}
-	if _, known := e.wt.shapes[r.Source.OID]; !known {
+	if _, known := w.shapes[r.Source.OID]; !known {
 		now, err := catalog.ShapeOf(ctx, src, r.Source.OID, r.Source.String())
 		if err != nil {
 			return false, err
 		}
 		if now.OID == r.Source.OID {
-			e.wt.shapes[r.Source.OID] = now
+			w.shapes[r.Source.OID] = now
 		}
 	}
-	if e.wt.accepted[r.Name] == r.Source.OID {
+	if w.accepted[r.Name] == r.Source.OID {
 		return false, nil
 	}
 	stored, found, err := state.RuleSource(ctx, tgt, r.Name)
@@ -301,11 +335,11 @@ func (e *Engine) newSource(ctx context.Context, r *rules.Rule) (bool, error) {
 				return false, err
 			}
 		}
-		e.wt.accepted[r.Name] = r.Source.OID
+		w.accepted[r.Name] = r.Source.OID
 		return false, nil
 	}
 	lane := r.Target.Name()
-	if e.wt.marking[lane] {
+	if w.marking[lane] {
 		return true, nil
 	}
 	nonce := newNonce()
@@ -313,8 +347,8 @@ func (e *Engine) newSource(ctx context.Context, r *rules.Rule) (bool, error) {
 	if _, err := src.Exec(ctx, "SELECT pg_logical_emit_message(true, $1, $2::text)", reconcile.Prefix, string(content)); err != nil {
 		return false, fmt.Errorf("place the marker of a new source table: %w", err)
 	}
-	e.wt.pending[nonce], e.wt.marking[lane] = lane, true
-	e.log.Warn("the source table of a rule is a new table (its OID changed): the old table's results go, then it is backfilled",
+	w.pending[nonce], w.marking[lane] = lane, true
+	w.log.Warn("the source table of a rule is a new table (its OID changed): the old table's results go, then it is backfilled",
 		"rule", r.Name, "source", r.Source.String(), "was", stored, "now", r.Source.OID, "target", lane)
 	return true, nil
 }
@@ -323,43 +357,43 @@ func (e *Engine) newSource(ctx context.Context, r *rules.Rule) (bool, error) {
 // transaction: the target of the rules of a new source table is emptied
 // (with their errors and stored inputs), their source recorded in the same
 // target transaction, and their backfills started from the first row.
-func (e *Engine) newTableMarker(ctx context.Context, m *replication.Message) error {
+func (w *watch) marker(ctx context.Context, m *replication.Message) error {
 	var mk struct{ Reconcile string }
 	if json.Unmarshal(m.Content, &mk) != nil {
 		return nil
 	}
-	lane, ok := e.wt.pending[mk.Reconcile]
+	lane, ok := w.pending[mk.Reconcile]
 	if !ok {
 		return nil // not placed by this leadership: does nothing
 	}
-	delete(e.wt.pending, mk.Reconcile)
-	delete(e.wt.marking, lane)
-	rs := e.rules.set.ForTarget(lane)
+	delete(w.pending, mk.Reconcile)
+	delete(w.marking, lane)
+	rs := w.rules.set.ForTarget(lane)
 	if len(rs) == 0 {
 		return nil
 	}
 	names := rulesOf(rs, rs[0].Target)
-	if pos, ok := e.admit(lane, 0); ok {
+	{
 		it := work.Item{Kind: work.Truncate, Dest: work.Dest{Target: rs[0].Target, Rules: names, SourceTable: rs[0].Source.String()}, LSN: m.LSN,
 			// The old table's backfill state goes in the lane's order too: its
 			// progress routed before the marker must not land on the new one's.
 			Ops: []sink.Op{state.RuleSources{Rules: names, OID: rs[0].Source.OID}, state.DeleteBackfills{Rules: names}}}
-		if err := e.emit(ctx, pos, it); err != nil {
+		if err := w.out.place(ctx, 0, it); err != nil {
 			return err
 		}
 	}
 	for _, r := range rs {
-		e.stopBackfill(r.Name)
-		e.wt.accepted[r.Name] = r.Source.OID
+		w.bf.stop(r.Name)
+		w.accepted[r.Name] = r.Source.OID
 	}
-	err := e.conns.Retrying(ctx, e.log, "forgetting the backfills of a new source table", func(_, tgt *pgx.Conn) error {
+	err := w.conns.Retrying(ctx, w.log, "forgetting the backfills of a new source table", func(_, tgt *pgx.Conn) error {
 		return state.ForgetBackfills(ctx, tgt, names...)
 	})
 	if err != nil {
 		return err
 	}
 	for _, r := range rs {
-		if err := e.startBackfill(ctx, r); err != nil {
+		if err := w.bf.start(ctx, r); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,8 @@
 // Package rules owns the rules as the WAL shows them: it compiles rows of
 // pgimageai.rules and pgimageai.models into immutable Rules (rule.go) —
-// each bound to its function, source table and target table, which it
-// creates or validates — and indexes them into an immutable Set (set.go)
+// what the user configured (Config) and what the bridge derived of it:
+// its function, source table and target table, which it creates or
+// validates, and what it computes (Identity) — and indexes them into an immutable Set (set.go)
 // that the engine swaps in at the commit that changes them. Live (live.go)
 // keeps the configuration tables' content at the engine's WAL position,
 // keeps the publication equal to the rules' source tables and the
@@ -15,8 +16,9 @@
 // at its old version and a side rule computing the new one into a shadow
 // column — until the engine switches it (switching.go).
 //
-// It sits below bridge/engine and calls down into functions, provider and
-// provider/pace, catalog, sink (targets), state and replication only.
+// It sits below bridge/engine and calls down into bridge/work (the
+// work.Rule its items carry, Rule.Ref), functions, provider, catalog, sink
+// (targets), state, replication and internal helpers only.
 //
 // Layer: parts.
 package rules

@@ -11,7 +11,7 @@ import (
 func TestFitSchemaChanges(t *testing.T) {
 	source := &catalog.Table{Schema: "public", Name: "d", PrimaryKey: []string{"id"}, Identity: catalog.Identity{Kind: 'd', Key: []string{"id"}, Usable: true, PrimaryKey: true},
 		Columns: []catalog.Column{{Name: "id", TypeOID: 23, TypeMod: -1}, {Name: "img", TypeOID: ByteaOID, TypeMod: -1}, {Name: "other", TypeOID: ByteaOID, TypeMod: -1}}}
-	rules := []*Rule{{Name: "a", Source: source, ImageColumn: "img"}, {Name: "b", Source: source, ImageColumn: "other"}}
+	rules := []*Rule{{Config: Config{Name: "a", ImageColumn: "img"}, Source: source}, {Config: Config{Name: "b", ImageColumn: "other"}, Source: source}}
 	col := func(name string, oid uint32, key bool) replication.Column {
 		return replication.Column{Name: name, TypeOID: oid, TypeModifier: -1, Key: key}
 	}
@@ -92,7 +92,7 @@ func TestFitReplicaIdentities(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rel := &replication.Relation{OID: 1, Namespace: "public", Name: "d", ReplicaIdentity: tc.ident, Columns: tc.cols}
-			got, misfits := Fit(rel, []*Rule{{Name: "a", Source: tc.source, ImageColumn: "img"}})
+			got, misfits := Fit(rel, []*Rule{{Config: Config{Name: "a", ImageColumn: "img"}, Source: tc.source}})
 			if tc.misfit == "" {
 				if len(misfits) != 0 || len(got.Key) != 1 || got.Key[0] != tc.wantKey || got.Image["img"] != 2 {
 					t.Fatalf("misfits %v, positions %+v; want key at %d, image at 2", misfits, got, tc.wantKey)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgimageai/pgimageai/bridge/work"
 	"github.com/pgimageai/pgimageai/catalog"
 	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/internal/pgerr"
@@ -32,36 +33,68 @@ type config struct {
 	group  string // the rule group this bridge streams
 }
 
-// Rule is a validated, enabled rule bound to its function, source and target.
-// It is immutable once loaded; a configuration change makes new Rules.
+// Rule is a validated, enabled rule bound to its function, source and target:
+// what the user configured (Config) and what the bridge derived from it
+// when it compiled the rule. It is immutable once loaded; a configuration
+// change makes new Rules.
 type Rule struct {
-	Name        string
-	Source      *catalog.Table
-	ImageColumn string
-	Fn          *functions.Function
-	Model       string
-	// ModelKey identifies the model row as loaded (name and a digest of
-	// every column): results and permanent failures are remembered per
-	// ModelKey, so a changed model asks again.
-	ModelKey string
-	// Cap is the model's daily cap (shared by every rule of the model).
-	Cap        DailyCap
-	Prompt     string
+	Config
+	Source     *catalog.Table
+	Fn         *functions.Function
 	Target     *sink.Target
 	KeyColumns []sink.KeyColumn
 	// Template is set when the prompt names columns of the source row.
 	Template *Template
+	// Cap is the model's daily cap (shared by every rule of the model).
+	Cap DailyCap
+	// Switching is set on the two rules of a rule whose new version is
+	// computed on the side: the live rule, frozen at the old version, and
+	// the side rule; nil otherwise.
+	Switching *Switching
+	Identity
+	ref *work.Rule // what its items carry (see Ref)
+}
+
+// Config is what the user configured of a rule (its pgimageai.rules row),
+// as the rule runs it: a side rule's name is its own.
+type Config struct {
+	Name        string
+	ImageColumn string
+	Model       string // models.name
+	Prompt      string
+}
+
+// Identity is what the bridge derives of what a rule computes: results,
+// failures and backfills are remembered by it.
+type Identity struct {
+	// ModelKey identifies the model row as loaded (name and a digest of
+	// every column): results and permanent failures are remembered per
+	// ModelKey, so a changed model asks again.
+	ModelKey string
 	// Fingerprint identifies what the rule computes (source, image column,
 	// function, version, target): a change means a new backfill.
 	Fingerprint string
 	// Version is the ID of the version the rule computes (VersionOf).
 	Version string
-	// Switching is set on the two rules of a rule whose new version is
-	// computed on the side: the live rule, frozen at the old version, and
-	// the side rule; nil otherwise.
-	Switching *Switching
 
 	legacy string // the fingerprint of before versions (see Done)
+}
+
+// Ref returns what an item of r carries of it (work.Rule): made once per
+// compiled rule, or anew for a rule not compiled (a test's).
+func (r *Rule) Ref() *work.Rule {
+	if r.ref != nil {
+		return r.ref
+	}
+	return r.newRef()
+}
+
+func (r *Rule) newRef() *work.Rule {
+	w := &work.Rule{Name: r.Name, Model: r.Model, ModelKey: r.ModelKey, Fingerprint: r.Fingerprint, Version: r.Version}
+	if r.Fn != nil {
+		w.Fn, w.Input = r.Fn.Name(), r.Fn.InputVersion()
+	}
+	return w
 }
 
 // DailyCap caps what a model may spend per UTC day (its max_calls_per_day
@@ -232,8 +265,8 @@ func (c *compiler) compile(ctx context.Context, b binding, src, tgt *pgx.Conn) (
 	}
 	row, _ := json.Marshal(m)
 	sum := sha256.Sum256(row)
-	r := &Rule{Name: rr.Name, Source: source, ImageColumn: rr.ImageColumn, Fn: fn, Model: m.Name, Target: target, Template: tpl,
-		ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Cap: CapOf(opts), Version: b.v.ID}
+	r := &Rule{Config: Config{Name: rr.Name, ImageColumn: rr.ImageColumn, Model: m.Name}, Source: source, Fn: fn, Target: target, Template: tpl,
+		Identity: Identity{ModelKey: m.Name + "@" + hex.EncodeToString(sum[:8]), Version: b.v.ID}, Cap: CapOf(opts)}
 	if rr.Prompt != nil {
 		r.Prompt = *rr.Prompt
 	}
@@ -408,6 +441,9 @@ func (c *compiler) compileAll(ctx context.Context, cfg *config, others []string,
 		if !compiled[name] {
 			delete(c.switching, name) // the rule went: its switch with it
 		}
+	}
+	for _, r := range valid {
+		r.ref = r.newRef() // the rules are new, seen by no other goroutine yet
 	}
 	return valid, invalid, shaped(c.log, drops), nil
 }

@@ -212,7 +212,7 @@ func (c *compiler) switched(ctx context.Context, rr state.RuleRow, row state.Ver
 		return nil, err
 	}
 	r := *side
-	r.Name, r.Switching, r.legacy = rr.Name, nil, ""
+	r.Name, r.Switching, r.legacy, r.ref = rr.Name, nil, "", nil
 	r.Target = side.Target.Renamed(sw.Live)
 	r.Fingerprint = fingerprint(side.Source.OID, rr.ImageColumn, rr.Function, v.ID, r.Target.Name(), sw.Live)
 	return &r, nil

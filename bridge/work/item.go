@@ -1,8 +1,8 @@
 package work
 
 import (
-	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/bridge/track"
+	"github.com/pgimageai/pgimageai/functions"
 	"github.com/pgimageai/pgimageai/replication"
 	"github.com/pgimageai/pgimageai/sink"
 	"github.com/pgimageai/pgimageai/state"
@@ -64,11 +64,31 @@ type Dest struct {
 	SourceTable string
 }
 
+// Rule is what an item and its call carry of the rule that made them
+// (rules.Rule.Ref): the names its lane writes in the bookkeeping, what
+// tells whether the rule still runs as compiled, and what its call key is
+// made of.
+type Rule struct {
+	Name        string // rules.name (a side rule's own)
+	Model       string // models.name
+	ModelKey    string // the model row as loaded (rules.Identity.ModelKey)
+	Fingerprint string // what the rule computes, as compiled
+	Version     string // the version it computes
+	Fn          functions.Name
+	Input       string // the function's input version (functions.Function.InputVersion)
+}
+
+// Ref returns r: a Rule is Ruled.
+func (r *Rule) Ref() *Rule { return r }
+
+// Ruled is what names its rule: a *Rule, or a compiled rules.Rule.
+type Ruled interface{ Ref() *Rule }
+
 // Item is one effect of a source change on one target table (a lane), at a
 // position of the stream. The engine makes it; its lane writes it.
 type Item struct {
 	Kind     Kind
-	Rule     *rules.Rule // Result, Backfill, Resolve
+	Rule     *Rule // Result, Backfill, Resolve, Unpark, Switch
 	Dest     Dest
 	Row      Row // the row's (new) key
 	Old      Row // Move: the old key
@@ -81,6 +101,12 @@ type Item struct {
 	// its probe); parked again, it keeps its place in the order of arrival.
 	Replay bool
 
+	Place
+}
+
+// Place is where an item stands once emitted: its position, transaction
+// and what the byte budget holds for it.
+type Place struct {
 	Pos  state.Position // where in the stream; a lane's checkpoint after writing it
 	Txn  *track.Txn     // its source transaction, for confirming the slot
 	Cost int64          // budget bytes held until the item is written

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 
-	"github.com/pgimageai/pgimageai/bridge/rules"
 	"github.com/pgimageai/pgimageai/functions"
 )
 
@@ -33,6 +32,7 @@ func KeyOf(fn functions.Name, model, input, prompt string, img []byte) Key {
 }
 
 // KeyFor returns the Key of a call of rule r with prompt on img.
-func KeyFor(r *rules.Rule, prompt string, img []byte) Key {
-	return KeyOf(r.Fn.Name(), r.ModelKey, r.Fn.InputVersion(), prompt, img)
+func KeyFor(r Ruled, prompt string, img []byte) Key {
+	w := r.Ref()
+	return KeyOf(w.Fn, w.ModelKey, w.Input, prompt, img)
 }
