@@ -89,6 +89,8 @@ var (
 	probeAVIF []byte
 )
 
+const vipsBuilt = true
+
 type vipsState struct {
 	err     error
 	version string
@@ -130,7 +132,7 @@ func backendName() string {
 	var fs []string
 	for _, f := range []magic.Format{magic.JPEG, magic.HEIF, magic.AVIF} {
 		if st.formats[f] {
-			fs = append(fs, string(f))
+			fs = append(fs, f.String())
 		}
 	}
 	return fmt.Sprintf("libvips %s (%s; the rest pure Go)", st.version, strings.Join(fs, ", "))

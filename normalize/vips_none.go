@@ -12,6 +12,8 @@ import (
 // A build without cgo, or with -tags nodynamic: no libvips; every format is
 // decoded in Go or WebAssembly.
 
+const vipsBuilt = false
+
 func vipsHandles(magic.Format) bool { return false }
 
 func backendName() string { return "pure Go and WebAssembly (libheif, libavif)" }
