@@ -4,15 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"runtime/debug"
-	"time"
-
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/cohere"
 	"github.com/pgimageai/pgimageai/provider/jina"
@@ -21,6 +15,12 @@ import (
 	"github.com/pgimageai/pgimageai/provider/openai"
 	"github.com/pgimageai/pgimageai/provider/vllm"
 	"github.com/pgimageai/pgimageai/provider/voyage"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"time"
 )
 
 // registry returns the providers this binary knows, their key variables
@@ -128,7 +128,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Outage:      bridge.Outage{ProbeMax: c.ProbeMax},
 		Logger:      log,
 		Metrics:     m,
-		Version:     versionName(),
+		Version:     versionName() + " (images: " + normalize.Backend() + ")", // the start-up line's
 		Trust:       bridge.Trust{Tables: c.trustedTables()},
 	})
 	return b.Run(ctx)
