@@ -4,6 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"time"
+
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/metrics"
 	"github.com/pgimageai/pgimageai/normalize"
@@ -15,12 +22,6 @@ import (
 	"github.com/pgimageai/pgimageai/provider/openai"
 	"github.com/pgimageai/pgimageai/provider/vllm"
 	"github.com/pgimageai/pgimageai/provider/voyage"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"runtime/debug"
-	"time"
 )
 
 // registry returns the providers this binary knows, their key variables
