@@ -4,6 +4,7 @@ package normalize
 
 /*
 #cgo pkg-config: vips
+#include <malloc.h>
 #include <stdlib.h>
 #include <vips/vips.h>
 
@@ -15,6 +16,12 @@ static void pgi_quiet(const gchar *domain, GLogLevelFlags level, const gchar *ms
 // like are blocked even where their modules are installed), and its log
 // messages dropped (a hostile file must not write to the service's logs).
 static int pgi_init(void) {
+	// glibc's malloc: buffers of 1 MiB and more (a decoder's planes and
+	// frames) mapped and unmapped with each image, and two arenas, not one
+	// per thread that ever called libvips: what an image took is given back
+	// to the system after it instead of kept for the next.
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
+	mallopt(M_ARENA_MAX, 2);
 	if (VIPS_INIT("pgimageai"))
 		return -1;
 	vips_cache_set_max(0);
