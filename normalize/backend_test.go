@@ -134,3 +134,31 @@ func TestVipsRefusesBeforeDecoding(t *testing.T) {
 		})
 	}
 }
+
+// TestEstimateIsMemoryAndSent: Estimate's one header read says what Memory
+// and Sent say, for images that need nothing, a strip, and a decode.
+func TestEstimateIsMemoryAndSent(t *testing.T) {
+	tests := []struct {
+		name string
+		img  []byte
+	}{
+		{"jpeg turned", withEXIF(encodeJPEG(t, quadrants(2000, 1000)), exifBlock(6))},
+		{"small png", encodePNG(t, quadrants(64, 48))},
+		{"jpeg with exif only", withEXIF(encodeJPEG(t, quadrants(64, 48)), exifBlock(1))},
+		{"heic", readFile(t, "testdata/gradient.heic")},
+		{"avif", readFile(t, "testdata/gradient.avif")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := magic.Detect(tc.img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, w, h, re := Estimate(tc.img, f, photos)
+			sw, sh, sre := Sent(tc.img, f, photos)
+			if want := Memory(tc.img, f, photos); mem != want || w != sw || h != sh || re != sre {
+				t.Fatalf("Estimate %d %dx%d %v; Memory %d, Sent %dx%d %v", mem, w, h, re, want, sw, sh, sre)
+			}
+		})
+	}
+}

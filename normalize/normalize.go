@@ -127,6 +127,25 @@ func (p plan) workBytes() int64 {
 	return 4*px + 3*4*int64(p.tw)*int64(p.th)
 }
 
+// Estimate is Memory and Sent from one read of img's header: what a caller
+// charges to its byte budget before calling Image, and the size and
+// re-encoding of what Image will make.
+func Estimate(img []byte, f magic.Format, s Settings) (memory int64, w, h int, reencoded bool) {
+	if !s.Enabled {
+		return 0, 0, 0, false
+	}
+	ctx, cancel := deadline(context.Background(), f, s.decodeTimeout())
+	defer cancel()
+	p, ok, err := decide(ctx, img, f, s)
+	switch {
+	case err != nil || !ok:
+		return 0, p.h.width, p.h.height, false
+	case p.stripOnly:
+		return int64(len(img)), p.h.width, p.h.height, false
+	}
+	return sat(p.decodedBytes, p.workBytes()), p.tw, p.th, true
+}
+
 // Sent returns, from img's header only, the size of the image Image makes
 // of it and whether that image is re-encoded (decoded, and so not the
 // stored pixels): what a provider that decodes the image it is sent will
