@@ -173,14 +173,19 @@ func BenchmarkNormalize(b *testing.B) {
 			b.ReportMetric(bridge.Seconds(), "cpu-s/image")
 			b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
 			b.ReportMetric(float64(rss-base)/(1<<20), "peak-RSS-over-start-MiB")
+			charged := Memory(img, f, s)
+			b.ReportMetric(float64(charged)/(1<<20), "charged-MiB")
+			if rss > 0 && rss-base > charged {
+				b.Errorf("the process grew %.0f MiB during the loop, over the %.0f MiB Memory charges an image", float64(rss-base)/(1<<20), float64(charged)/(1<<20))
+			}
 			b.ReportMetric(float64(len(img)), "bytes-before")
 			b.ReportMetric(float64(len(r.Data)), "bytes-after")
 			if v, vrss, ok := vipsthumbnailCPU(b, path, max(3, b.N)); ok {
 				b.ReportMetric(v.Seconds(), "vipsthumbnail-cpu-s/image")
 				b.ReportMetric(float64(vrss)/(1<<20), "vipsthumbnail-peak-RSS-MiB")
 				b.ReportMetric(v.Seconds()/bridge.Seconds(), "libvips/bridge")
-				fmt.Fprintf(os.Stderr, "normalize %s 4032x3024 → %dx%d: bridge %.3f s CPU/image, peak RSS %.0f MiB (%.0f over its start); vipsthumbnail %.3f s, %.0f MiB; ratio %.2f\n",
-					name, r.Width, r.Height, bridge.Seconds(), float64(rss)/(1<<20), float64(rss-base)/(1<<20), v.Seconds(), float64(vrss)/(1<<20), v.Seconds()/bridge.Seconds())
+				fmt.Fprintf(os.Stderr, "normalize %s 4032x3024 → %dx%d: bridge %.3f s CPU/image, peak RSS %.0f MiB (%.0f over its start, %.0f charged); vipsthumbnail %.3f s, %.0f MiB; ratio %.2f\n",
+					name, r.Width, r.Height, bridge.Seconds(), float64(rss)/(1<<20), float64(rss-base)/(1<<20), float64(charged)/(1<<20), v.Seconds(), float64(vrss)/(1<<20), v.Seconds()/bridge.Seconds())
 			}
 		})
 	}
