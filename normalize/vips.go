@@ -60,7 +60,11 @@ static int pgi_thumb(void *buf, size_t len, int w, int h, int norot, int png, in
 	if (*saved_png)
 		ret = vips_pngsave_buffer(t, out, outlen, "compression", 1, "strip", TRUE, NULL);
 	else
-		ret = vips_jpegsave_buffer(t, out, outlen, "Q", q, "strip", TRUE, NULL);
+		// 4:2:0, as the Go encoder writes: libvips would keep the chroma
+		// whole at quality 90 and more, some 40% more bytes for no pixel a
+		// model tells apart.
+		ret = vips_jpegsave_buffer(t, out, outlen, "Q", q, "strip", TRUE,
+			"subsample_mode", VIPS_FOREIGN_SUBSAMPLE_ON, NULL);
 	g_object_unref(t);
 	vips_thread_shutdown();
 	return ret;
