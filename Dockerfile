@@ -1,8 +1,11 @@
 # syntax=docker/dockerfile:1
-# pgimageai's container image for machines that reach a registry: a static binary built in
-# the official Go image, copied into an image FROM scratch with the builder's CA bundle and a
-# non-root user. scripts/build-image.sh builds the same image offline (docker import), which
-# is what the tests use; this file adds the HEALTHCHECK that docker import cannot set.
+# pgimageai's container image for machines that reach a registry: the binary built with cgo
+# against libvips (the image backend of JPEG, HEIF and AVIF) in the official Go image, then
+# copied into an image FROM scratch with exactly the shared libraries it loads (its ldd
+# closure and libvips's HEIF module's, laid out by scripts/image-root.sh), the builder's CA
+# bundle and a non-root user. scripts/build-image.sh builds the same tree offline (docker
+# import), which is what the tests use; this file adds the HEALTHCHECK that docker import
+# cannot set. --build-arg BACKEND=go builds the static pure-Go binary instead (no libraries).
 #
 #   docker build -t pgimageai .
 #   docker run --rm -e PGIMAGEAI_DSN=postgres://... pgimageai          # run
@@ -10,21 +13,24 @@
 
 ARG GO_VERSION=1.26
 FROM golang:${GO_VERSION}-trixie AS build
+ARG BACKEND=vips
+RUN if [ "$BACKEND" = vips ]; then apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libvips-dev pkg-config && \
+	rm -rf /var/lib/apt/lists/*; fi
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# -tags nodynamic keeps the binary static (see scripts/build-image.sh).
-RUN CGO_ENABLED=0 go build -tags nodynamic -trimpath -buildvcs=false -ldflags='-s -w' -o /out/pgimageai ./cmd/pgimageai
-RUN mkdir -p /out/etc /out/tmp && chmod 1777 /out/tmp && \
-	printf 'root:x:0:0:root:/root:/sbin/nologin\npgimageai:x:65532:65532:pgimageai:/nonexistent:/sbin/nologin\n' >/out/etc/passwd && \
-	printf 'root:x:0:\npgimageai:x:65532:\n' >/out/etc/group
+RUN if [ "$BACKEND" = vips ]; then \
+		CGO_ENABLED=1 go build -trimpath -buildvcs=false -ldflags='-s -w' -o /out/pgimageai ./cmd/pgimageai; \
+	else \
+		CGO_ENABLED=0 go build -tags nodynamic -trimpath -buildvcs=false -ldflags='-s -w' -o /out/pgimageai ./cmd/pgimageai; \
+	fi && \
+	scripts/image-root.sh /out/root /out/pgimageai /etc/ssl/certs/ca-certificates.crt && \
+	/out/root/usr/local/bin/pgimageai --version
 
 FROM scratch
-COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /out/etc/passwd /out/etc/group /etc/
-COPY --from=build /out/tmp /tmp
-COPY --from=build /out/pgimageai /usr/local/bin/pgimageai
+COPY --from=build /out/root/ /
 USER 65532:65532
 WORKDIR /tmp
 ENV PGIMAGEAI_METRICS_ADDR=:9187

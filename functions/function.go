@@ -100,8 +100,7 @@ func (f *Function) CallMemory(img []byte) int64 {
 	var w, h int
 	var reencoded bool
 	if format, err := magic.Detect(img); err == nil {
-		n = normalize.Memory(img, format, f.norm)
-		w, h, reencoded = normalize.Sent(img, format, f.norm)
+		n, w, h, reencoded = normalize.Estimate(img, format, f.norm) // one header read
 	}
 	if f.mem == nil {
 		return n

@@ -15,8 +15,8 @@ import (
 	"github.com/pgimageai/pgimageai/integration"
 )
 
-// TestImage runs pgimageai's own image (scripts/build-image.sh: a static binary with no
-// base image) beside the test PostgreSQL: it streams one change end to end with the
+// TestImage runs pgimageai's own image (scripts/build-image.sh: the binary and the
+// libraries it loads, no base image) beside the test PostgreSQL: it streams one change end to end with the
 // offline local provider, runs as the non-root user with a CA bundle, answers its health
 // checks, and stops gracefully on SIGTERM (exit 0, the "stopped" line in its log).
 func TestImage(t *testing.T) {
@@ -65,6 +65,14 @@ VALUES ('describe', 'public.photos', 'img', 'AI_IMAGE_COMPLETE', 'pixels', 'Desc
 	}
 	if ca := tarFile(t, app, "/etc/ssl/certs/ca-certificates.crt"); !bytes.Contains(ca, []byte("-----BEGIN CERTIFICATE-----")) {
 		t.Errorf("the image's CA bundle holds no certificate (%d bytes)", len(ca))
+	}
+
+	// The image backend: libvips reads JPEG, HEIF and AVIF in the image (its HEIF module and
+	// libheif's decoders are there: a HEIC and an AVIF are decoded when it starts), unless
+	// the image was built with PGIMAGEAI_IMAGE_BACKEND=go.
+	if code, out, err := app.Exec(ctx, "/usr/local/bin/pgimageai", "--version"); err != nil || code != 0 ||
+		!(strings.Contains(out, "images: libvips") && strings.Contains(out, "JPEG, HEIF, AVIF") || strings.Contains(out, "images: pure Go")) {
+		t.Errorf("pgimageai --version in the container: exit %d, %v: %q, want the image backend named", code, err, out)
 	}
 
 	// The image's health check: pgimageai health, run inside the container (no curl).

@@ -21,15 +21,27 @@ var errUnverifiable = errors.New("the coded size cannot be checked")
 // auxiliary images'. A coded image larger than its ispe is ErrTooLarge; a
 // file whose sizes cannot be read errUnverifiable.
 func checkCoded(f magic.Format, file []byte) (int64, error) {
+	px, _, err := checkContainer(f, file)
+	return px, err
+}
+
+// checkContainer is checkCoded that also returns the container it read, so
+// that a header is read from it without parsing the file again.
+func checkContainer(f magic.Format, file []byte) (int64, *container, error) {
+	c, err := readContainer(file)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", errUnverifiable, err)
+	}
+	px, err := c.check(f, file)
+	return px, c, err
+}
+
+func (c *container) check(f magic.Format, file []byte) (int64, error) {
 	fail := func(err error) (int64, error) {
 		if errors.Is(err, ErrTooLarge) {
 			return 0, err
 		}
 		return 0, fmt.Errorf("%w: %w", errUnverifiable, err)
-	}
-	c, err := readContainer(file)
-	if err != nil {
-		return fail(err)
 	}
 	if f == magic.AVIF && c.moov && majorBrand(file) != "avif" {
 		// libavif decodes the track of a file with a moov box unless its

@@ -94,6 +94,9 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 
 // decoderName names the decoder of f, for messages.
 func decoderName(f magic.Format) string {
+	if vipsHandles(f) {
+		return vipsDecoderName(f)
+	}
 	if d, ok := decoders[f]; ok {
 		return d.name
 	}

@@ -36,6 +36,9 @@ type header struct {
 func readHeader(ctx context.Context, img []byte, f magic.Format) (header, error) {
 	switch f {
 	case magic.HEIF, magic.AVIF:
+		if vipsHandles(f) {
+			return containerHeader(f, img)
+		}
 		coded, err := checkCoded(f, img)
 		if err != nil {
 			return header{}, err
@@ -248,4 +251,25 @@ func strip(img []byte) ([]byte, error) {
 		out = append(out, img[k[0]:k[1]]...)
 	}
 	return append(out, img[sos:]...), nil
+}
+
+// containerHeader reads a HEIF or AVIF file's header from its container
+// alone, for libvips (which decodes it through libheif): checkCoded's
+// checks, then the primary item's ispe box, its sides swapped when an irot
+// box turns it a quarter (libheif applies irot and imir as it decodes, so
+// the image comes out upright and the size is the one shown).
+func containerHeader(f magic.Format, img []byte) (header, error) {
+	coded, c, err := checkContainer(f, img)
+	if err != nil {
+		return header{}, err
+	}
+	it := c.items[c.primary]
+	w, h, ok := it.ispe()
+	if !ok || w == 0 || h == 0 || w > maxISPESide || h > maxISPESide {
+		return header{}, fmt.Errorf("the primary item has no usable ispe box")
+	}
+	if r, ok := it.prop("irot"); ok && len(r.data) >= 1 && r.data[0]&3%2 == 1 {
+		w, h = h, w
+	}
+	return header{width: int(w), height: int(h), orientation: 1, coded: coded}, nil
 }

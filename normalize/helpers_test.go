@@ -3,6 +3,7 @@ package normalize
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -114,3 +115,5 @@ func withEXIF(jpg, block []byte) []byte {
 
 // gpsMarker is a byte string of exifBlock's GPS IFD: its latitude rationals.
 var gpsMarker = []byte{0, 0, 0, 48, 0, 0, 0, 1, 0, 0, 0, 51}
+
+func errorsIsTooLarge(err error) bool { return errors.Is(err, ErrTooLarge) }

@@ -43,6 +43,7 @@ type plan struct {
 	out          magic.Format
 	decodedBytes int64
 	wasmBytes    int64 // what a WebAssembly decoder's memory may grow to
+	native       bool  // normalised by libvips (vips.go)
 }
 
 // decide reads img's header and decides what it needs. ok is false when
@@ -104,6 +105,10 @@ func decide(ctx context.Context, img []byte, f magic.Format, s Settings) (plan, 
 		// for what is coded.
 		p.decodedBytes, p.wasmBytes = wasmBytes(f, img, h.coded), wasmLimit(f, img, h.coded)
 	}
+	if vipsHandles(f) {
+		p.native, p.wasmBytes = true, 0
+		p.decodedBytes = vipsBytes(f, img, h, p.tw, p.th)
+	}
 	return p, true, nil
 }
 
@@ -111,8 +116,8 @@ func decide(ctx context.Context, img []byte, f magic.Format, s Settings) (plan, 
 // image: the reduced image (RGBA, the whole image when no whole factor
 // reduces it), the target and its turned copy, and the encoder's output.
 func (p plan) workBytes() int64 {
-	if p.stripOnly {
-		return 0
+	if p.stripOnly || p.native {
+		return 0 // libvips: in vipsBytes
 	}
 	px := int64(p.h.width) * int64(p.h.height)
 	k := int64(max(1, min(p.h.width/max(1, min(p.tw, p.th)), p.h.height/max(1, max(p.tw, p.th)))))
@@ -120,6 +125,25 @@ func (p plan) workBytes() int64 {
 		px = (int64(p.h.width)/k + 1) * (int64(p.h.height)/k + 1)
 	}
 	return 4*px + 3*4*int64(p.tw)*int64(p.th)
+}
+
+// Estimate is Memory and Sent from one read of img's header: what a caller
+// charges to its byte budget before calling Image, and the size and
+// re-encoding of what Image will make.
+func Estimate(img []byte, f magic.Format, s Settings) (memory int64, w, h int, reencoded bool) {
+	if !s.Enabled {
+		return 0, 0, 0, false
+	}
+	ctx, cancel := deadline(context.Background(), f, s.decodeTimeout())
+	defer cancel()
+	p, ok, err := decide(ctx, img, f, s)
+	switch {
+	case err != nil || !ok:
+		return 0, p.h.width, p.h.height, false
+	case p.stripOnly:
+		return int64(len(img)), p.h.width, p.h.height, false
+	}
+	return sat(p.decodedBytes, p.workBytes()), p.tw, p.th, true
 }
 
 // Sent returns, from img's header only, the size of the image Image makes
@@ -196,7 +220,7 @@ func Image(ctx context.Context, img []byte, f magic.Format, s Settings) (Result,
 // decoders of a HEIF or AVIF image are compiled (once per process): the
 // compilation is no part of an image's time.
 func deadline(ctx context.Context, f magic.Format, d time.Duration) (context.Context, context.CancelFunc) {
-	if f == magic.HEIF || f == magic.AVIF {
+	if (f == magic.HEIF || f == magic.AVIF) && !vipsHandles(f) {
 		_ = wasmdec.Compile() // its error is the decode's
 	}
 	return context.WithTimeout(ctx, d)
@@ -227,6 +251,9 @@ func normalise(ctx context.Context, img []byte, f magic.Format, s Settings) (Res
 		}
 		return Result{Data: out, Format: f, Changed: true, Width: p.h.width, Height: p.h.height,
 			Changes: "metadata removed (pixels untouched)"}, nil
+	}
+	if p.native {
+		return normaliseVips(ctx, img, f, s, p)
 	}
 	m, err := decode(ctx, img, f, p.h, sat(p.decodedBytes, p.workBytes()), s.maxDecodedBytes(), p.wasmBytes)
 	if err != nil {

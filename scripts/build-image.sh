@@ -1,18 +1,26 @@
 #!/bin/bash
-# build-image.sh builds pgimageai's container image offline: a static binary
-# (CGO_ENABLED=0) in an image with no base at all (the equivalent of FROM scratch), made
-# with "docker import" from a tar assembled here, so that nothing is pulled from a registry.
+# build-image.sh builds pgimageai's container image offline, from this machine only: the
+# binary built with cgo against libvips (the image backend of JPEG, HEIF and AVIF), in an
+# image with no base (the equivalent of FROM scratch) made with "docker import" from a tar
+# assembled here by scripts/image-root.sh, so that nothing is pulled from a registry.
 #
 # The image holds only:
 #   /usr/local/bin/pgimageai            the binary (entrypoint; "run" is the default command)
+#   /lib*, /usr/lib/...                 the shared libraries the binary loads (its ldd
+#                                       closure: libvips, libheif, libde265, dav1d, libaom,
+#                                       glibc...), the dynamic loader, libvips's HEIF module
+#                                       and its closure, and an ld.so.cache for them
 #   /etc/ssl/certs/ca-certificates.crt  the host's CA bundle, for sslmode=verify-full and
 #                                       HTTPS providers (Go reads this path on Linux)
 #   /etc/passwd, /etc/group             the non-root user pgimageai (65532:65532), which the
 #                                       image runs as
 #   /tmp                                mode 1777
 # and exposes the metrics port 9187 (PGIMAGEAI_METRICS_ADDR=:9187 is set). It is a no-op when
-# the image exists and was built from the same binary, bundle and script (the recipe label);
-# the binary is always rebuilt first, which the Go build cache makes cheap.
+# the image exists and was built from the same tree and script (the recipe label); the
+# binary is always rebuilt first, which the Go build cache makes cheap.
+#
+# PGIMAGEAI_IMAGE_BACKEND=go builds the static pure-Go binary instead (CGO_ENABLED=0,
+# -tags nodynamic: the WebAssembly decoders of HEIF and AVIF, no library at all).
 #
 # The Dockerfile at the repository root builds the same image with a registry (golang
 # builder, then FROM scratch) and adds a HEALTHCHECK, which "docker import" cannot set.
@@ -20,12 +28,14 @@
 # Usage: scripts/build-image.sh [--force]
 #   --force   re-import even when the image was built from this recipe
 # Environment:
-#   PGIMAGEAI_IMAGE    image name (default pgimageai:dev)
-#   PGIMAGEAI_CA_FILE  CA bundle (default /etc/ssl/certs/ca-certificates.crt)
+#   PGIMAGEAI_IMAGE          image name (default pgimageai:dev)
+#   PGIMAGEAI_CA_FILE        CA bundle (default /etc/ssl/certs/ca-certificates.crt)
+#   PGIMAGEAI_IMAGE_BACKEND  vips (default) or go
 set -Eeuo pipefail
 
 image="${PGIMAGEAI_IMAGE:-pgimageai:dev}"
 ca="${PGIMAGEAI_CA_FILE:-/etc/ssl/certs/ca-certificates.crt}"
+backend="${PGIMAGEAI_IMAGE_BACKEND:-vips}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 say() { printf 'build-image: %s\n' "$*" >&2; }
@@ -54,23 +64,23 @@ docker info >/dev/null 2>&1 || die "the Docker daemon does not answer: $(docker 
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
-mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp"
 
 # -trimpath and -buildvcs=false make the binary depend on the code only, not on the
 # checkout's path or commit, so that the recipe changes only when the binary does.
-# -tags nodynamic: the HEIF and AVIF decoders run their WebAssembly builds only; without it
-# they link purego, which makes even a CGO_ENABLED=0 binary dynamically linked (it needs
-# ld-linux, which an image with no base lacks: "exec /usr/local/bin/pgimageai: no such file").
-(cd "$here/.." && CGO_ENABLED=0 go build -tags nodynamic -trimpath -buildvcs=false -ldflags='-s -w' \
-	-o "$root/usr/local/bin/pgimageai" ./cmd/pgimageai)
-install -m 0644 "$ca" "$root/etc/ssl/certs/ca-certificates.crt"
-printf 'root:x:0:0:root:/root:/sbin/nologin\npgimageai:x:65532:65532:pgimageai:/nonexistent:/sbin/nologin\n' >"$root/etc/passwd"
-printf 'root:x:0:\npgimageai:x:65532:\n' >"$root/etc/group"
-chmod 0755 "$root/usr/local/bin/pgimageai" "$root/usr" "$root/usr/local" "$root/usr/local/bin" "$root/etc" "$root/etc/ssl" "$root/etc/ssl/certs"
-chmod 0644 "$root/etc/passwd" "$root/etc/group"
-chmod 1777 "$root/tmp"
+case "$backend" in
+vips)
+	pkg-config --exists vips || die "libvips is not installed (apt-get install libvips-dev), or set PGIMAGEAI_IMAGE_BACKEND=go"
+	(cd "$here/.." && CGO_ENABLED=1 go build -trimpath -buildvcs=false -ldflags='-s -w' -o "$root/pgimageai" ./cmd/pgimageai)
+	;;
+go)
+	(cd "$here/.." && CGO_ENABLED=0 go build -tags nodynamic -trimpath -buildvcs=false -ldflags='-s -w' -o "$root/pgimageai" ./cmd/pgimageai)
+	;;
+*) die "PGIMAGEAI_IMAGE_BACKEND is vips or go, not $backend" ;;
+esac
+"$here/image-root.sh" "$root/tree" "$root/pgimageai" "$ca"
+"$root/tree/usr/local/bin/pgimageai" --version >&2 || die "the binary does not start"
 
-recipe=$(cat "$root/usr/local/bin/pgimageai" "$root/etc/ssl/certs/ca-certificates.crt" "$root/etc/passwd" "$root/etc/group" "$here/build-image.sh" | sha256sum | cut -c1-16)
+recipe=$( (cd "$root/tree" && find . -type f -print0 | sort -z | xargs -0 sha256sum; cat "$here/build-image.sh" "$here/image-root.sh") | sha256sum | cut -c1-16)
 old=""
 if docker image inspect "$image" >/dev/null 2>&1; then
 	old=$(docker image inspect -f '{{.Id}}' "$image")
@@ -82,8 +92,8 @@ if docker image inspect "$image" >/dev/null 2>&1; then
 fi
 
 # A reproducible tar: fixed owner, times and order.
-id=$(tar -C "$root" --sort=name --owner=0 --group=0 --numeric-owner --mtime='2000-01-01 00:00:00Z' -cf - \
-	etc tmp usr |
+id=$(tar -C "$root/tree" --sort=name --owner=0 --group=0 --numeric-owner --mtime='2000-01-01 00:00:00Z' -cf - \
+	. |
 	docker import \
 		--change 'ENTRYPOINT ["/usr/local/bin/pgimageai"]' \
 		--change 'CMD ["run"]' \
@@ -94,7 +104,7 @@ id=$(tar -C "$root" --sort=name --owner=0 --group=0 --numeric-owner --mtime='200
 		--change "LABEL org.pgimageai.recipe=$recipe" \
 		--change 'LABEL org.opencontainers.image.title=pgimageai' \
 		--change 'LABEL org.opencontainers.image.description="AI functions over PostgreSQL image columns, live from the WAL"' \
-		--message "pgimageai: static binary, CA bundle, non-root user" \
+		--message "pgimageai ($backend backend): binary, its libraries, CA bundle, non-root user" \
 		-)
 docker tag "$id" "$image"
 if [ -n "$old" ] && [ "$old" != "$id" ]; then

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgimageai/pgimageai/bridge"
 	"github.com/pgimageai/pgimageai/metrics"
+	"github.com/pgimageai/pgimageai/normalize"
 	"github.com/pgimageai/pgimageai/provider"
 	"github.com/pgimageai/pgimageai/provider/cohere"
 	"github.com/pgimageai/pgimageai/provider/jina"
@@ -125,7 +126,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Outage:    bridge.Outage{ProbeMax: c.ProbeMax},
 		Logger:    log,
 		Metrics:   m,
-		Version:   versionName(),
+		Version:   versionName() + " (images: " + normalize.Backend() + ")", // the start-up line's
 		Trust:     bridge.Trust{Tables: c.trustedTables()},
 	})
 	return b.Run(ctx)

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"runtime/debug"
+
+	"github.com/pgimageai/pgimageai/normalize"
 )
 
 // release is the version of this source tree: the newest entry of
@@ -45,11 +47,12 @@ func versionName() string {
 	return v
 }
 
-// version is what --version prints: the version and the Go that built it.
+// version is what --version prints: the version, the Go that built it and
+// the image backend (libvips, or pure Go and WebAssembly).
 func version() string {
 	goVersion := "unknown Go"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion
 	}
-	return fmt.Sprintf("pgimageai %s, %s\n", versionName(), goVersion)
+	return fmt.Sprintf("pgimageai %s, %s, images: %s\n", versionName(), goVersion, normalize.Backend())
 }

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pgimageai/pgimageai/normalize"
 )
 
 // TestReleaseIsChangelogs holds the release constant and the newest numbered
@@ -27,6 +29,9 @@ func TestVersion(t *testing.T) {
 	v := version()
 	if !strings.HasPrefix(v, "pgimageai "+release) || strings.Contains(v, "(devel)") {
 		t.Fatalf("version() = %q, want pgimageai %s…", v, release)
+	}
+	if !strings.Contains(v, ", images: "+normalize.Backend()) {
+		t.Fatalf("version() = %q does not name the image backend (%s)", v, normalize.Backend())
 	}
 	old := buildVersion
 	t.Cleanup(func() { buildVersion = old })
