@@ -1,7 +1,9 @@
 package backfill
 
 import (
+	"bytes"
 	"context"
+	"image/jpeg"
 	"testing"
 
 	"github.com/pgimageai/pgimageai/bridge/rules"
@@ -61,7 +63,11 @@ func TestBatchLineChargesNormalisation(t *testing.T) {
 	if want <= 0 || c.acquired != want || api.heldThen < want || c.held != 0 {
 		t.Errorf("charged %d (held %d while the line was built, %d after), want %d held during and none after", c.acquired, api.heldThen, c.held, want)
 	}
-	if len(api.got.Data) >= len(img) || api.got.MIME != "image/jpeg" {
-		t.Errorf("the line's image: %d bytes of %s, want the normalised JPEG, smaller than the stored %d", len(api.got.Data), api.got.MIME, len(img))
+	// Normalised: turned upright (the stored JPEG is 2016x1512 with EXIF
+	// orientation 6), so 1512 wide and 2016 high, and re-encoded without
+	// the orientation tag.
+	cfg, err := jpeg.DecodeConfig(bytes.NewReader(api.got.Data))
+	if err != nil || api.got.MIME != "image/jpeg" || cfg.Width != 1512 || cfg.Height != 2016 || bytes.Equal(api.got.Data, img) {
+		t.Errorf("the line's image: %d bytes of %s, %dx%d (%v), want the normalised JPEG, upright 1512x2016", len(api.got.Data), api.got.MIME, cfg.Width, cfg.Height, err)
 	}
 }
