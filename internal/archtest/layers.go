@@ -82,6 +82,4 @@ var Denied = map[Edge]string{
 }
 
 // Debts are denied imports that exist today, with who removes them.
-var Debts = map[Edge]string{
-	{"bridge/work", "bridge/rules"}: "TODO(engine): work.Item carries what it needs of the rule",
-}
+var Debts = map[Edge]string{}
