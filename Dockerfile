@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # pgimageai's container image for machines that reach a registry: the binary built with cgo
-# against libvips (the image backend of JPEG, HEIF and AVIF) in the official Go image, then
-# copied into an image FROM scratch with exactly the shared libraries it loads (its ldd
-# closure and libvips's HEIF module's, laid out by scripts/image-root.sh), the builder's CA
+# (it opens libvips, the image backend of JPEG, HEIF and AVIF, at run time) in the official
+# Go image, then copied into an image FROM scratch with exactly the shared libraries it
+# loads (its ldd closure, libvips.so.42's and libvips's HEIF module's, laid out by
+# scripts/image-root.sh), the builder's CA
 # bundle and a non-root user. scripts/build-image.sh builds the same tree offline (docker
 # import), which is what the tests use; this file adds the HEALTHCHECK that docker import
 # cannot set. --build-arg BACKEND=go builds the static pure-Go binary instead (no libraries).
@@ -15,7 +16,7 @@ ARG GO_VERSION=1.26
 FROM golang:${GO_VERSION}-trixie AS build
 ARG BACKEND=vips
 RUN if [ "$BACKEND" = vips ]; then apt-get update -qq && \
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libvips-dev pkg-config && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libvips-dev && \
 	rm -rf /var/lib/apt/lists/*; fi
 WORKDIR /src
 COPY go.mod go.sum ./

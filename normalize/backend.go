@@ -5,14 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/pgimageai/pgimageai/magic"
 )
 
-// Backend names the image backend of this build, for --version and the
-// start-up line: libvips (a build with cgo, without -tags nodynamic) for
-// JPEG, HEIF and AVIF, the rest in Go; or pure Go and WebAssembly.
+// Backend names the image backend, for --version: libvips (a build with
+// cgo, without -tags nodynamic, on a host with libvips.so.42) for JPEG,
+// HEIF and AVIF, the rest in Go; or pure Go and WebAssembly. In a cgo
+// build it opens libvips to see.
 func Backend() string { return backendName() }
+
+// BackendSoFar is Backend without opening libvips, for the start-up line:
+// libvips is opened at the first image that needs it, so that a bridge
+// that never sees a JPEG, HEIC or AVIF never maps it.
+func BackendSoFar() string { return backendSoFar() }
+
+// startHook, when set, is told the backend when libvips is opened or found
+// missing.
+var startHook atomic.Pointer[func(backend string)]
+
+// OnBackendStart has fn told, once, the image backend when libvips is
+// opened at the first image that needs it (or found missing), for the
+// service's log. Set it before the first image.
+func OnBackendStart(fn func(backend string)) { startHook.Store(&fn) }
 
 // vipsFixed is what libvips holds for one image whatever its size: its
 // pipeline, the loader's and saver's state, libjpeg's or libheif's tables.

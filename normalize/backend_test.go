@@ -3,7 +3,10 @@ package normalize
 import (
 	"bytes"
 	"context"
+	"image"
+	"image/gif"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -161,4 +164,68 @@ func TestEstimateIsMemoryAndSent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOtherFormatsNeverOpenLibvips: in a process of its own (libvips, once
+// open, stays open), PNGs and GIFs are normalised and estimated without
+// libvips mapped, and the start-up line's name does not open it; the first
+// JPEG then opens it and tells the hook.
+func TestOtherFormatsNeverOpenLibvips(t *testing.T) {
+	if os.Getenv("PGIMAGEAI_TEST_LAZY_VIPS") != "1" {
+		if !vipsBuilt {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("CI=true but built without libvips")
+			}
+			t.Skip("built without libvips")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestOtherFormatsNeverOpenLibvips$", "-test.v")
+		cmd.Env = append(os.Environ(), "PGIMAGEAI_TEST_LAZY_VIPS=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	mapped := func() bool {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Contains(b, []byte("libvips.so"))
+	}
+	var told []string
+	OnBackendStart(func(b string) { told = append(told, b) })
+	if so := BackendSoFar(); !strings.Contains(so, "at the first JPEG") {
+		t.Errorf("BackendSoFar() = %q before any image", so)
+	}
+	big := Settings{Enabled: true, Size: Size{MaxSide: 32}, Accept: []magic.Format{magic.JPEG, magic.PNG}}
+	for _, img := range [][]byte{encodePNG(t, quadrants(640, 480)), gifOf(t, quadrants(64, 48))} {
+		f, err := magic.Detect(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		Estimate(img, f, big)
+		if _, err := Image(context.Background(), img, f, big); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if mapped() || vipsStarted.Load() || len(told) != 0 {
+		t.Fatalf("libvips opened by a PNG or GIF (mapped %v, started %v, told %q)", mapped(), vipsStarted.Load(), told)
+	}
+	jpg := encodeJPEG(t, quadrants(640, 480))
+	if _, err := Image(context.Background(), jpg, magic.JPEG, big); err != nil {
+		t.Fatal(err)
+	}
+	if !mapped() || len(told) != 1 || !strings.HasPrefix(told[0], "libvips ") || BackendSoFar() != told[0] {
+		t.Fatalf("after a JPEG: mapped %v, told %q, so far %q", mapped(), told, BackendSoFar())
+	}
+}
+
+func gifOf(tb testing.TB, m image.Image) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	if err := gif.Encode(&b, m, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
 }

@@ -3,12 +3,101 @@
 package normalize
 
 /*
-#cgo pkg-config: vips
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
 #include <malloc.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <vips/vips.h>
 
-static void pgi_quiet(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer data) {}
+// libvips is not linked: it is opened with dlopen at the first image that
+// needs it, so that a bridge that never sees a JPEG, HEIC or AVIF never
+// maps its hundred libraries (some 30 MiB resident), and a host without it
+// runs the pure-Go and WebAssembly decoders. The few functions used are
+// declared here from libvips 8.x's ABI (soname libvips.so.42), which is
+// checked at load: vips_version(3) - vips_version(5) is 42 for every 8.x.
+
+typedef struct _VipsImage VipsImage;
+
+// Values of libvips' enums (vips/resample.h, vips/foreign.h) and glib's
+// log levels (glib/gmessages.h).
+enum { PGI_SIZE_FORCE = 3, PGI_SUBSAMPLE_ON = 1 };
+enum { PGI_LOG_LEVEL_MASK = ~3, PGI_LOG_QUIET = (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) };
+
+static struct {
+	int (*init)(const char *);
+	int (*version)(int);
+	void (*cache_set_max)(int);
+	void (*cache_set_max_mem)(size_t);
+	void (*cache_set_max_files)(int);
+	void (*concurrency_set)(int);
+	void (*block_untrusted_set)(int);
+	void (*operation_block_set)(const char *, int);
+	unsigned long (*type_find)(const char *, const char *);
+	int (*thumbnail_buffer)(void *, size_t, VipsImage **, int, ...);
+	int (*image_get_width)(const VipsImage *);
+	int (*image_get_height)(const VipsImage *);
+	int (*image_hasalpha)(VipsImage *);
+	int (*pngsave_buffer)(VipsImage *, void **, size_t *, ...);
+	int (*jpegsave_buffer)(VipsImage *, void **, size_t *, ...);
+	void (*thread_shutdown)(void);
+	char *(*error_buffer_copy)(void);
+	unsigned (*log_set_handler)(const char *, int, void (*)(const char *, int, const char *, void *), void *);
+	void (*object_unref)(void *);
+	void (*free)(void *);
+} pgi;
+
+static char pgi_why[256];
+
+static void pgi_quiet(const char *domain, int level, const char *msg, void *data) {}
+
+#define PGI_SYM(field, name) \
+	if (!(*(void **)&pgi.field = dlsym(h, name))) { \
+		snprintf(pgi_why, sizeof pgi_why, "libvips.so.42 has no %s", name); \
+		return -1; \
+	}
+
+// pgi_load opens libvips and finds its functions; on failure pgi_why says why.
+static int pgi_load(void) {
+	void *h = dlopen("libvips.so.42", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		snprintf(pgi_why, sizeof pgi_why, "%s", e ? e : "libvips.so.42 not found");
+		return -1;
+	}
+	PGI_SYM(init, "vips_init")
+	PGI_SYM(version, "vips_version")
+	PGI_SYM(cache_set_max, "vips_cache_set_max")
+	PGI_SYM(cache_set_max_mem, "vips_cache_set_max_mem")
+	PGI_SYM(cache_set_max_files, "vips_cache_set_max_files")
+	PGI_SYM(concurrency_set, "vips_concurrency_set")
+	PGI_SYM(block_untrusted_set, "vips_block_untrusted_set")
+	PGI_SYM(operation_block_set, "vips_operation_block_set")
+	PGI_SYM(type_find, "vips_type_find")
+	PGI_SYM(thumbnail_buffer, "vips_thumbnail_buffer")
+	PGI_SYM(image_get_width, "vips_image_get_width")
+	PGI_SYM(image_get_height, "vips_image_get_height")
+	PGI_SYM(image_hasalpha, "vips_image_hasalpha")
+	PGI_SYM(pngsave_buffer, "vips_pngsave_buffer")
+	PGI_SYM(jpegsave_buffer, "vips_jpegsave_buffer")
+	PGI_SYM(thread_shutdown, "vips_thread_shutdown")
+	PGI_SYM(error_buffer_copy, "vips_error_buffer_copy")
+	PGI_SYM(log_set_handler, "g_log_set_handler")
+	PGI_SYM(object_unref, "g_object_unref")
+	PGI_SYM(free, "g_free")
+	if (pgi.version(0) != 8 || pgi.version(3) - pgi.version(5) != 42) {
+		snprintf(pgi_why, sizeof pgi_why, "libvips %d.%d has ABI %d, not 42 (libvips 8.x)",
+			pgi.version(0), pgi.version(1), pgi.version(3) - pgi.version(5));
+		return -1;
+	}
+	return 0;
+}
+
+static const char *pgi_load_error(void) { return pgi_why; }
+
+static int pgi_version(int i) { return pgi.version(i); }
+
+static void pgi_free(void *p) { pgi.free(p); }
 
 // pgi_init starts libvips bounded: no operation cache (every image is seen
 // once), one worker thread per pipeline, the loaders an image may reach
@@ -22,23 +111,23 @@ static int pgi_init(void) {
 	// to the system after it instead of kept for the next.
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	mallopt(M_ARENA_MAX, 2);
-	if (VIPS_INIT("pgimageai"))
+	if (pgi.init("pgimageai"))
 		return -1;
-	vips_cache_set_max(0);
-	vips_cache_set_max_mem(0);
-	vips_cache_set_max_files(0);
-	vips_concurrency_set(1);
-	vips_block_untrusted_set(TRUE);
-	vips_operation_block_set("VipsForeignLoad", TRUE);
-	vips_operation_block_set("VipsForeignLoadJpeg", FALSE);
-	vips_operation_block_set("VipsForeignLoadHeif", FALSE);
-	g_log_set_handler("VIPS", G_LOG_LEVEL_MASK, pgi_quiet, NULL);
-	g_log_set_handler("GLib-GObject", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG, pgi_quiet, NULL);
+	pgi.cache_set_max(0);
+	pgi.cache_set_max_mem(0);
+	pgi.cache_set_max_files(0);
+	pgi.concurrency_set(1);
+	pgi.block_untrusted_set(1);
+	pgi.operation_block_set("VipsForeignLoad", 1);
+	pgi.operation_block_set("VipsForeignLoadJpeg", 0);
+	pgi.operation_block_set("VipsForeignLoadHeif", 0);
+	pgi.log_set_handler("VIPS", PGI_LOG_LEVEL_MASK, pgi_quiet, NULL);
+	pgi.log_set_handler("GLib-GObject", PGI_LOG_QUIET, pgi_quiet, NULL);
 	return 0;
 }
 
 static int pgi_has(const char *nickname) {
-	return vips_type_find("VipsOperation", nickname) != 0;
+	return pgi.type_find("VipsOperation", nickname) != 0;
 }
 
 // pgi_thumb decodes buf (shrinking on load where the format can), scales it
@@ -49,30 +138,29 @@ static int pgi_thumb(void *buf, size_t len, int w, int h, int norot, int png, in
 		void **out, size_t *outlen, int *ow, int *oh, int *saved_png) {
 	VipsImage *t = NULL;
 	int ret;
-	if (vips_thumbnail_buffer(buf, len, &t, w, "height", h, "size", VIPS_SIZE_FORCE,
+	if (pgi.thumbnail_buffer(buf, len, &t, w, "height", h, "size", PGI_SIZE_FORCE,
 			"no_rotate", norot, "option_string", "fail_on=error", NULL)) {
-		vips_thread_shutdown();
+		pgi.thread_shutdown();
 		return -1;
 	}
-	*ow = vips_image_get_width(t);
-	*oh = vips_image_get_height(t);
-	*saved_png = png == 1 || (png == 2 && vips_image_hasalpha(t));
+	*ow = pgi.image_get_width(t);
+	*oh = pgi.image_get_height(t);
+	*saved_png = png == 1 || (png == 2 && pgi.image_hasalpha(t));
 	if (*saved_png)
-		ret = vips_pngsave_buffer(t, out, outlen, "compression", 1, "strip", TRUE, NULL);
+		ret = pgi.pngsave_buffer(t, out, outlen, "compression", 1, "strip", 1, NULL);
 	else
 		// 4:2:0, as the Go encoder writes: libvips would keep the chroma
 		// whole at quality 90 and more, some 40% more bytes for no pixel a
 		// model tells apart.
-		ret = vips_jpegsave_buffer(t, out, outlen, "Q", q, "strip", TRUE,
-			"subsample_mode", VIPS_FOREIGN_SUBSAMPLE_ON, NULL);
-	g_object_unref(t);
-	vips_thread_shutdown();
+		ret = pgi.jpegsave_buffer(t, out, outlen, "Q", q, "strip", 1,
+			"subsample_mode", PGI_SUBSAMPLE_ON, NULL);
+	pgi.object_unref(t);
+	pgi.thread_shutdown();
 	return ret;
 }
 
 static char *pgi_error(void) {
-	char *s = vips_error_buffer_copy();
-	return s;
+	return pgi.error_buffer_copy();
 }
 */
 import "C"
@@ -84,6 +172,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/pgimageai/pgimageai/magic"
@@ -108,12 +197,29 @@ type vipsState struct {
 	formats map[magic.Format]bool
 }
 
+// vipsStarted is set once vipsStart has run (libvips opened or found
+// missing), so that a report of the backend need not start it.
+var vipsStarted atomic.Bool
+
 var vipsStart = sync.OnceValue(func() vipsState {
+	st := vipsOpen()
+	vipsStarted.Store(true)
+	if hook := startHook.Load(); hook != nil {
+		(*hook)(backendOf(st))
+	}
+	return st
+})
+
+// vipsOpen opens and starts libvips, and finds which formats it reads.
+func vipsOpen() vipsState {
+	if C.pgi_load() != 0 {
+		return vipsState{err: fmt.Errorf("no libvips: %s", C.GoString(C.pgi_load_error()))}
+	}
 	if C.pgi_init() != 0 {
 		return vipsState{err: fmt.Errorf("libvips did not start: %s", vipsError())}
 	}
 	st := vipsState{
-		version: fmt.Sprintf("%d.%d.%d", int(C.vips_version(0)), int(C.vips_version(1)), int(C.vips_version(2))),
+		version: fmt.Sprintf("%d.%d.%d", int(C.pgi_version(0)), int(C.pgi_version(1)), int(C.pgi_version(2))),
 		formats: map[magic.Format]bool{magic.JPEG: true},
 	}
 	name := C.CString("heifload_buffer")
@@ -126,17 +232,31 @@ var vipsStart = sync.OnceValue(func() vipsState {
 		}
 	}
 	return st
-})
+}
 
-// vipsHandles reports whether libvips normalises images of format f.
+// vipsHandles reports whether libvips normalises images of format f. Only
+// an image of a format libvips may read opens it.
 func vipsHandles(f magic.Format) bool {
+	if f != magic.JPEG && f != magic.HEIF && f != magic.AVIF {
+		return false
+	}
 	st := vipsStart()
 	return st.err == nil && st.formats[f]
 }
 
-// backendName names the image backend, for --version and the start-up line.
-func backendName() string {
-	st := vipsStart()
+// backendName names the image backend, opening libvips to see.
+func backendName() string { return backendOf(vipsStart()) }
+
+// backendSoFar names the image backend without opening libvips: what
+// backendName says once it is open, and until then that it will be.
+func backendSoFar() string {
+	if vipsStarted.Load() {
+		return backendName()
+	}
+	return "libvips.so.42 at the first JPEG, HEIC or AVIF, else pure Go and WebAssembly"
+}
+
+func backendOf(st vipsState) string {
 	if st.err != nil {
 		return "pure Go and WebAssembly (" + st.err.Error() + ")"
 	}
@@ -161,7 +281,7 @@ func vipsError() string {
 	if s == nil {
 		return "unknown error"
 	}
-	defer C.g_free(C.gpointer(s))
+	defer C.pgi_free(unsafe.Pointer(s))
 	return strings.TrimSpace(C.GoString(s))
 }
 
@@ -205,7 +325,7 @@ func vipsThumb(ctx context.Context, img []byte, w, h int, norot bool, png, q int
 			return
 		}
 		data := C.GoBytes(buf, C.int(n))
-		C.g_free(C.gpointer(buf))
+		C.pgi_free(buf)
 		done <- answer{out: vipsOut{data: data, w: int(ow), h: int(oh), png: savedPNG != 0}}
 	}()
 	select {

@@ -29,3 +29,5 @@ type vipsOut struct {
 func vipsThumb(context.Context, []byte, int, int, bool, int, int) (vipsOut, error) {
 	return vipsOut{}, errors.New("built without libvips")
 }
+
+func backendSoFar() string { return backendName() }

@@ -1,14 +1,16 @@
 #!/bin/bash
 # build-image.sh builds pgimageai's container image offline, from this machine only: the
-# binary built with cgo against libvips (the image backend of JPEG, HEIF and AVIF), in an
+# binary built with cgo, which opens libvips (the image backend of JPEG, HEIF and AVIF) at
+# the first image that needs it, in an
 # image with no base (the equivalent of FROM scratch) made with "docker import" from a tar
 # assembled here by scripts/image-root.sh, so that nothing is pulled from a registry.
 #
 # The image holds only:
 #   /usr/local/bin/pgimageai            the binary (entrypoint; "run" is the default command)
 #   /lib*, /usr/lib/...                 the shared libraries the binary loads (its ldd
-#                                       closure: libvips, libheif, libde265, dav1d, libaom,
-#                                       glibc...), the dynamic loader, libvips's HEIF module
+#                                       closure, glibc), the dynamic loader, libvips.so.42
+#                                       and its closure (libheif, libde265, dav1d, libaom...),
+#                                       libvips's HEIF module
 #                                       and its closure, and an ld.so.cache for them
 #   /etc/ssl/certs/ca-certificates.crt  the host's CA bundle, for sslmode=verify-full and
 #                                       HTTPS providers (Go reads this path on Linux)
@@ -69,7 +71,7 @@ trap 'rm -rf "$root"' EXIT
 # checkout's path or commit, so that the recipe changes only when the binary does.
 case "$backend" in
 vips)
-	pkg-config --exists vips || die "libvips is not installed (apt-get install libvips-dev), or set PGIMAGEAI_IMAGE_BACKEND=go"
+	ldconfig -p | grep -q 'libvips\.so\.42 ' || die "libvips is not installed (apt-get install libvips-dev), or set PGIMAGEAI_IMAGE_BACKEND=go"
 	(cd "$here/.." && CGO_ENABLED=1 go build -trimpath -buildvcs=false -ldflags='-s -w' -o "$root/pgimageai" ./cmd/pgimageai)
 	;;
 go)

@@ -1,10 +1,10 @@
 #!/bin/bash
 # image-root.sh lays out the file tree of pgimageai's container image in a directory:
-# the binary, and, when it is linked against libvips (a cgo build), exactly what it loads
-# at run time from this machine: the shared libraries of its ldd closure, the dynamic
-# loader, libvips's HEIF module (the only module copied: libvips loads every module in
-# its directory, and the others, ImageMagick, PDF, OpenSlide, JPEG XL, are not wanted)
-# and that module's own closure, with an ld.so.cache made for the tree. Then the CA
+# the binary, and, when it is a cgo build (which opens libvips at run time), exactly what it
+# loads from this machine: the shared libraries of its ldd closure, the dynamic loader,
+# libvips.so.42 and its closure, libvips's HEIF module (the only module copied: libvips
+# loads every module in its directory, and the others, ImageMagick, PDF, OpenSlide, JPEG
+# XL, are not wanted) and that module's own closure, with an ld.so.cache made for the tree. Then the CA
 # bundle, the non-root user pgimageai (65532:65532) and /tmp (1777). scripts/build-image.sh
 # and the Dockerfile both call it, so that the two images hold the same tree.
 #
@@ -34,13 +34,14 @@ if ldd "$bin" >/dev/null 2>&1; then
 	libs=$(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\/.*ld-linux/ { print $1 }')
 	# shellcheck disable=SC2086
 	copy_closure $libs
-	if ldd "$bin" | grep -q 'libvips\.so'; then
-		libdir=$(pkg-config --variable=libdir vips)
-		mm=$(pkg-config --modversion vips | cut -d. -f1,2)
-		heif="$libdir/vips-modules-$mm/vips-heif.so"
-		[ -f "$heif" ] || { echo "image-root: no $heif (apt-get install libvips-dev)" >&2; exit 1; }
-		copy_closure "$heif"
-	fi
+	# The binary opens libvips.so.42 with dlopen at the first JPEG, HEIC or AVIF: ldd does
+	# not list it, so it and its closure are copied by name.
+	vips=$(ldconfig -p | awk '$1 == "libvips.so.42" && $NF ~ /^\// { print $NF; exit }')
+	[ -n "$vips" ] || { echo "image-root: no libvips.so.42 on this machine (apt-get install libvips42)" >&2; exit 1; }
+	copy_closure "$vips"
+	heif=$(compgen -G "$(dirname "$(readlink -f "$vips")")/vips-modules-8.*/vips-heif.so" | head -n 1 || true)
+	[ -n "$heif" ] || { echo "image-root: no vips-heif.so beside $vips (apt-get install libvips42)" >&2; exit 1; }
+	copy_closure "$heif"
 	# Every directory holding a copied library, for the tree's own loader cache.
 	find "$root" -path "$root/etc" -prune -o -name '*.so*' -type f -printf '%h\n' | sed "s|^$root||" | sort -u >"$root/etc/ld.so.conf"
 	ldconfig -r "$root"

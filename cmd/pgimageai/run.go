@@ -50,6 +50,7 @@ const memoryHeadroom = 24 << 20
 // runBridge streams until ctx ends (SIGINT/SIGTERM), then stops gracefully.
 func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 	log := c.logger(stderr)
+	normalize.OnBackendStart(func(backend string) { log.Info("image backend started", "images", backend) })
 	if c.Console.Addr != "" {
 		// A usage error, reported before anything listens or connects.
 		if err := checkConsoleToken(c); err != nil {
@@ -126,7 +127,7 @@ func runBridge(ctx context.Context, c config, _, stderr io.Writer) error {
 		Outage:    bridge.Outage{ProbeMax: c.ProbeMax},
 		Logger:    log,
 		Metrics:   m,
-		Version:   versionName() + " (images: " + normalize.Backend() + ")", // the start-up line's
+		Version:   versionName() + " (images: " + normalize.BackendSoFar() + ")", // the start-up line's
 		Trust:     bridge.Trust{Tables: c.trustedTables()},
 	})
 	return b.Run(ctx)
