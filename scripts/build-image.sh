@@ -34,6 +34,7 @@
 #   PGIMAGEAI_CA_FILE        CA bundle (default /etc/ssl/certs/ca-certificates.crt)
 #   PGIMAGEAI_IMAGE_BACKEND  vips (default) or go
 set -Eeuo pipefail
+PATH=$PATH:/usr/sbin:/sbin # ldconfig, for a user whose PATH lacks them
 
 image="${PGIMAGEAI_IMAGE:-pgimageai:dev}"
 ca="${PGIMAGEAI_CA_FILE:-/etc/ssl/certs/ca-certificates.crt}"
@@ -71,7 +72,7 @@ trap 'rm -rf "$root"' EXIT
 # checkout's path or commit, so that the recipe changes only when the binary does.
 case "$backend" in
 vips)
-	ldconfig -p | grep -q 'libvips\.so\.42 ' || die "libvips is not installed (apt-get install libvips-dev), or set PGIMAGEAI_IMAGE_BACKEND=go"
+	[[ $(ldconfig -p) == *'libvips.so.42 '* ]] || die "libvips is not installed (apt-get install libvips-dev), or set PGIMAGEAI_IMAGE_BACKEND=go"
 	(cd "$here/.." && CGO_ENABLED=1 go build -trimpath -buildvcs=false -ldflags='-s -w' -o "$root/pgimageai" ./cmd/pgimageai)
 	;;
 go)

@@ -10,6 +10,7 @@
 #
 # Usage: scripts/image-root.sh ROOT BINARY CA_FILE
 set -Eeuo pipefail
+PATH=$PATH:/usr/sbin:/sbin # ldconfig, for a user whose PATH lacks them
 root=$1 bin=$2 ca=$3
 
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp"
@@ -36,7 +37,7 @@ if ldd "$bin" >/dev/null 2>&1; then
 	copy_closure $libs
 	# The binary opens libvips.so.42 with dlopen at the first JPEG, HEIC or AVIF: ldd does
 	# not list it, so it and its closure are copied by name.
-	vips=$(ldconfig -p | awk '$1 == "libvips.so.42" && $NF ~ /^\// { print $NF; exit }')
+	vips=$(ldconfig -p | awk '$1 == "libvips.so.42" && $NF ~ /^\// && !found { print $NF; found = 1 }')
 	[ -n "$vips" ] || { echo "image-root: no libvips.so.42 on this machine (apt-get install libvips42)" >&2; exit 1; }
 	copy_closure "$vips"
 	heif=$(compgen -G "$(dirname "$(readlink -f "$vips")")/vips-modules-8.*/vips-heif.so" | head -n 1 || true)
