@@ -360,7 +360,13 @@ func TestBatchAnswersBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, _ := fileServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { tt.body(w) })
-			p, _ := newTestProvider(t, testModel(srv.URL+"/v1", `{"batch_api":true,"timeout":"300ms","max_retries":0}`), nil)
+			// The stalled file's case waits out the timeout; the others must not meet it
+			// while megabytes are written on a loaded machine.
+			timeout := "10s"
+			if tt.kind == provider.Transient {
+				timeout = "300ms"
+			}
+			p, _ := newTestProvider(t, testModel(srv.URL+"/v1", `{"batch_api":true,"timeout":"`+timeout+`","max_retries":0}`), nil)
 			var got []string
 			err := p.BatchAnswers(context.Background(), "file-out", tt.maxLines, func(a provider.BatchAnswer) error {
 				got = append(got, a.CustomID)
