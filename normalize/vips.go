@@ -203,10 +203,12 @@ var vipsStarted atomic.Bool
 
 var vipsStart = sync.OnceValue(func() vipsState {
 	st := vipsOpen()
-	vipsStarted.Store(true)
+	// The hook first: a hook that asks BackendSoFar is told libvips is yet
+	// to start instead of waiting on this Once.
 	if hook := startHook.Load(); hook != nil {
 		(*hook)(backendOf(st))
 	}
+	vipsStarted.Store(true)
 	return st
 })
 
